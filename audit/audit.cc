@@ -1,0 +1,360 @@
+// The rtld-audit hooks: record every library search, open, close and namespace
+// change of the traced process and stream them to the collector. Rules (DESIGN.md):
+// never throw, never abort, no heap, no stdio, bounded waits, and return the value
+// that changes nothing whenever anything goes wrong.
+#include <fcntl.h>
+#include <sched.h>
+#include <gnu/libc-version.h>
+#include <link.h>
+#include <sys/auxv.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "encode.h"
+#include "objinfo.h"
+#include "transport.h"
+#include "wire.h"
+
+#define LDSCOPE_EXPORT extern "C" __attribute__((visibility("default")))
+
+extern char** environ;
+
+namespace ldscope::audit {
+namespace {
+
+// Cookies of objects we saw opened carry this tag, the object id and whether the
+// object lives in an audit namespace. Other cookies are ld.so's default (the
+// link_map address, always below 2^48).
+constexpr uintptr_t kCookieTag = uintptr_t{0x1d5c} << 48;
+constexpr uintptr_t kCookieTagMask = uintptr_t{0xffff} << 48;
+constexpr uintptr_t kAuditBit = 1;
+
+struct Cookie {
+  bool ours;
+  bool audit;
+  uint64_t id;
+};
+
+Cookie Decode(const uintptr_t* cookie) {
+  if (cookie == nullptr || (*cookie & kCookieTagMask) != kCookieTag) return {false, false, 0};
+  const uintptr_t v = *cookie & ~kCookieTagMask;
+  return {true, (v & kAuditBit) != 0, static_cast<uint64_t>(v >> 1)};
+}
+
+// Spin lock whose holder is a tid: a child forked while another thread held it
+// sees a foreign owner and takes it over instead of waiting forever.
+class OwnerLock {
+ public:
+  bool Lock(uint32_t tid, uint32_t pid, uint32_t owner_pid) {
+    for (int spins = 0; spins < 200000; ++spins) {
+      uint32_t expected = 0;
+      if (__atomic_compare_exchange_n(&owner_, &expected, tid, false, __ATOMIC_ACQUIRE,
+                                      __ATOMIC_RELAXED))
+        return true;
+      if (pid != owner_pid) {  // forked child: the holder does not exist here
+        __atomic_store_n(&owner_, tid, __ATOMIC_SEQ_CST);
+        return true;
+      }
+      if (spins > 64) sched_yield();
+    }
+    return false;  // give up (the event is dropped) rather than hang
+  }
+  void Unlock() { __atomic_store_n(&owner_, 0, __ATOMIC_RELEASE); }
+
+ private:
+  uint32_t owner_ = 0;
+};
+
+struct State {
+  bool active = false;
+  uint32_t lav_version = 0;
+  Transport transport;
+  OwnerLock lock;
+  uint32_t pid = 0;               // the image owner; a different getpid() means fork
+  uint64_t image_start_ns = 0;
+  uint64_t seq = 0;               // next sequence number
+  uint64_t dropped = 0;
+  uint64_t next_id = 1;
+  bool main_seen = false;
+  uint64_t audit_lmids = 0;       // bit per namespace id that belongs to auditors
+  ProcessAux aux;
+  ElfW(Dyn)* vdso_dynamic = nullptr;
+  char exe[4096] = {};
+  char cmdline[8192] = {};
+  size_t cmdline_len = 0;
+  char search_name[4096] = {};    // name of the search in progress (from its ORIG call)
+  // Objects opened since the last ADD activity, with the RELRO page ld.so protects
+  // once relocation is done: a close that finds it still writable is a roll-back.
+  struct Recent {
+    uint64_t id;
+    uintptr_t relro;
+  };
+  Recent recent[64] = {};
+  size_t n_recent = 0;
+};
+
+State g;
+
+uint64_t NowNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+uint32_t Tid() { return static_cast<uint32_t>(syscall(SYS_gettid)); }
+
+void ReadProcessIdentity() {
+  const ssize_t n = readlink("/proc/self/exe", g.exe, sizeof g.exe - 1);
+  g.exe[n > 0 ? n : 0] = '\0';
+  const int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    size_t len = 0;
+    while (len < sizeof g.cmdline) {
+      const ssize_t r = read(fd, g.cmdline + len, sizeof g.cmdline - len);
+      if (r <= 0) break;
+      len += static_cast<size_t>(r);
+    }
+    close(fd);
+    g.cmdline_len = len;
+  }
+}
+
+ElfW(Dyn)* FindVdsoDynamic(ElfW(Addr) ehdr_addr) {
+  if (ehdr_addr == 0) return nullptr;
+  const auto* eh = reinterpret_cast<const ElfW(Ehdr)*>(ehdr_addr);
+  const auto* ph = reinterpret_cast<const ElfW(Phdr)*>(ehdr_addr + eh->e_phoff);
+  ElfW(Addr) bias = 0;
+  bool have_bias = false;
+  ElfW(Addr) dyn = 0;
+  for (size_t i = 0; i < eh->e_phnum; ++i) {
+    if (ph[i].p_type == PT_LOAD && !have_bias) {
+      bias = ehdr_addr + ph[i].p_offset - ph[i].p_vaddr;
+      have_bias = true;
+    }
+    if (ph[i].p_type == PT_DYNAMIC) dyn = ph[i].p_vaddr;
+  }
+  return have_bias && dyn != 0 ? reinterpret_cast<ElfW(Dyn)*>(bias + dyn) : nullptr;
+}
+
+void SendStart(uint32_t reason, int32_t parent_pid, uint64_t parent_image_start_ns,
+               uint64_t parent_seq);
+
+// Runs with g.lock held. Returns false when the event cannot be delivered.
+bool EnsureConnection(uint32_t pid) {
+  if (pid != g.pid) {
+    // Forked child without exec: same memory, new process. Its inherited objects are
+    // the parent's open ones before parent_seq; tell the collector so.
+    const uint32_t parent_pid = g.pid;
+    const uint64_t parent_start = g.image_start_ns;
+    const uint64_t parent_seq = g.seq;
+    g.transport.Abandon();
+    g.pid = pid;
+    g.image_start_ns = NowNs();
+    g.seq = 0;
+    g.dropped = 0;
+    if (!g.transport.Open(pid, g.image_start_ns)) return false;
+    SendStart(2 /* START_FORK */, static_cast<int32_t>(parent_pid), parent_start, parent_seq);
+    return true;
+  }
+  if (g.transport.dead()) return false;
+  if (!g.transport.StillOurs()) {
+    // The program closed or reused our descriptor number: open a new one.
+    if (!g.transport.Open(pid, g.image_start_ns)) return false;
+    SendStart(3 /* START_RECONNECT */, 0, 0, 0);
+  }
+  return true;
+}
+
+template <size_t N, typename Encode>
+void EncodeAndSend(Encode&& encode) {
+  uint8_t buf[Transport::kPrefixRoom + N];
+  wire::Writer w(buf + Transport::kPrefixRoom, N);
+  EventHead h;
+  h.pid = g.pid;
+  h.tid = Tid();
+  h.seq = g.seq++;
+  h.mono_ns = NowNs();
+  h.dropped = g.dropped;
+  encode(w, h);
+  if (g.transport.Send(buf + Transport::kPrefixRoom, w.size()) != Transport::Result::kSent)
+    ++g.dropped;
+}
+
+void SendStart(uint32_t reason, int32_t parent_pid, uint64_t parent_image_start_ns,
+               uint64_t parent_seq) {
+  char cwd[4096];
+  if (getcwd(cwd, sizeof cwd) == nullptr) cwd[0] = '\0';
+  EncodeAndSend<32768>([&](ldscope::wire::Writer& w, const EventHead& h) {
+    ProcessStartInfo p;
+    p.reason = reason;
+    p.ppid = static_cast<int32_t>(getppid());
+    p.exe = g.exe;
+    p.cmdline = g.cmdline;
+    p.cmdline_len = g.cmdline_len;
+    p.cwd = cwd;
+    p.glibc_version = gnu_get_libc_version();
+    p.environ = environ;
+    p.image_start_ns = g.image_start_ns;
+    p.parent_pid = parent_pid;
+    p.parent_image_start_ns = parent_image_start_ns;
+    p.parent_seq_at_fork = parent_seq;
+    p.lav_version = g.lav_version;
+    p.secure = getauxval(AT_SECURE) != 0;
+    EncodeProcessStart(w, h, p);
+  });
+}
+
+// The common path of every hook after it decided to record something.
+template <size_t N, typename Encode>
+void Record(Encode&& encode) {
+  const uint32_t pid = static_cast<uint32_t>(getpid());
+  if (!g.lock.Lock(Tid(), pid, g.pid)) {
+    __atomic_fetch_add(&g.dropped, 1, __ATOMIC_RELAXED);
+    return;
+  }
+  if (EnsureConnection(pid)) {
+    EncodeAndSend<N>(encode);
+  } else {
+    ++g.seq;
+    ++g.dropped;
+  }
+  g.lock.Unlock();
+}
+
+uintptr_t MakeCookie(uint64_t id, bool audit) {
+  return kCookieTag | (static_cast<uintptr_t>(id) << 1) | (audit ? kAuditBit : 0);
+}
+
+bool AuditNamespace(Lmid_t lmid) {
+  return lmid >= 0 && lmid < 64 && (g.audit_lmids & (uint64_t{1} << lmid)) != 0;
+}
+
+}  // namespace
+}  // namespace ldscope::audit
+
+using namespace ldscope::audit;
+
+LDSCOPE_EXPORT unsigned int la_version(unsigned int version) {
+  if (version == 0) return 0;
+  const char* sock = getenv("LDSCOPE_SOCKET");
+  const char* dir = getenv("LDSCOPE_DIR");
+  // Setuid/setgid programs: stay inert (glibc normally keeps us out anyway).
+  if (getauxval(AT_SECURE) != 0) return 0;
+  if (!g.transport.Configure(sock, dir)) return 0;  // nobody listening: no overhead
+  g.pid = static_cast<uint32_t>(getpid());
+  g.image_start_ns = NowNs();
+  g.aux.vdso_ehdr = getauxval(AT_SYSINFO_EHDR);
+  g.aux.ldso_base = getauxval(AT_BASE);
+  g.aux.main_phdr = getauxval(AT_PHDR);
+  g.aux.main_phnum = getauxval(AT_PHNUM);
+  if (getauxval(AT_PAGESZ) != 0) g.aux.page_size = getauxval(AT_PAGESZ);
+  g.vdso_dynamic = FindVdsoDynamic(g.aux.vdso_ehdr);
+  ReadProcessIdentity();
+  if (!g.transport.Open(g.pid, g.image_start_ns)) return 0;
+  g.lav_version = version;
+  g.active = true;
+  SendStart(1 /* START_EXEC */, 0, 0, 0);
+  return version < LAV_CURRENT ? version : LAV_CURRENT;
+}
+
+LDSCOPE_EXPORT char* la_objsearch(const char* name, uintptr_t* cookie, unsigned int flag) {
+  if (!g.active || name == nullptr) return const_cast<char*>(name);
+  const Cookie c = Decode(cookie);
+  if (c.audit || (!c.ours && !g.main_seen)) return const_cast<char*>(name);
+  if (flag == LA_SER_ORIG) {
+    const size_t n = strnlen(name, sizeof g.search_name - 1);
+    std::memcpy(g.search_name, name, n);
+    g.search_name[n] = '\0';
+    Record<8192>([&](ldscope::wire::Writer& w, const EventHead& h) {
+      EncodeSearch(w, h, name, nullptr, flag, c.id);
+    });
+  } else {
+    // The name is on the ORIG event just before; only the candidate travels.
+    Record<8192>([&](ldscope::wire::Writer& w, const EventHead& h) {
+      EncodeSearch(w, h, nullptr, name, flag, c.id);
+    });
+  }
+  return const_cast<char*>(name);
+}
+
+LDSCOPE_EXPORT unsigned int la_objopen(struct link_map* map, Lmid_t lmid, uintptr_t* cookie) {
+  if (!g.active || map == nullptr || cookie == nullptr) return 0;
+  const bool is_main = !g.main_seen && lmid == LM_ID_BASE &&
+                       (map->l_name == nullptr || map->l_name[0] == '\0');
+  if (!g.main_seen && !is_main) {
+    // Before the executable's objopen, only auditors' namespaces are being built.
+    if (lmid >= 0 && lmid < 64) g.audit_lmids |= uint64_t{1} << lmid;
+  }
+  if (is_main) g.main_seen = true;
+  const uint64_t id = __atomic_fetch_add(&g.next_id, 1, __ATOMIC_RELAXED);
+  const bool audit = AuditNamespace(lmid);
+  *cookie = MakeCookie(id, audit);
+  if (audit) return 0;
+
+  Record<16384>([&](ldscope::wire::Writer& w, const EventHead& h) {
+    ObjectInfo o;
+    o.id = id;
+    o.lmid = lmid;
+    o.base = map->l_addr;
+    o.is_main = is_main;
+    o.path = is_main ? g.exe : map->l_name;
+    o.is_vdso = g.vdso_dynamic != nullptr && map->l_ld == g.vdso_dynamic;
+    o.is_ldso = !is_main && g.aux.ldso_base != 0 && map->l_addr == g.aux.ldso_base;
+    if (!o.is_vdso && o.path != nullptr && o.path[0] != '\0') {
+      struct stat st;
+      if (stat(o.path, &st) == 0) {
+        o.dev = st.st_dev;
+        o.ino = st.st_ino;
+      }
+    }
+    ReadMappedObject(map, is_main, g.aux, &o);
+    if (o.relro_start != 0 && g.n_recent < sizeof g.recent / sizeof g.recent[0])
+      g.recent[g.n_recent++] = {id, o.relro_start};
+    EncodeObjOpen(w, h, o);
+  });
+  return 0;
+}
+
+LDSCOPE_EXPORT unsigned int la_objclose(uintptr_t* cookie) {
+  if (!g.active) return 0;
+  const Cookie c = Decode(cookie);
+  if (!c.ours || c.audit) return 0;
+  bool unrelocated = false;
+  for (size_t i = 0; i < g.n_recent; ++i) {
+    if (g.recent[i].id == c.id) {
+      unrelocated = PageWritable(g.recent[i].relro);
+      g.recent[i] = g.recent[--g.n_recent];
+      break;
+    }
+  }
+  Record<256>([&](ldscope::wire::Writer& w, const EventHead& h) {
+    EncodeObjClose(w, h, c.id, unrelocated);
+  });
+  return 0;
+}
+
+LDSCOPE_EXPORT void la_activity(uintptr_t* cookie, unsigned int flag) {
+  if (!g.active) return;
+  const Cookie c = Decode(cookie);
+  if (c.audit || (!c.ours && !g.main_seen)) return;
+  if (flag == LA_ACT_ADD) g.n_recent = 0;
+  Record<256>([&](ldscope::wire::Writer& w, const EventHead& h) {
+    EncodeActivity(w, h, flag, c.id);
+  });
+}
+
+LDSCOPE_EXPORT void la_preinit(uintptr_t* /*cookie*/) {
+  if (!g.active) return;
+  Record<256>([&](ldscope::wire::Writer& w, const EventHead& h) { EncodePreinit(w, h); });
+}
+
+// At a normal exit (not _exit or a crash), report the final drop count.
+__attribute__((destructor)) static void OnUnload() {
+  if (!g.active) return;
+  Record<256>([&](ldscope::wire::Writer& w, const EventHead& h) { EncodeExit(w, h); });
+}

@@ -1,0 +1,174 @@
+// Event encoders (see encode.h). Kept free of libc calls other than strlen/memcmp so
+// they are safe in the audit namespace under the loader's locks.
+#include "encode.h"
+
+#include <cstring>
+
+namespace ldscope::audit {
+namespace {
+
+using wire::Writer;
+
+bool HasPrefix(const char* s, const char* prefix) {
+  return std::strncmp(s, prefix, std::strlen(prefix)) == 0;
+}
+
+// Length of the NAME part of "NAME=value".
+size_t NameLen(const char* entry) {
+  const char* eq = std::strchr(entry, '=');
+  return eq ? static_cast<size_t>(eq - entry) : std::strlen(entry);
+}
+
+bool NameIs(const char* entry, const char* name) {
+  const size_t n = std::strlen(name);
+  return NameLen(entry) == n && std::strncmp(entry, name, n) == 0;
+}
+
+void Head(Writer& w, const EventHead& h) {
+  w.VarintNonZero(field::kPid, h.pid);
+  w.VarintNonZero(field::kTid, h.tid);
+  w.VarintNonZero(field::kSeq, h.seq);
+  w.VarintNonZero(field::kMonoNs, h.mono_ns);
+  w.VarintNonZero(field::kDropped, h.dropped);
+}
+
+// The truncated flag goes last: only then do we know (field order is free in protobuf).
+void Tail(Writer& w) {
+  if (w.truncated()) {
+    // Writing the flag itself needs 2 bytes; Room() keeps them unless the buffer is
+    // exhausted, in which case the reader still sees a valid, shorter event.
+    w.Bool(field::kTruncated, true);
+  }
+}
+
+}  // namespace
+
+bool LoaderRelevantEnv(const char* entry) {
+  static const char* const kPrefixes[] = {"LD_", "PYTHON", "CUDA", "NCCL", "LDSCOPE_"};
+  static const char* const kNames[] = {"PATH", "CONDA_PREFIX", "VIRTUAL_ENV"};
+  for (const char* p : kPrefixes)
+    if (HasPrefix(entry, p)) return true;
+  for (const char* n : kNames)
+    if (NameIs(entry, n)) return true;
+  return false;
+}
+
+void EncodeProcessStart(Writer& w, const EventHead& h, const ProcessStartInfo& p) {
+  Head(w, h);
+  auto n = w.BeginNested(field::kProcessStart);
+  w.VarintNonZero(1, p.reason);
+  w.SignedAsVarint(2, p.ppid);
+  w.StringNonEmpty(3, p.exe, kMaxString);
+  if (p.cmdline != nullptr) {
+    const char* s = p.cmdline;
+    const char* end = p.cmdline + p.cmdline_len;
+    while (s < end) {
+      const size_t len = strnlen(s, static_cast<size_t>(end - s));
+      w.Bytes(4, s, len, kMaxString);
+      s += len + 1;
+    }
+  }
+  w.StringNonEmpty(5, p.cwd, kMaxString);
+  w.StringNonEmpty(6, p.glibc_version, 64);
+  if (p.environ != nullptr) {
+    for (char* const* e = p.environ; *e != nullptr; ++e) {
+      const char* entry = *e;
+      auto ev = w.BeginNested(7);
+      const size_t name_len = NameLen(entry);
+      w.Bytes(1, entry, name_len, 256);
+      if (LoaderRelevantEnv(entry)) {
+        if (entry[name_len] == '=') {
+          const char* value = entry + name_len + 1;
+          w.Bytes(2, value, std::strlen(value), kMaxString);
+        }
+      } else {
+        w.Bool(3, true);
+      }
+      w.EndNested(ev);
+    }
+  }
+  w.VarintNonZero(8, p.image_start_ns);
+  w.SignedAsVarint(9, p.parent_pid);
+  w.VarintNonZero(10, p.parent_image_start_ns);
+  w.VarintNonZero(11, p.parent_seq_at_fork);
+  w.VarintNonZero(12, p.lav_version);
+  w.Bool(13, p.secure);
+  w.EndNested(n);
+  Tail(w);
+}
+
+void EncodeSearch(Writer& w, const EventHead& h, const char* name, const char* candidate,
+                  uint32_t flag, uint64_t requester) {
+  Head(w, h);
+  auto n = w.BeginNested(field::kSearch);
+  w.StringNonEmpty(1, name, kMaxString);
+  w.StringNonEmpty(2, candidate, kMaxString);
+  w.VarintNonZero(3, flag);
+  w.VarintNonZero(4, requester);
+  w.EndNested(n);
+  Tail(w);
+}
+
+void EncodeObjOpen(Writer& w, const EventHead& h, const ObjectInfo& o) {
+  Head(w, h);
+  auto n = w.BeginNested(field::kObjOpen);
+  w.VarintNonZero(1, o.id);
+  w.StringNonEmpty(2, o.path, kMaxString);
+  w.SignedAsVarint(3, o.lmid);
+  w.VarintNonZero(4, o.base);
+  w.VarintNonZero(5, o.dev);
+  w.VarintNonZero(6, o.ino);
+  w.StringNonEmpty(7, o.soname, kMaxString);
+  for (size_t i = 0; i < o.n_needed; ++i) w.String(8, o.needed[i], kMaxString);
+  if (o.needed_truncated) w.MarkTruncated();
+  w.StringNonEmpty(9, o.rpath, kMaxString);
+  w.StringNonEmpty(10, o.runpath, kMaxString);
+  if (o.build_id_len > 0) w.Bytes(11, o.build_id, o.build_id_len, kMaxBuildId);
+  w.VarintNonZero(12, o.flags_1);
+  w.Bool(13, o.is_main);
+  w.Bool(14, o.is_vdso);
+  w.Bool(15, o.is_ldso);
+  w.EndNested(n);
+  Tail(w);
+}
+
+void EncodeObjClose(Writer& w, const EventHead& h, uint64_t id, bool unrelocated) {
+  Head(w, h);
+  auto n = w.BeginNested(field::kObjClose);
+  w.VarintNonZero(1, id);
+  w.Bool(2, unrelocated);
+  w.EndNested(n);
+  Tail(w);
+}
+
+void EncodeActivity(Writer& w, const EventHead& h, uint32_t kind, uint64_t id) {
+  Head(w, h);
+  auto n = w.BeginNested(field::kActivity);
+  w.VarintNonZero(1, kind);
+  w.VarintNonZero(2, id);
+  w.EndNested(n);
+  Tail(w);
+}
+
+void EncodePreinit(Writer& w, const EventHead& h) {
+  Head(w, h);
+  w.EndNested(w.BeginNested(field::kPreinit));
+  Tail(w);
+}
+
+void EncodeExit(Writer& w, const EventHead& h) {
+  Head(w, h);
+  w.EndNested(w.BeginNested(field::kExit));
+  Tail(w);
+}
+
+void EncodeTraceHeader(Writer& w, const char* host, const char* glibc_version,
+                       uint64_t start_unix_ns) {
+  w.Varint(1, 1);
+  w.StringNonEmpty(2, host, 256);
+  w.StringNonEmpty(3, glibc_version, 64);
+  w.VarintNonZero(4, start_unix_ns);
+  w.String(5, "libldscope_audit");
+}
+
+}  // namespace ldscope::audit

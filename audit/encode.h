@@ -1,0 +1,99 @@
+// Encoders for each ldscope.v1.Event body, shared by the audit library's hooks and
+// the conformance test that parses their output with libprotobuf. Inputs are plain
+// C data; nothing here allocates or calls into libc beyond strlen/memcpy.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "wire.h"
+
+namespace ldscope::audit {
+
+// Longest string field we send; longer ones are cut and the event marked truncated.
+constexpr size_t kMaxString = 4096;
+constexpr size_t kMaxNeeded = 256;
+constexpr size_t kMaxBuildId = 64;
+
+// Field numbers of ldscope.v1.Event and its bodies (proto/events.proto).
+namespace field {
+enum Event : uint32_t {
+  kPid = 1, kTid = 2, kSeq = 3, kMonoNs = 4, kDropped = 5, kTruncated = 6,
+  kProcessStart = 10, kSearch = 11, kObjOpen = 12, kObjClose = 13,
+  kActivity = 14, kPreinit = 15, kExit = 16,
+};
+}  // namespace field
+
+struct EventHead {
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint64_t seq = 0;
+  uint64_t mono_ns = 0;
+  uint64_t dropped = 0;
+};
+
+struct EnvEntry {
+  const char* entry = nullptr;  // "NAME=value" as in environ
+};
+
+struct ProcessStartInfo {
+  uint32_t reason = 0;               // StartReason
+  int32_t ppid = 0;
+  const char* exe = nullptr;
+  const char* cmdline = nullptr;     // NUL-separated, as /proc/self/cmdline
+  size_t cmdline_len = 0;
+  const char* cwd = nullptr;
+  const char* glibc_version = nullptr;
+  char* const* environ = nullptr;    // NULL-terminated
+  uint64_t image_start_ns = 0;
+  int32_t parent_pid = 0;
+  uint64_t parent_image_start_ns = 0;
+  uint64_t parent_seq_at_fork = 0;
+  uint32_t lav_version = 0;
+  bool secure = false;
+};
+
+struct ObjectInfo {
+  uint64_t id = 0;
+  const char* path = nullptr;
+  int64_t lmid = 0;
+  uint64_t base = 0;
+  uint64_t dev = 0;
+  uint64_t ino = 0;
+  const char* soname = nullptr;
+  const char* needed[kMaxNeeded] = {};
+  size_t n_needed = 0;
+  bool needed_truncated = false;
+  const char* rpath = nullptr;
+  const char* runpath = nullptr;
+  uint8_t build_id[kMaxBuildId] = {};
+  size_t build_id_len = 0;
+  uint64_t flags_1 = 0;
+  bool is_main = false;
+  bool is_vdso = false;
+  bool is_ldso = false;
+  // Not sent: the page range ld.so write-protects after relocating (PT_GNU_RELRO).
+  uintptr_t relro_start = 0;
+  uintptr_t relro_end = 0;
+};
+
+// True for environment variables whose values matter to the loader or to Python
+// imports; every other variable is recorded by name only (traces end up in CI
+// artifacts, so no secrets in them).
+bool LoaderRelevantEnv(const char* entry);
+
+// Each writes one complete Event message (no length prefix) into w.
+void EncodeProcessStart(wire::Writer& w, const EventHead& h, const ProcessStartInfo& p);
+void EncodeSearch(wire::Writer& w, const EventHead& h, const char* name,
+                  const char* candidate, uint32_t flag, uint64_t requester);
+void EncodeObjOpen(wire::Writer& w, const EventHead& h, const ObjectInfo& o);
+void EncodeObjClose(wire::Writer& w, const EventHead& h, uint64_t id, bool unrelocated);
+void EncodeActivity(wire::Writer& w, const EventHead& h, uint32_t kind, uint64_t id);
+void EncodePreinit(wire::Writer& w, const EventHead& h);
+void EncodeExit(wire::Writer& w, const EventHead& h);
+
+// A TraceHeader message (for LDSCOPE_DIR files written by the audit library).
+void EncodeTraceHeader(wire::Writer& w, const char* host, const char* glibc_version,
+                       uint64_t start_unix_ns);
+
+}  // namespace ldscope::audit

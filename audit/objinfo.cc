@@ -1,0 +1,201 @@
+// See objinfo.h. Every pointer derived from the object is checked with mincore()
+// before it is read: an auditor that faults takes the traced program down with it.
+#include "objinfo.h"
+
+#include <elf.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace ldscope::audit {
+namespace {
+
+uintptr_t HexVal(char c) {
+  if (c >= '0' && c <= '9') return static_cast<uintptr_t>(c - '0');
+  if (c >= 'a' && c <= 'f') return static_cast<uintptr_t>(c - 'a' + 10);
+  return 0;
+}
+
+// True when every page of [p, p+len) is mapped (mincore fails with ENOMEM otherwise).
+uintptr_t kPage = 4096;  // set from ProcessAux on each call
+
+bool Mapped(uintptr_t p, size_t len) {
+  if (p == 0 || len == 0 || p + len < p) return false;
+  uintptr_t start = p & ~(kPage - 1);
+  const uintptr_t end = p + len;
+  unsigned char vec[64];
+  while (start < end) {
+    const uintptr_t chunk_end = start + 64 * kPage < end ? start + 64 * kPage : end;
+    if (mincore(reinterpret_cast<void*>(start), chunk_end - start, vec) != 0) return false;
+    start = chunk_end;
+    start = (start + kPage - 1) & ~(kPage - 1);
+  }
+  return true;
+}
+
+// Finds the program headers of map, or returns false.
+bool FindPhdrs(const struct link_map* map, bool is_main, const ProcessAux& aux,
+               const ElfW(Phdr)** phdr, size_t* phnum) {
+  if (is_main) {
+    if (aux.main_phdr == 0 || !Mapped(aux.main_phdr, aux.main_phnum * sizeof(ElfW(Phdr))))
+      return false;
+    *phdr = reinterpret_cast<const ElfW(Phdr)*>(aux.main_phdr);
+    *phnum = aux.main_phnum;
+    return true;
+  }
+  // A shared object's ELF header normally sits at its load bias; the vDSO's at
+  // AT_SYSINFO_EHDR. Accept a header only if its PT_DYNAMIC is map->l_ld.
+  const uintptr_t candidates[2] = {map->l_addr, aux.vdso_ehdr};
+  for (uintptr_t ehdr_at : candidates) {
+    if (!Mapped(ehdr_at, sizeof(ElfW(Ehdr)))) continue;
+    const auto* eh = reinterpret_cast<const ElfW(Ehdr)*>(ehdr_at);
+    if (std::memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
+        eh->e_phentsize != sizeof(ElfW(Phdr)) || eh->e_phnum == 0)
+      continue;
+    const uintptr_t ph = ehdr_at + eh->e_phoff;
+    if (!Mapped(ph, eh->e_phnum * sizeof(ElfW(Phdr)))) continue;
+    const auto* p = reinterpret_cast<const ElfW(Phdr)*>(ph);
+    for (size_t i = 0; i < eh->e_phnum; ++i) {
+      if (p[i].p_type == PT_DYNAMIC &&
+          map->l_addr + p[i].p_vaddr == reinterpret_cast<uintptr_t>(map->l_ld)) {
+        *phdr = p;
+        *phnum = eh->e_phnum;
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+void ReadBuildId(const struct link_map* map, const ElfW(Phdr)* phdr, size_t phnum,
+                 ObjectInfo* out) {
+  for (size_t i = 0; i < phnum; ++i) {
+    if (phdr[i].p_type != PT_NOTE) continue;
+    const uintptr_t start = map->l_addr + phdr[i].p_vaddr;
+    const size_t size = phdr[i].p_filesz;
+    if (size < sizeof(ElfW(Nhdr)) || size > (1u << 20) || !Mapped(start, size)) continue;
+    const size_t align = phdr[i].p_align == 8 ? 8 : 4;
+    size_t off = 0;
+    while (off + sizeof(ElfW(Nhdr)) <= size) {
+      const auto* nh = reinterpret_cast<const ElfW(Nhdr)*>(start + off);
+      const size_t name_off = off + sizeof(ElfW(Nhdr));
+      const size_t desc_off = name_off + ((nh->n_namesz + align - 1) & ~(align - 1));
+      const size_t next = desc_off + ((nh->n_descsz + align - 1) & ~(align - 1));
+      if (desc_off > size || nh->n_descsz > size - desc_off) break;
+      if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
+          std::memcmp(reinterpret_cast<const char*>(start + name_off), "GNU", 4) == 0 &&
+          nh->n_descsz > 0 && nh->n_descsz <= kMaxBuildId) {
+        std::memcpy(out->build_id, reinterpret_cast<const void*>(start + desc_off),
+                    nh->n_descsz);
+        out->build_id_len = nh->n_descsz;
+        return;
+      }
+      if (next <= off) break;
+      off = next;
+    }
+  }
+}
+
+}  // namespace
+
+void ReadMappedObject(const struct link_map* map, bool is_main, const ProcessAux& aux,
+                      ObjectInfo* out) {
+  kPage = aux.page_size;
+  const ElfW(Phdr)* phdr = nullptr;
+  size_t phnum = 0;
+  if (FindPhdrs(map, is_main, aux, &phdr, &phnum)) {
+    ReadBuildId(map, phdr, phnum, out);
+    for (size_t i = 0; i < phnum; ++i) {
+      if (phdr[i].p_type != PT_GNU_RELRO) continue;
+      // As ld.so's _dl_protect_relro rounds it.
+      const uintptr_t start = (map->l_addr + phdr[i].p_vaddr) & ~(kPage - 1);
+      const uintptr_t end = (map->l_addr + phdr[i].p_vaddr + phdr[i].p_memsz) & ~(kPage - 1);
+      if (start < end) {
+        out->relro_start = start;
+        out->relro_end = end;
+      }
+    }
+  }
+
+  const ElfW(Dyn)* dyn = map->l_ld;
+  if (dyn == nullptr || !Mapped(reinterpret_cast<uintptr_t>(dyn), sizeof(ElfW(Dyn))))
+    return;
+  uintptr_t strtab = 0;
+  size_t strsz = 0;
+  constexpr size_t kMaxDyn = 4096;
+  size_t count = 0;
+  while (count < kMaxDyn && dyn[count].d_tag != DT_NULL) {
+    if (((count + 1) * sizeof(ElfW(Dyn))) % 4096 == 0 &&
+        !Mapped(reinterpret_cast<uintptr_t>(&dyn[count + 1]), sizeof(ElfW(Dyn))))
+      break;
+    if (dyn[count].d_tag == DT_STRTAB) strtab = dyn[count].d_un.d_ptr;
+    if (dyn[count].d_tag == DT_STRSZ) strsz = dyn[count].d_un.d_val;
+    if (dyn[count].d_tag == DT_FLAGS_1) out->flags_1 = dyn[count].d_un.d_val;
+    ++count;
+  }
+  // ld.so relocates DT_STRTAB in place in a writable dynamic section; a read-only
+  // one (the vDSO) keeps the link-time address, which lies below the load bias.
+  if (strtab != 0 && strtab < map->l_addr) strtab += map->l_addr;
+  if (strtab == 0 || strsz == 0 || !Mapped(strtab, strsz)) return;
+  const auto str = [&](ElfW(Xword) off) -> const char* {
+    if (off >= strsz) return nullptr;
+    const char* s = reinterpret_cast<const char*>(strtab + off);
+    return memchr(s, '\0', strsz - off) != nullptr ? s : nullptr;
+  };
+  for (size_t i = 0; i < count; ++i) {
+    const ElfW(Xword) v = dyn[i].d_un.d_val;
+    switch (dyn[i].d_tag) {
+      case DT_SONAME: out->soname = str(v); break;
+      case DT_RPATH: out->rpath = str(v); break;
+      case DT_RUNPATH: out->runpath = str(v); break;
+      case DT_NEEDED:
+        if (out->n_needed < kMaxNeeded) {
+          if (const char* s = str(v)) out->needed[out->n_needed++] = s;
+        } else {
+          out->needed_truncated = true;
+        }
+        break;
+      default: break;
+    }
+  }
+}
+
+bool PageWritable(uintptr_t addr) {
+  const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  // Lines look like "7f12a000-7f12b000 rw-p ...". Parse them as they stream by,
+  // carrying a partial line over to the next read.
+  char buf[4096];
+  size_t have = 0;
+  bool found = false, writable = false;
+  for (;;) {
+    const ssize_t r = read(fd, buf + have, sizeof buf - have);
+    if (r <= 0) break;
+    have += static_cast<size_t>(r);
+    size_t line_start = 0;
+    for (size_t i = 0; i < have && !found; ++i) {
+      if (buf[i] != '\n') continue;
+      const char* p = buf + line_start;
+      const char* end = buf + i;
+      uintptr_t lo = 0, hi = 0;
+      while (p < end && *p != '-') lo = lo * 16 + HexVal(*p++);
+      if (p < end) ++p;
+      while (p < end && *p != ' ') hi = hi * 16 + HexVal(*p++);
+      if (p + 2 < end && addr >= lo && addr < hi) {
+        found = true;
+        writable = p[2] == 'w';
+      }
+      line_start = i + 1;
+    }
+    if (found) break;
+    if (line_start == 0 && have == sizeof buf) break;  // a line longer than 4 KiB
+    std::memmove(buf, buf + line_start, have - line_start);
+    have -= line_start;
+  }
+  close(fd);
+  return found && writable;
+}
+
+}  // namespace ldscope::audit

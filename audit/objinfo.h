@@ -1,0 +1,29 @@
+// Reads what the loader already mapped for an object (dynamic section, build-id) out of
+// the traced process's own memory, without faulting on odd layouts (vDSO, non-PIE
+// executables, read-only dynamic sections).
+#pragma once
+
+#include <link.h>
+
+#include "encode.h"
+
+namespace ldscope::audit {
+
+struct ProcessAux {
+  ElfW(Addr) vdso_ehdr = 0;   // AT_SYSINFO_EHDR
+  ElfW(Addr) ldso_base = 0;   // AT_BASE
+  ElfW(Addr) main_phdr = 0;   // AT_PHDR
+  size_t main_phnum = 0;      // AT_PHNUM
+  uintptr_t page_size = 4096; // AT_PAGESZ
+};
+
+// Fills soname/needed/rpath/runpath/flags_1/build_id from map's dynamic section.
+// Pointers in `out` point into the object's mapped string table.
+void ReadMappedObject(const struct link_map* map, bool is_main, const ProcessAux& aux,
+                      ObjectInfo* out);
+
+// True when the page at addr is mapped writable (read from /proc/self/maps; slow,
+// so only used for objects closed right after they were opened).
+bool PageWritable(uintptr_t addr);
+
+}  // namespace ldscope::audit

@@ -1,0 +1,184 @@
+// See transport.h. Only async-signal-safe-style libc calls: no heap, no stdio.
+#include "transport.h"
+
+#include <fcntl.h>
+#include <gnu/libc-version.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "encode.h"
+#include "wire.h"
+
+namespace ldscope::audit {
+namespace {
+
+// Our descriptor is moved this high so that it does not take the low numbers a
+// program may expect open() to return.
+constexpr int kHighFd = 512;
+
+bool CopyStr(char* dst, size_t cap, const char* src) {
+  const size_t n = std::strlen(src);
+  if (n + 1 > cap) return false;
+  std::memcpy(dst, src, n + 1);
+  return true;
+}
+
+// Appends decimal v at p; returns the new end.
+char* PutDec(char* p, uint64_t v) {
+  char tmp[24];
+  size_t n = 0;
+  do {
+    tmp[n++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  while (n > 0) *p++ = tmp[--n];
+  return p;
+}
+
+}  // namespace
+
+bool Transport::Configure(const char* socket_path, const char* dir) {
+  if (socket_path != nullptr && *socket_path != '\0' &&
+      CopyStr(target_, sizeof target_, socket_path)) {
+    mode_ = Mode::kSocket;
+    return true;
+  }
+  if (dir != nullptr && *dir != '\0' && std::strlen(dir) + 64 < sizeof target_ &&
+      CopyStr(target_, sizeof target_, dir)) {
+    mode_ = Mode::kDir;
+    return true;
+  }
+  mode_ = Mode::kNone;
+  return false;
+}
+
+void Transport::Adopt(int fd) {
+  const int high = fcntl(fd, F_DUPFD_CLOEXEC, kHighFd);
+  if (high >= 0) {
+    close(fd);
+    fd = high;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    close(fd);
+    return;
+  }
+  fd_ = fd;
+  dev_ = st.st_dev;
+  ino_ = st.st_ino;
+  dead_ = false;
+  stalled_ = false;
+}
+
+bool Transport::OpenSocket() {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (std::strlen(target_) >= sizeof addr.sun_path) return false;
+  std::memcpy(addr.sun_path, target_, std::strlen(target_) + 1);
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return false;
+  const int sndbuf = 1 << 20;
+  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
+  // A full accept backlog answers EAGAIN at once on a non-blocking AF_UNIX connect:
+  // retry for a bounded 100 ms.
+  for (int attempt = 0;; ++attempt) {
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) break;
+    if (errno != EAGAIN || attempt >= 100) {
+      close(fd);
+      return false;
+    }
+    poll(nullptr, 0, 1);
+  }
+  Adopt(fd);
+  return fd_ >= 0;
+}
+
+bool Transport::OpenFile(uint32_t pid, uint64_t image_start_ns) {
+  char path[sizeof target_ + 64];
+  char* p = path;
+  const size_t n = std::strlen(target_);
+  std::memcpy(p, target_, n);
+  p += n;
+  *p++ = '/';
+  p = PutDec(p, pid);
+  *p++ = '-';
+  p = PutDec(p, image_start_ns);
+  std::memcpy(p, ".ldscope", sizeof ".ldscope");
+  const int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  // The file starts with a TraceHeader, as every trace file does.
+  uint8_t buf[kPrefixRoom + 512];
+  wire::Writer w(buf + kPrefixRoom, sizeof buf - kPrefixRoom);
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  EncodeTraceHeader(w, host, gnu_get_libc_version(),
+                    static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec);
+  Adopt(fd);
+  if (fd_ < 0) return false;
+  return Send(buf + kPrefixRoom, w.size()) == Result::kSent;
+}
+
+bool Transport::Open(uint32_t pid, uint64_t image_start_ns) {
+  fd_ = -1;
+  switch (mode_) {
+    case Mode::kSocket: return OpenSocket();
+    case Mode::kDir: return OpenFile(pid, image_start_ns);
+    case Mode::kNone: return false;
+  }
+  return false;
+}
+
+bool Transport::StillOurs() const {
+  if (fd_ < 0) return false;
+  struct stat st;
+  return fstat(fd_, &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_;
+}
+
+void Transport::Abandon() {
+  if (StillOurs()) close(fd_);
+  fd_ = -1;
+}
+
+Transport::Result Transport::Send(uint8_t* data, size_t len) {
+  if (fd_ < 0 || dead_) return Result::kDropped;
+  if (mode_ == Mode::kDir) {
+    // One write() per record: O_APPEND keeps records whole even with threads.
+    uint8_t prefix[kPrefixRoom];
+    const size_t plen = static_cast<size_t>(wire::PutVarint(prefix, len) - prefix);
+    uint8_t* start = data - plen;
+    std::memcpy(start, prefix, plen);
+    const size_t total = plen + len;
+    const ssize_t r = write(fd_, start, total);
+    if (r == static_cast<ssize_t>(total)) return Result::kSent;
+    if (r >= 0) dead_ = true;  // a short write would leave a torn record: stop here
+    return Result::kDropped;
+  }
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const ssize_t r = send(fd_, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (r >= 0) {
+      stalled_ = false;
+      return Result::kSent;
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != ENOBUFS) {
+      dead_ = true;  // EPIPE, ECONNRESET, ...: the collector is gone
+      return Result::kDropped;
+    }
+    if (stalled_ || attempt == 1) break;
+    pollfd pfd{fd_, POLLOUT, 0};
+    if (poll(&pfd, 1, kSendWaitMs) <= 0) break;
+  }
+  stalled_ = true;
+  return Result::kDropped;
+}
+
+}  // namespace ldscope::audit

@@ -1,0 +1,90 @@
+// ldscope: watch the dynamic loader in a live process and explain what it did.
+// main() is the list of sub-commands; each lives in its own file.
+#include <CLI/CLI.hpp>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  using namespace ldscope::cli;
+  CLI::App app{"ldscope: record every library search and load of a command tree, "
+               "and explain what the dynamic loader did."};
+  app.set_version_flag("--version", "ldscope " LDSCOPE_VERSION);
+  app.require_subcommand(1);
+
+  // run: trace a command (and every process it starts) with the embedded collector.
+  RunOptions run;
+  auto* run_cmd = app.add_subcommand(
+      "run", "Run COMMAND under the audit library and record a trace. Exits with the "
+             "command's status (128+N when killed by signal N).");
+  run_cmd->add_option("-o,--output", run.output,
+                      "Trace file to write (default: ldscope-<date>-<pid>.ldscope)");
+  run_cmd->add_flag("-q,--quiet", run.quiet, "Print nothing of ldscope's own on success");
+  // Everything from the first non-option argument on is the command's.
+  run_cmd->prefix_command();
+  run_cmd->allow_extras();
+  run_cmd->footer("Usage: ldscope run [-o FILE] [-q] [--] COMMAND [ARGS...]");
+
+  // collect: the same server, standalone, for programs started elsewhere.
+  CollectOptions collect;
+  auto* collect_cmd = app.add_subcommand(
+      "collect", "Serve a socket and record what traced programs send, until SIGINT or "
+                 "SIGTERM. Start programs with LD_AUDIT=<audit library> "
+                 "LDSCOPE_SOCKET=<socket>.");
+  collect_cmd->add_option("--socket", collect.socket, "Socket path to create")->required();
+  collect_cmd->add_option("-o,--output", collect.output, "Trace file to write")->required();
+  collect_cmd->add_flag("-q,--quiet", collect.quiet, "No start/stop messages");
+
+  // show: print a trace's per-process timeline.
+  ShowOptions show;
+  auto* show_cmd = app.add_subcommand(
+      "show", "Print the per-process timeline of traces (files, or LDSCOPE_DIR "
+              "directories). Exit status 1 when a trace is damaged (what precedes the "
+              "damage is still shown).");
+  show_cmd->add_option("trace", show.traces, "Trace files or directories")->required();
+  show_cmd->add_option("--format", show.format, "text or json (proto3 JSON mapping)")
+      ->check(CLI::IsMember({"text", "json"}));
+  show_cmd->add_flag("--timestamps,!--no-timestamps", show.timestamps,
+                     "Show time offsets (default on)");
+  show_cmd->add_flag("-v,--verbose", show.verbose,
+                     "Also list unloads at exit and reuses within one batch of loads");
+
+  // CLI11 2.1 mishandles "--" inside a subcommand: split the command off ourselves.
+  std::vector<std::string> after_dashes;
+  bool had_dashes = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--") {
+      had_dashes = true;
+      for (int j = i + 1; j < argc; ++j) after_dashes.emplace_back(argv[j]);
+      argc = i;
+      break;
+    }
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? kOk : kUsage;
+  }
+  if (*run_cmd) {
+    // prefix_command leaves "--" and the command in the remaining args.
+    run.command = run_cmd->remaining();
+    if (had_dashes) {
+      if (!run.command.empty()) {
+        Complain("run: unexpected arguments before --: " + run.command.front());
+        return kUsage;
+      }
+      run.command = after_dashes;
+    }
+    if (run.command.empty()) {
+      Complain("run: no command given (usage: ldscope run [-o FILE] -- COMMAND [ARGS...])");
+      return kUsage;
+    }
+    return Run(run);
+  }
+  if (had_dashes) {
+    Complain("'--' is only meaningful with run");
+    return kUsage;
+  }
+  if (*collect_cmd) return Collect(collect);
+  if (*show_cmd) return Show(show);
+  return kUsage;
+}

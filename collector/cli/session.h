@@ -1,0 +1,31 @@
+// A collecting session shared by `run` and `collect`: a socket server whose accepted
+// events stream into a trace file.
+#pragma once
+
+#include <string>
+
+#include "ipc/server.h"
+#include "store/trace_file.h"
+
+namespace ldscope::cli {
+
+class Session {
+ public:
+  // Listens on socket_path and creates output. Returns "" or an error message.
+  std::string Start(const std::string& socket_path, const std::string& output);
+  // After the traced programs are done: read what is still queued, and wait for open
+  // connections to close until idle for idle_ms, at most cap_ms in all.
+  void Drain(int idle_ms, int cap_ms);
+  // Closes the server and the file. Returns "" or an error message.
+  std::string Finish();
+  // "N processes, M events, D dropped" for the closing message.
+  std::string Summary() const;
+
+  ipc::Server& server() { return server_; }
+
+ private:
+  ipc::Server server_;
+  store::TraceWriter writer_;
+};
+
+}  // namespace ldscope::cli

@@ -1,0 +1,36 @@
+// `ldscope show`: print the per-process timeline of one or more traces.
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "model/timeline.h"
+#include "render/render.h"
+#include "store/trace_file.h"
+
+namespace ldscope::cli {
+
+int Show(const ShowOptions& opt) {
+  const store::TraceSet traces = store::LoadTraces(opt.traces);
+  const v1::Timeline timeline = model::BuildTimeline(traces);
+  if (opt.format == "json") {
+    std::fputs(render::Json(timeline).c_str(), stdout);
+  } else {
+    render::TextOptions t;
+    t.timestamps = opt.timestamps;
+    t.verbose = opt.verbose;
+    v1::Timeline body = timeline;
+    body.clear_problems();  // problems go to stderr, after everything readable
+    std::fputs(render::TimelineText(body, t).c_str(), stdout);
+  }
+  std::fflush(stdout);
+  for (const auto& p : timeline.problems()) {
+    if (p.file().empty())
+      Complain(p.message());
+    else
+      Complain(p.file() + ": at byte offset " + std::to_string(p.offset()) + ": " + p.message() +
+               " (everything before it is shown)");
+  }
+  if (!traces.errors.empty() && traces.files.empty()) return kUsage;
+  return timeline.problems_size() > 0 ? kDamagedTrace : kOk;
+}
+
+}  // namespace ldscope::cli

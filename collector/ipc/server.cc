@@ -1,0 +1,174 @@
+// See server.h.
+#include "ipc/server.h"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace ldscope::ipc {
+namespace {
+// The audit library never sends more than this in one event.
+constexpr size_t kMaxDatagram = 64 * 1024;
+}  // namespace
+
+Server::~Server() { Shutdown(); }
+
+void Server::Shutdown() {
+  for (auto& [fd, c] : conns_) close(fd);
+  conns_.clear();
+  if (listen_fd_ >= 0) {
+    close(listen_fd_);
+    listen_fd_ = -1;
+    unlink(path_.c_str());
+  }
+  if (epoll_fd_ >= 0) {
+    close(epoll_fd_);
+    epoll_fd_ = -1;
+  }
+}
+
+std::string Server::Listen(const std::string& socket_path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (socket_path.size() >= sizeof addr.sun_path)
+    return fmt::format("socket path too long ({} bytes, at most {}): {}", socket_path.size(),
+                       sizeof addr.sun_path - 1, socket_path);
+  std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
+  listen_fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (listen_fd_ < 0) return fmt::format("socket: {}", std::strerror(errno));
+  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+    return fmt::format("cannot listen on {}: {}", socket_path, std::strerror(errno));
+  path_ = socket_path;
+  // The backlog also bounds each connection's queue of unread datagrams.
+  if (listen(listen_fd_, 4096) != 0) return fmt::format("listen: {}", std::strerror(errno));
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0) return fmt::format("epoll: {}", std::strerror(errno));
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = listen_fd_;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+  return "";
+}
+
+void Server::WatchExtra(int fd) {
+  if (extra_fd_ >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, extra_fd_, nullptr);
+  extra_fd_ = fd;
+  if (fd < 0) return;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = fd;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+}
+
+void Server::Accept() {
+  for (;;) {
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != getuid()) {
+      ++stats_.rejected_peers;
+      close(fd);
+      continue;
+    }
+    ++stats_.connections;
+    conns_[fd] = Conn{};
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+  }
+}
+
+void Server::Drop(int fd, bool bad) {
+  if (bad) ++stats_.bad_clients;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  close(fd);
+  conns_.erase(fd);
+}
+
+bool Server::HandleEvent(Conn& c, const uint8_t* data, size_t size) {
+  v1::Event e;
+  if (!e.ParseFromArray(data, static_cast<int>(size)) || e.pid() == 0 || e.stream() != 0)
+    return false;
+  if (c.stream == 0) {
+    // A connection must introduce itself with a ProcessStart.
+    if (!e.has_process_start()) return false;
+    const auto& ps = e.process_start();
+    const std::string key = fmt::format("{}:{}", e.pid(), ps.image_start_ns());
+    auto [it, inserted] = streams_.try_emplace(key, static_cast<uint32_t>(streams_.size() + 1));
+    if (inserted) ++stats_.streams;
+    c.stream = it->second;
+    c.pid = e.pid();
+  } else if (e.pid() != c.pid) {
+    return false;  // one connection, one process
+  }
+  ++stats_.events;
+  stats_.event_bytes += size;
+  uint64_t& d = dropped_by_stream_[c.stream];
+  if (e.dropped() > d) {
+    stats_.dropped_reported += e.dropped() - d;
+    d = e.dropped();
+  }
+  if (writer_ != nullptr) writer_->AppendEvent(data, size, c.stream);
+  return true;
+}
+
+void Server::ReadFrom(int fd) {
+  static std::vector<uint8_t> buf(kMaxDatagram + 1);
+  for (int n = 0; n < 1024; ++n) {  // bounded, so one busy peer cannot starve others
+    msghdr msg{};
+    iovec iov{buf.data(), buf.size()};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    const ssize_t r = recvmsg(fd, &msg, MSG_DONTWAIT);
+    if (r < 0) {
+      if (errno == EAGAIN || errno == EINTR) return;
+      Drop(fd, false);
+      return;
+    }
+    if (r == 0) {  // peer closed (process exited): everything it sent was read
+      Drop(fd, false);
+      return;
+    }
+    auto it = conns_.find(fd);
+    if (it == conns_.end()) return;
+    if ((msg.msg_flags & MSG_TRUNC) != 0 || static_cast<size_t>(r) > kMaxDatagram ||
+        !HandleEvent(it->second, buf.data(), static_cast<size_t>(r))) {
+      Drop(fd, true);
+      return;
+    }
+  }
+}
+
+Server::PollResult Server::Poll(int timeout_ms) {
+  epoll_event evs[64];
+  int n;
+  do {
+    n = epoll_wait(epoll_fd_, evs, 64, timeout_ms);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return PollResult::kError;
+  if (n == 0) return PollResult::kIdle;
+  bool extra = false;
+  for (int i = 0; i < n; ++i) {
+    const int fd = evs[i].data.fd;
+    if (fd == listen_fd_) {
+      Accept();
+    } else if (fd == extra_fd_) {
+      extra = true;
+    } else {
+      ReadFrom(fd);
+    }
+  }
+  if (writer_ != nullptr) writer_->Flush();
+  return extra ? PollResult::kExtraReady : PollResult::kServed;
+}
+
+}  // namespace ldscope::ipc

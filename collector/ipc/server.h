@@ -1,0 +1,69 @@
+// The collector's socket server: a SOCK_SEQPACKET listener served by one epoll loop,
+// one datagram per event. Peers of another uid are refused (SO_PEERCRED); a peer that
+// breaks the protocol is disconnected and counted, without disturbing the others.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <unordered_map>
+
+#include "store/trace_file.h"
+
+namespace ldscope::ipc {
+
+struct ServerStats {
+  uint64_t connections = 0;
+  uint64_t events = 0;
+  uint64_t event_bytes = 0;
+  uint64_t rejected_peers = 0;   // wrong uid
+  uint64_t bad_clients = 0;      // disconnected for protocol violations
+  uint64_t streams = 0;
+  uint64_t dropped_reported = 0; // sum over streams of the audit library's drop counts
+};
+
+class Server {
+ public:
+  Server() = default;
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds and listens at socket_path. Returns "" or an error message.
+  std::string Listen(const std::string& socket_path);
+  // Where accepted events go (written with their stream number).
+  void set_writer(store::TraceWriter* w) { writer_ = w; }
+  // An extra descriptor to watch (e.g. a pidfd); Serve returns when it is readable.
+  void WatchExtra(int fd);
+
+  // One round of the event loop: waits up to timeout_ms (< 0: forever) and serves
+  // whatever is ready.
+  enum class PollResult { kIdle, kServed, kExtraReady, kError };
+  PollResult Poll(int timeout_ms);
+  size_t open_connections() const { return conns_.size(); }
+  const ServerStats& stats() const { return stats_; }
+  void Shutdown();
+
+ private:
+  struct Conn {
+    uint32_t stream = 0;  // 0 until its ProcessStart arrives
+    uint32_t pid = 0;
+  };
+  void Accept();
+  void ReadFrom(int fd);
+  void Drop(int fd, bool bad);
+  bool HandleEvent(Conn& c, const uint8_t* data, size_t size);
+
+  int listen_fd_ = -1;
+  int epoll_fd_ = -1;
+  int extra_fd_ = -1;
+  std::string path_;
+  store::TraceWriter* writer_ = nullptr;
+  std::unordered_map<int, Conn> conns_;
+  // (pid, image start) -> stream, so a reconnecting image keeps its stream.
+  std::unordered_map<std::string, uint32_t> streams_;
+  std::unordered_map<uint32_t, uint64_t> dropped_by_stream_;
+  ServerStats stats_;
+};
+
+}  // namespace ldscope::ipc

@@ -1,0 +1,488 @@
+// See timeline.h. The reconstruction follows LOADER-FACTS.md: searches are reported
+// candidate by candidate before open(); success shows only as the objopen that
+// follows; NEEDED names that match a loaded object's name or SONAME cause no search.
+#include "model/timeline.h"
+
+#include <link.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <boost/container/flat_map.hpp>
+#include <fmt/format.h>
+
+namespace ldscope::model {
+namespace {
+
+using boost::container::flat_map;
+
+struct Obj {
+  v1::ObjOpen open;
+  std::vector<std::string> aliases;  // names it was requested by
+  uint64_t batch = 0;
+  bool is_open = true;
+  int load_entry = -1;               // index into entries, -1 if inherited
+};
+
+struct PendingSearch {
+  bool active = false;
+  std::string name;
+  uint64_t requester = 0;
+  std::vector<v1::Candidate> tried;
+  uint64_t seq = 0;
+  uint64_t mono_ns = 0;
+  uint32_t tid = 0;
+};
+
+struct CloseGroup {
+  std::vector<uint64_t> ids;
+  std::vector<const v1::Event*> events;
+  bool unrelocated = false;
+};
+
+std::string Hex(const std::string& bytes) {
+  std::string out;
+  for (unsigned char c : bytes) out += fmt::format("{:02x}", c);
+  return out;
+}
+
+std::vector<std::string> SplitPreload(const std::string& v) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : v) {
+    if (c == ':' || c == ' ' || c == '\t') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
+// Builds one process image's timeline from its events (sorted by seq).
+class ProcessBuilder {
+ public:
+  ProcessBuilder(v1::ProcessTimeline* out, uint64_t image_start_ns)
+      : out_(out), start_ns_(image_start_ns) {}
+
+  void Inherit(const flat_map<uint64_t, Obj>& parent_objects, uint64_t before_seq,
+               const std::map<uint64_t, uint64_t>& open_seq,
+               const std::map<uint64_t, uint64_t>& close_seq) {
+    for (const auto& [id, o] : parent_objects) {
+      auto os = open_seq.find(id);
+      if (os == open_seq.end() || os->second >= before_seq) continue;
+      auto cs = close_seq.find(id);
+      if (cs != close_seq.end() && cs->second < before_seq) continue;
+      Obj copy = o;
+      copy.is_open = true;
+      copy.load_entry = -1;
+      objects_[id] = copy;
+    }
+  }
+
+  void Add(const v1::Event& e) {
+    // Closes followed by CONSISTENT are one finished dlclose, unless what comes next
+    // is the exit (exit: DELETE, closes, CONSISTENT, then our exit event).
+    if (closes_sealed_ && e.body_case() != v1::Event::kExit) {
+      closes_sealed_ = false;
+      FlushCloses(false);
+    }
+    switch (e.body_case()) {
+      case v1::Event::kSearch: OnSearch(e); break;
+      case v1::Event::kObjopen: OnOpen(e); break;
+      case v1::Event::kObjclose: OnClose(e); break;
+      case v1::Event::kActivity: OnActivity(e); break;
+      case v1::Event::kPreinit:
+        FlushSearch();
+        startup_done_ = true;
+        break;
+      case v1::Event::kExit:
+        FlushSearch();
+        FlushCloses(/*at_exit=*/true);
+        closes_sealed_ = false;
+        out_->set_exited(true);
+        break;
+      default: break;
+    }
+  }
+
+  void Finish() {
+    FlushSearch();
+    FlushCloses(true);  // closes that end the stream are the exit's
+    if (batch_open_) EndBatch();
+    for (const auto& [id, o] : objects_)
+      if (o.is_open) *out_->add_loaded_at_end() = Ref(id);
+  }
+
+  const flat_map<uint64_t, Obj>& objects() const { return objects_; }
+  std::map<uint64_t, uint64_t> open_seq, close_seq;  // for fork children
+
+ private:
+  v1::ObjectRef Ref(uint64_t id) const {
+    v1::ObjectRef r;
+    r.set_id(id);
+    auto it = objects_.find(id);
+    if (it != objects_.end()) {
+      r.set_path(it->second.open.path());
+      r.set_soname(it->second.open.soname());
+      r.set_lmid(it->second.open.lmid());
+    }
+    return r;
+  }
+
+  v1::Entry* NewEntry(uint64_t seq, uint64_t mono_ns, uint32_t tid) {
+    v1::Entry* en = out_->add_entries();
+    en->set_seq(seq);
+    en->set_offset_ns(mono_ns >= start_ns_ ? mono_ns - start_ns_ : 0);
+    en->set_tid(tid);
+    return en;
+  }
+
+  void OnSearch(const v1::Event& e) {
+    const auto& s = e.search();
+    if ((s.flag() & LA_SER_ORIG) != 0 || !pending_.active) {
+      FlushSearch();
+      pending_.active = true;
+      pending_.name = s.name().empty() ? s.candidate() : s.name();
+      pending_.requester = s.requester();
+      pending_.tried.clear();
+      pending_.seq = e.seq();
+      pending_.mono_ns = e.mono_ns();
+      pending_.tid = e.tid();
+      searched_.insert({s.requester(), pending_.name});
+      if ((s.flag() & LA_SER_ORIG) != 0) {
+        // A name with '/' is opened as given: the ORIG call is its only candidate.
+        if (pending_.name.find('/') != std::string::npos) {
+          v1::Candidate c;
+          c.set_path(pending_.name);
+          c.set_step("as given");
+          pending_.tried.push_back(c);
+        }
+        return;
+      }
+    }
+    auto req = objects_.find(s.requester());
+    const bool has_runpath = req != objects_.end() && !req->second.open.runpath().empty();
+    v1::Candidate c;
+    c.set_path(s.candidate());
+    c.set_step(StepName(s.flag(), has_runpath));
+    pending_.tried.push_back(c);
+  }
+
+  v1::LoadReason ReasonFor(const std::string& name, uint64_t requester) const {
+    auto req = objects_.find(requester);
+    if (req != objects_.end()) {
+      const auto& needed = req->second.open.needed();
+      if (std::find(needed.begin(), needed.end(), name) != needed.end())
+        return v1::LOAD_NEEDED;
+      if (req->second.open.is_main() && !startup_done_) {
+        auto env = out_->env().find("LD_PRELOAD");
+        if (env != out_->env().end()) {
+          for (const auto& p : SplitPreload(env->second))
+            if (p == name) return v1::LOAD_PRELOAD;
+        }
+      }
+    }
+    return v1::LOAD_DLOPEN;
+  }
+
+  void OnOpen(const v1::Event& e) {
+    FlushCloses(false);
+    const auto& o = e.objopen();
+    Obj obj;
+    obj.open = o;
+    obj.batch = batch_;
+    v1::Entry* en = NewEntry(e.seq(), e.mono_ns(), e.tid());
+    v1::Load* l = en->mutable_load();
+    if (o.is_main()) {
+      l->set_reason(v1::LOAD_EXECUTABLE);
+    } else if (o.is_ldso()) {
+      l->set_reason(v1::LOAD_INTERPRETER);
+    } else if (o.is_vdso()) {
+      l->set_reason(v1::LOAD_VDSO);
+    } else if (pending_.active) {
+      l->set_requested_name(pending_.name);
+      *l->mutable_requester() = Ref(pending_.requester);
+      l->set_reason(ReasonFor(pending_.name, pending_.requester));
+      for (const auto& c : pending_.tried) *l->add_tried() = c;
+      obj.aliases.push_back(pending_.name);
+      // Report the whole search at the time it began.
+      en->set_seq(pending_.seq);
+      en->set_offset_ns(pending_.mono_ns >= start_ns_ ? pending_.mono_ns - start_ns_ : 0);
+      pending_.active = false;
+    }
+    l->set_base(o.base());
+    l->set_dev(o.dev());
+    l->set_ino(o.ino());
+    l->set_build_id(Hex(o.build_id()));
+    for (const auto& n : o.needed()) l->add_needed(n);
+    l->set_rpath(o.rpath());
+    l->set_runpath(o.runpath());
+    obj.load_entry = out_->entries_size() - 1;
+    objects_[o.id()] = std::move(obj);
+    *l->mutable_object() = Ref(o.id());
+    open_seq[o.id()] = e.seq();
+    batch_objects_.push_back(o.id());
+  }
+
+  void OnClose(const v1::Event& e) {
+    FlushSearch();
+    closes_.ids.push_back(e.objclose().id());
+    closes_.events.push_back(&e);
+    closes_.unrelocated |= e.objclose().unrelocated();
+    close_seq[e.objclose().id()] = e.seq();
+  }
+
+  void OnActivity(const v1::Event& e) {
+    const auto kind = e.activity().kind();
+    if (kind == v1::ACTIVITY_ADD) {
+      // ADD comes between a search and the objopen it leads to: keep the search.
+      FlushCloses(false);
+      if (batch_open_) EndBatch();
+      // The executable and ld.so are opened before the first ADD: same batch.
+      if (seen_add_) ++batch_;
+      seen_add_ = true;
+      batch_open_ = true;
+      batch_request_ = pending_.active ? std::make_pair(pending_.name, pending_.requester)
+                                       : last_request_;
+      return;
+    }
+    FlushSearch();
+    if (kind == v1::ACTIVITY_CONSISTENT) {
+      if (batch_open_) EndBatch();
+      if (!closes_.ids.empty()) closes_sealed_ = true;
+    }
+  }
+
+  // A search that no objopen followed.
+  void FlushSearch() {
+    if (!pending_.active) return;
+    pending_.active = false;
+    last_request_ = {pending_.name, pending_.requester};
+    v1::Entry* en = NewEntry(pending_.seq, pending_.mono_ns, pending_.tid);
+    v1::SearchResult* s = en->mutable_search();
+    s->set_requested_name(pending_.name);
+    *s->mutable_requester() = Ref(pending_.requester);
+    for (const auto& c : pending_.tried) *s->add_tried() = c;
+    for (const auto& c : pending_.tried) {
+      for (const auto& [id, o] : objects_) {
+        if (o.is_open && o.open.path() == c.path()) {
+          s->set_outcome("same file as an object already loaded");
+          *s->mutable_same_as() = Ref(id);
+          return;
+        }
+      }
+    }
+    s->set_outcome(pending_.tried.empty() && pending_.name.find('/') == std::string::npos
+                       ? "no candidate tried (RTLD_NOLOAD probe, or every directory skipped)"
+                       : "no new object mapped: not found, or the same file as an object "
+                         "already loaded under another name");
+  }
+
+  // The NEEDED entries of this batch's objects that no search was made for were
+  // matched against objects already in the namespace (dl-load.c _dl_map_object).
+  void EndBatch() {
+    batch_open_ = false;
+    const std::vector<uint64_t> batch_objects = std::move(batch_objects_);
+    batch_objects_.clear();
+    for (uint64_t id : batch_objects) {
+      auto it = objects_.find(id);
+      if (it == objects_.end() || it->second.load_entry < 0) continue;
+      const Obj& o = it->second;
+      v1::Load* l = out_->mutable_entries(o.load_entry)->mutable_load();
+      for (const auto& name : o.open.needed()) {
+        if (searched_.count({id, name}) != 0) continue;
+        for (const auto& [oid, other] : objects_) {
+          if (!other.is_open || oid == id || other.open.lmid() != o.open.lmid()) continue;
+          std::string how;
+          if (std::find(other.aliases.begin(), other.aliases.end(), name) != other.aliases.end())
+            how = "requested name";
+          else if (other.open.soname() == name)
+            how = "SONAME";
+          else if (other.open.path() == name)
+            how = "file name";
+          if (how.empty()) continue;
+          v1::Reuse* r = l->add_reused();
+          r->set_name(name);
+          *r->mutable_object() = Ref(oid);
+          r->set_matched_by(how);
+          r->set_loaded_earlier(other.batch < o.batch);
+          break;
+        }
+      }
+    }
+  }
+
+  void FlushCloses(bool at_exit) {
+    if (closes_.ids.empty()) return;
+    const v1::Event* first = closes_.events.front();
+    if (closes_.unrelocated) {
+      v1::Entry* en = NewEntry(first->seq(), first->mono_ns(), first->tid());
+      v1::FailedDlopen* f = en->mutable_failed_dlopen();
+      // The dlopen that failed is the request that started the batch.
+      f->set_requested_name(batch_request_.first);
+      *f->mutable_requester() = Ref(batch_request_.second);
+      for (uint64_t id : closes_.ids) {
+        *f->add_rolled_back() = Ref(id);
+        auto it = objects_.find(id);
+        if (it != objects_.end() && it->second.load_entry >= 0)
+          out_->mutable_entries(it->second.load_entry)->mutable_load()->set_rolled_back(true);
+      }
+      if (f->requested_name().empty() && !closes_.ids.empty()) {
+        auto it = objects_.find(closes_.ids.back());
+        if (it != objects_.end() && !it->second.aliases.empty())
+          f->set_requested_name(it->second.aliases.front());
+      }
+    } else {
+      for (size_t i = 0; i < closes_.ids.size(); ++i) {
+        const v1::Event* e = closes_.events[i];
+        v1::Entry* en = NewEntry(e->seq(), e->mono_ns(), e->tid());
+        *en->mutable_unload()->mutable_object() = Ref(closes_.ids[i]);
+        en->mutable_unload()->set_at_exit(at_exit);
+      }
+    }
+    for (uint64_t id : closes_.ids) {
+      auto it = objects_.find(id);
+      if (it != objects_.end()) it->second.is_open = false;
+    }
+    closes_ = CloseGroup{};
+  }
+
+  v1::ProcessTimeline* out_;
+  uint64_t start_ns_;
+  flat_map<uint64_t, Obj> objects_;
+  PendingSearch pending_;
+  std::set<std::pair<uint64_t, std::string>> searched_;
+  std::vector<uint64_t> batch_objects_;
+  uint64_t batch_ = 1;
+  bool seen_add_ = false;
+  bool closes_sealed_ = false;
+  bool batch_open_ = false;
+  bool startup_done_ = false;
+  std::pair<std::string, uint64_t> last_request_, batch_request_;
+  CloseGroup closes_;
+};
+
+std::string ReasonText(uint32_t r) {
+  switch (r) {
+    case v1::START_EXEC: return "exec";
+    case v1::START_FORK: return "fork";
+    case v1::START_RECONNECT: return "reconnect";
+    default: return "unknown";
+  }
+}
+
+}  // namespace
+
+std::string StepName(uint32_t flag, bool requester_has_runpath) {
+  if (flag & LA_SER_ORIG) return "as given";
+  if (flag & LA_SER_LIBPATH) return "LD_LIBRARY_PATH";
+  if (flag & LA_SER_RUNPATH) return requester_has_runpath ? "RUNPATH" : "RPATH";
+  if (flag & LA_SER_CONFIG) return "ld.so.cache";
+  if (flag & LA_SER_DEFAULT) return "default dirs";
+  return fmt::format("flag {:#x}", flag);
+}
+
+v1::Timeline BuildTimeline(const store::TraceSet& traces) {
+  v1::Timeline tl;
+  std::map<uint32_t, std::vector<const v1::Event*>> by_stream;
+  for (const auto& f : traces.files) {
+    if (!f.ok) {
+      auto* p = tl.add_problems();
+      p->set_file(f.problem.file);
+      p->set_offset(f.problem.offset);
+      p->set_message(f.problem.message);
+    }
+    for (const auto& e : f.events) by_stream[e.stream()].push_back(&e);
+  }
+  for (const auto& err : traces.errors) tl.add_problems()->set_message(err);
+
+  struct Image {
+    uint32_t stream = 0;
+    const v1::ProcessStart* start = nullptr;
+    uint32_t pid = 0;
+    uint64_t first_ns = 0;
+    std::vector<const v1::Event*> events;
+  };
+  std::vector<Image> images;
+  for (auto& [stream, evs] : by_stream) {
+    std::stable_sort(evs.begin(), evs.end(),
+                     [](const v1::Event* a, const v1::Event* b) { return a->seq() < b->seq(); });
+    Image img;
+    img.stream = stream;
+    img.events = evs;
+    img.pid = evs.front()->pid();
+    img.first_ns = evs.front()->mono_ns();
+    for (const auto* e : evs)
+      if (e->has_process_start() && e->process_start().reason() != v1::START_RECONNECT) {
+        img.start = &e->process_start();
+        break;
+      }
+    if (img.start == nullptr)
+      for (const auto* e : evs)
+        if (e->has_process_start()) {
+          img.start = &e->process_start();
+          break;
+        }
+    if (img.start != nullptr && img.start->image_start_ns() != 0)
+      img.first_ns = img.start->image_start_ns();
+    images.push_back(std::move(img));
+  }
+  // Parents before children: by start time.
+  std::stable_sort(images.begin(), images.end(),
+                   [](const Image& a, const Image& b) { return a.first_ns < b.first_ns; });
+
+  std::map<std::pair<uint32_t, uint64_t>, size_t> image_index;  // (pid, start) -> index
+  std::vector<std::unique_ptr<ProcessBuilder>> builders;
+  for (size_t i = 0; i < images.size(); ++i) {
+    const Image& img = images[i];
+    v1::ProcessTimeline* p = tl.add_processes();
+    p->set_stream(img.stream);
+    p->set_pid(img.pid);
+    if (img.start != nullptr) {
+      const auto& s = *img.start;
+      p->set_ppid(s.ppid());
+      p->set_exe(s.exe());
+      for (const auto& a : s.argv()) p->add_argv(a);
+      p->set_cwd(s.cwd());
+      p->set_glibc_version(s.glibc_version());
+      p->set_start_reason(ReasonText(s.reason()));
+      for (const auto& ev : s.env())
+        if (!ev.redacted()) (*p->mutable_env())[ev.name()] = ev.value();
+      image_index[{img.pid, s.image_start_ns()}] = i;
+    }
+    auto b = std::make_unique<ProcessBuilder>(p, img.first_ns);
+    if (img.start != nullptr && img.start->reason() == v1::START_FORK) {
+      auto it = image_index.find({static_cast<uint32_t>(img.start->parent_pid()),
+                                  img.start->parent_image_start_ns()});
+      if (it != image_index.end() && it->second < builders.size()) {
+        const ProcessBuilder& parent = *builders[it->second];
+        p->set_parent_stream(images[it->second].stream);
+        b->Inherit(parent.objects(), img.start->parent_seq_at_fork(), parent.open_seq,
+                   parent.close_seq);
+      }
+    }
+    uint64_t max_seq = 0;
+    uint64_t dropped = 0;
+    std::set<uint64_t> seen;
+    for (const auto* e : img.events) {
+      max_seq = std::max(max_seq, e->seq());
+      dropped = std::max(dropped, e->dropped());
+      seen.insert(e->seq());
+      b->Add(*e);
+    }
+    b->Finish();
+    p->set_events(img.events.size());
+    p->set_dropped(dropped);
+    p->set_missing_seqs(max_seq + 1 - seen.size());
+    builders.push_back(std::move(b));
+  }
+  return tl;
+}
+
+}  // namespace ldscope::model

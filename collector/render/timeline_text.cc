@@ -1,0 +1,153 @@
+// The `ldscope show` text: one block per process image, one line per loader action,
+// indented detail lines for the candidates tried and the objects reused.
+#include <algorithm>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "render/render.h"
+
+namespace ldscope::render {
+namespace {
+
+std::string Name(const v1::ObjectRef& r) {
+  if (!r.path().empty()) return r.path();
+  if (r.id() == 0) return "(unknown object)";
+  return fmt::format("(object {})", r.id());
+}
+
+std::string Ns(const v1::ObjectRef& r) { return fmt::format("[ns {}]", r.lmid()); }
+
+std::string Time(const v1::Entry& e, const TextOptions& opt) {
+  if (!opt.timestamps) return "";
+  return fmt::format("{:>10} ", fmt::format("+{:.3f}ms", e.offset_ns() / 1e6));
+}
+
+std::string Pad(const TextOptions& opt) { return std::string(opt.timestamps ? 11 : 0, ' '); }
+
+const char* ReasonWord(v1::LoadReason r) {
+  switch (r) {
+    case v1::LOAD_EXECUTABLE: return "executable";
+    case v1::LOAD_INTERPRETER: return "interpreter";
+    case v1::LOAD_VDSO: return "vdso";
+    case v1::LOAD_NEEDED: return "needed";
+    case v1::LOAD_DLOPEN: return "dlopen";
+    case v1::LOAD_PRELOAD: return "preload";
+    default: return "load";
+  }
+}
+
+void Tried(std::string& out, const google::protobuf::RepeatedPtrField<v1::Candidate>& tried,
+           const TextOptions& opt) {
+  for (const auto& c : tried)
+    out += fmt::format("{}      tried  {:<16} {}\n", Pad(opt), c.step(), c.path());
+}
+
+void RenderLoad(std::string& out, const v1::Entry& e, const TextOptions& opt) {
+  const auto& l = e.load();
+  const auto& o = l.object();
+  const std::string soname = o.soname().empty() ? "" : fmt::format(" (soname {})", o.soname());
+  if (l.requested_name().empty()) {
+    out += fmt::format("{}{} {:<11} {}{}\n", Time(e, opt), Ns(o), ReasonWord(l.reason()),
+                       Name(o), soname);
+  } else {
+    out += fmt::format("{}{} {:<11} {}  requested by {}\n", Time(e, opt), Ns(o),
+                       ReasonWord(l.reason()), l.requested_name(), Name(l.requester()));
+    Tried(out, l.tried(), opt);
+    out += fmt::format("{}      mapped {}{}{}\n", Pad(opt), Name(o), soname,
+                       l.rolled_back() ? "  (rolled back: the dlopen failed)" : "");
+  }
+  for (const auto& r : l.reused()) {
+    // Worth a line by default: a name satisfied by a file of another name that an
+    // earlier operation loaded (libnccl.so.2 -> libnccl.so.2.16.2): import order.
+    const std::string& path = r.object().path();
+    const std::string base = path.substr(path.rfind('/') + 1);
+    if (!opt.verbose && (!r.loaded_earlier() || base == r.name())) continue;
+    out += fmt::format("{}      needs  {} -> already loaded {} ({} match, no search){}\n",
+                       Pad(opt), r.name(), Name(r.object()), r.matched_by(),
+                       r.loaded_earlier() ? ", loaded by an earlier operation" : "");
+  }
+}
+
+void RenderProcess(std::string& out, const v1::ProcessTimeline& p, const TextOptions& opt) {
+  std::string argv;
+  for (const auto& a : p.argv()) {
+    if (!argv.empty()) argv += ' ';
+    const bool quote = a.empty() || a.find_first_of(" \t\"'$\\") != std::string::npos;
+    argv += quote ? fmt::format("'{}'", a) : a;
+  }
+  std::string origin;
+  if (p.start_reason() == "fork")
+    origin = fmt::format("forked from pid {}", p.ppid());
+  else
+    origin = fmt::format("{} (parent pid {})", p.start_reason(), p.ppid());
+  out += fmt::format("process {}: {}\n", p.pid(), p.exe().empty() ? "(unknown)" : p.exe());
+  out += fmt::format("  argv: {}\n", argv);
+  out += fmt::format("  {} · glibc {} · cwd {}\n", origin, p.glibc_version(), p.cwd());
+  std::vector<std::pair<std::string, std::string>> env(p.env().begin(), p.env().end());
+  std::sort(env.begin(), env.end());
+  for (const auto& [k, v] : env)
+    if (k.rfind("LD_", 0) == 0) out += fmt::format("  {}={}\n", k, v);
+
+  size_t exit_unloads = 0;
+  for (const auto& e : p.entries()) {
+    switch (e.kind_case()) {
+      case v1::Entry::kLoad: RenderLoad(out, e, opt); break;
+      case v1::Entry::kSearch: {
+        const auto& s = e.search();
+        out += fmt::format("{}       search {}  requested by {}\n", Time(e, opt),
+                           s.requested_name(), Name(s.requester()));
+        Tried(out, s.tried(), opt);
+        out += fmt::format("{}      result {}{}\n", Pad(opt), s.outcome(),
+                           s.has_same_as() ? ": " + Name(s.same_as()) : "");
+        break;
+      }
+      case v1::Entry::kUnload:
+        if (e.unload().at_exit() && !opt.verbose) {
+          ++exit_unloads;
+          break;
+        }
+        out += fmt::format("{}{} {:<11} {}{}\n", Time(e, opt), Ns(e.unload().object()),
+                           "unload", Name(e.unload().object()),
+                           e.unload().at_exit() ? " (at exit)" : "");
+        break;
+      case v1::Entry::kFailedDlopen: {
+        const auto& f = e.failed_dlopen();
+        out += fmt::format("{}FAILED dlopen {}  requested by {}: rolled back\n", Time(e, opt),
+                           f.requested_name().empty() ? "(unknown name)" : f.requested_name(),
+                           Name(f.requester()));
+        for (const auto& r : f.rolled_back())
+          out += fmt::format("{}      unmap  {}\n", Pad(opt), Name(r));
+        break;
+      }
+      case v1::Entry::kNote:
+        out += fmt::format("{}note: {}\n", Time(e, opt), e.note());
+        break;
+      default: break;
+    }
+  }
+  if (p.exited())
+    out += fmt::format("  exit: {} objects unloaded at exit\n", exit_unloads);
+  else
+    out += fmt::format("  no normal exit seen (_exit, a crash, or exec): {} objects still "
+                       "loaded\n", p.loaded_at_end_size());
+  out += fmt::format("  events {}, dropped {}, missing {}\n\n", p.events(), p.dropped(),
+                     p.missing_seqs());
+}
+
+}  // namespace
+
+std::string TimelineText(const v1::Timeline& t, const TextOptions& opt) {
+  std::string out;
+  for (const auto& p : t.processes()) RenderProcess(out, p, opt);
+  for (const auto& pr : t.problems()) {
+    if (pr.file().empty())
+      out += fmt::format("error: {}\n", pr.message());
+    else
+      out += fmt::format("error: {}: at byte offset {}: {}\n", pr.file(), pr.offset(),
+                         pr.message());
+  }
+  return out;
+}
+
+}  // namespace ldscope::render

@@ -1,0 +1,211 @@
+// See trace_file.h.
+#include "store/trace_file.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "wire.h"
+
+namespace ldscope::store {
+namespace {
+
+// Largest record we accept; anything bigger is corruption, not data.
+constexpr uint64_t kMaxRecord = 64u << 20;
+
+// Reads a varint at data[*pos]; false if it runs past size or over 10 bytes.
+bool ReadVarint(const uint8_t* data, size_t size, size_t* pos, uint64_t* out) {
+  uint64_t v = 0;
+  for (int shift = 0; shift < 64; shift += 7) {
+    if (*pos >= size) return false;
+    const uint8_t b = data[(*pos)++];
+    v |= static_cast<uint64_t>(b & 0x7f) << shift;
+    if ((b & 0x80) == 0) {
+      *out = v;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string ErrnoText(int err) { return std::strerror(err); }
+
+}  // namespace
+
+TraceFile ParseTrace(const std::string& name, const uint8_t* data, size_t size) {
+  TraceFile t;
+  t.path = name;
+  size_t pos = 0;
+  bool have_header = false;
+  while (pos < size) {
+    const size_t start = pos;
+    uint64_t len = 0;
+    auto fail = [&](std::string msg) {
+      t.ok = false;
+      t.problem = {name, start, std::move(msg)};
+    };
+    if (!ReadVarint(data, size, &pos, &len)) {
+      fail("truncated record length");
+      break;
+    }
+    if (len > kMaxRecord) {
+      fail(fmt::format("record length {} is not plausible (corrupt data)", len));
+      break;
+    }
+    if (len > size - pos) {
+      fail(fmt::format("truncated record: {} bytes declared, {} present", len, size - pos));
+      break;
+    }
+    if (!have_header) {
+      if (!t.header.ParseFromArray(data + pos, static_cast<int>(len)) ||
+          t.header.format_version() == 0) {
+        fail("not an ldscope trace (no valid header)");
+        break;
+      }
+      if (t.header.format_version() != 1) {
+        fail(fmt::format("unsupported trace format version {}", t.header.format_version()));
+        break;
+      }
+      have_header = true;
+    } else {
+      v1::Event e;
+      if (!e.ParseFromArray(data + pos, static_cast<int>(len)) || e.pid() == 0) {
+        fail("corrupt event record");
+        break;
+      }
+      t.events.push_back(std::move(e));
+    }
+    pos += len;
+  }
+  if (t.ok && !have_header) {
+    t.ok = false;
+    t.problem = {name, 0, "empty file: not an ldscope trace"};
+  }
+  return t;
+}
+
+TraceFile ReadTraceFile(const std::string& path) {
+  TraceFile t;
+  t.path = path;
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    t.ok = false;
+    t.problem = {path, 0, ErrnoText(errno)};
+    return t;
+  }
+  std::string buf;
+  char chunk[1 << 16];
+  for (;;) {
+    const ssize_t r = read(fd, chunk, sizeof chunk);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      if (r < 0) {
+        t.ok = false;
+        t.problem = {path, buf.size(), ErrnoText(errno)};
+      }
+      break;
+    }
+    buf.append(chunk, static_cast<size_t>(r));
+  }
+  close(fd);
+  if (!t.ok) return t;
+  return ParseTrace(path, reinterpret_cast<const uint8_t*>(buf.data()), buf.size());
+}
+
+TraceSet LoadTraces(const std::vector<std::string>& paths) {
+  TraceSet set;
+  uint32_t next_stream = 1;
+  auto add = [&](TraceFile&& f) {
+    // Per-process files carry no stream numbers; collector files do. Renumber both
+    // so streams are unique across everything loaded.
+    uint32_t base = next_stream;
+    uint32_t max_seen = 0;
+    for (auto& e : f.events) {
+      const uint32_t s = e.stream() == 0 ? 1 : e.stream();
+      max_seen = std::max(max_seen, s);
+      e.set_stream(base + s - 1);
+    }
+    next_stream = base + std::max<uint32_t>(max_seen, 1);
+    set.files.push_back(std::move(f));
+  };
+  for (const auto& p : paths) {
+    struct stat st;
+    if (stat(p.c_str(), &st) != 0) {
+      set.errors.push_back(fmt::format("{}: {}", p, ErrnoText(errno)));
+      continue;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      add(ReadTraceFile(p));
+      continue;
+    }
+    DIR* d = opendir(p.c_str());
+    if (d == nullptr) {
+      set.errors.push_back(fmt::format("{}: {}", p, ErrnoText(errno)));
+      continue;
+    }
+    std::vector<std::string> names;
+    while (dirent* de = readdir(d)) {
+      const std::string n = de->d_name;
+      if (n.size() > 8 && n.compare(n.size() - 8, 8, ".ldscope") == 0) names.push_back(n);
+    }
+    closedir(d);
+    std::sort(names.begin(), names.end());
+    if (names.empty()) set.errors.push_back(fmt::format("{}: no *.ldscope files in directory", p));
+    for (const auto& n : names) add(ReadTraceFile(p + "/" + n));
+  }
+  return set;
+}
+
+TraceWriter::~TraceWriter() { Close(); }
+
+std::string TraceWriter::Open(const std::string& path, const v1::TraceHeader& header) {
+  f_ = std::fopen(path.c_str(), "wbe");
+  if (f_ == nullptr) return fmt::format("cannot write {}: {}", path, ErrnoText(errno));
+  path_ = path;
+  std::setvbuf(f_, nullptr, _IOFBF, 1 << 20);
+  const std::string h = header.SerializeAsString();
+  uint8_t prefix[10];
+  const size_t n = static_cast<size_t>(wire::PutVarint(prefix, h.size()) - prefix);
+  if (std::fwrite(prefix, 1, n, f_) != n || std::fwrite(h.data(), 1, h.size(), f_) != h.size())
+    return fmt::format("cannot write {}: {}", path, ErrnoText(errno));
+  bytes_ += n + h.size();
+  return "";
+}
+
+bool TraceWriter::AppendEvent(const uint8_t* data, size_t size, uint32_t stream) {
+  if (f_ == nullptr || failed_) return false;
+  // Field 7 (stream), varint: tag 0x38.
+  uint8_t tail[12];
+  tail[0] = 0x38;
+  const size_t tn = static_cast<size_t>(wire::PutVarint(tail + 1, stream) - tail);
+  uint8_t prefix[10];
+  const size_t pn = static_cast<size_t>(wire::PutVarint(prefix, size + tn) - prefix);
+  if (std::fwrite(prefix, 1, pn, f_) != pn || std::fwrite(data, 1, size, f_) != size ||
+      std::fwrite(tail, 1, tn, f_) != tn) {
+    failed_ = true;
+    return false;
+  }
+  bytes_ += pn + size + tn;
+  return true;
+}
+
+bool TraceWriter::Flush() { return f_ != nullptr && !failed_ && std::fflush(f_) == 0; }
+
+std::string TraceWriter::Close() {
+  if (f_ == nullptr) return "";
+  const bool ok = !failed_ && std::fflush(f_) == 0;
+  const int err = errno;
+  const bool closed = std::fclose(f_) == 0;
+  f_ = nullptr;
+  if (!ok || !closed) return fmt::format("writing {} failed: {}", path_, ErrnoText(err));
+  return "";
+}
+
+}  // namespace ldscope::store
