@@ -81,6 +81,7 @@ class ProcessBuilder {
       Obj copy = o;
       copy.is_open = true;
       copy.load_entry = -1;
+      copy.batch = 0;  // loaded before this process image's first operation
       objects_[id] = copy;
     }
   }
@@ -215,6 +216,12 @@ class ProcessBuilder {
       en->set_seq(pending_.seq);
       en->set_offset_ns(pending_.mono_ns >= start_ns_ ? pending_.mono_ns - start_ns_ : 0);
       pending_.active = false;
+    } else {
+      // ld.so reports no search for a dlmopen into a new namespace (the caller is in
+      // another namespace): the object's name is what was asked for.
+      l->set_requested_name(o.path());
+      l->set_reason(v1::LOAD_DLOPEN);
+      obj.aliases.push_back(o.path());
     }
     l->set_base(o.base());
     l->set_dev(o.dev());

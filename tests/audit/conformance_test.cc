@@ -1,0 +1,224 @@
+// The audit library's hand-written protobuf encoder against libprotobuf: everything it
+// writes must parse into the generated classes with the same field values.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "encode.h"
+#include "ldscope_proto/events.pb.h"
+#include "wire.h"
+
+namespace ldscope {
+namespace {
+
+using audit::EventHead;
+
+EventHead Head() {
+  EventHead h;
+  h.pid = 4242;
+  h.tid = 4243;
+  h.seq = 300;  // multi-byte varint
+  h.mono_ns = 123456789012345ull;
+  h.dropped = 7;
+  return h;
+}
+
+void ExpectHead(const v1::Event& e) {
+  EXPECT_EQ(e.pid(), 4242u);
+  EXPECT_EQ(e.tid(), 4243u);
+  EXPECT_EQ(e.seq(), 300u);
+  EXPECT_EQ(e.mono_ns(), 123456789012345ull);
+  EXPECT_EQ(e.dropped(), 7u);
+}
+
+template <typename F>
+v1::Event EncodeAndParse(F&& encode, size_t cap = 65536, bool* truncated = nullptr) {
+  std::string buf(cap, '\0');
+  wire::Writer w(reinterpret_cast<uint8_t*>(buf.data()), cap);
+  encode(w);
+  if (truncated) *truncated = w.truncated();
+  v1::Event e;
+  EXPECT_TRUE(e.ParseFromArray(w.data(), static_cast<int>(w.size())))
+      << "hand-encoded event does not parse";
+  return e;
+}
+
+TEST(Conformance, Search) {
+  auto e = EncodeAndParse([](wire::Writer& w) {
+    audit::EncodeSearch(w, Head(), "libnccl.so.2", nullptr, 1, 17);
+  });
+  ExpectHead(e);
+  ASSERT_TRUE(e.has_search());
+  EXPECT_EQ(e.search().name(), "libnccl.so.2");
+  EXPECT_EQ(e.search().candidate(), "");
+  EXPECT_EQ(e.search().flag(), 1u);
+  EXPECT_EQ(e.search().requester(), 17u);
+  EXPECT_FALSE(e.truncated());
+
+  auto c = EncodeAndParse([](wire::Writer& w) {
+    audit::EncodeSearch(w, Head(), nullptr, "/opt/lib/glibc-hwcaps/x86-64-v3/libnccl.so.2", 4, 17);
+  });
+  EXPECT_EQ(c.search().candidate(), "/opt/lib/glibc-hwcaps/x86-64-v3/libnccl.so.2");
+  EXPECT_EQ(c.search().flag(), 4u);
+}
+
+TEST(Conformance, ObjOpenEveryField) {
+  audit::ObjectInfo o;
+  o.id = 99;
+  o.path = "/site-packages/torch/lib/libtorch_cuda.so";
+  o.lmid = 3;
+  o.base = 0x7f0012340000ull;
+  o.dev = 65024;
+  o.ino = 10952891;
+  o.soname = "libtorch_cuda.so";
+  o.needed[0] = "libnccl.so.2";
+  o.needed[1] = "libc.so.6";
+  o.n_needed = 2;
+  o.rpath = "$ORIGIN/../../nvidia/nccl/lib";
+  o.runpath = "/opt/runpath";
+  for (int i = 0; i < 20; ++i) o.build_id[i] = static_cast<uint8_t>(0xf0 + i);
+  o.build_id_len = 20;
+  o.flags_1 = 0x800;
+  o.is_main = true;
+  o.is_vdso = true;
+  o.is_ldso = true;
+  auto e = EncodeAndParse([&](wire::Writer& w) { audit::EncodeObjOpen(w, Head(), o); });
+  ExpectHead(e);
+  const auto& p = e.objopen();
+  EXPECT_EQ(p.id(), 99u);
+  EXPECT_EQ(p.path(), o.path);
+  EXPECT_EQ(p.lmid(), 3);
+  EXPECT_EQ(p.base(), o.base);
+  EXPECT_EQ(p.dev(), 65024u);
+  EXPECT_EQ(p.ino(), 10952891u);
+  EXPECT_EQ(p.soname(), "libtorch_cuda.so");
+  ASSERT_EQ(p.needed_size(), 2);
+  EXPECT_EQ(p.needed(0), "libnccl.so.2");
+  EXPECT_EQ(p.needed(1), "libc.so.6");
+  EXPECT_EQ(p.rpath(), o.rpath);
+  EXPECT_EQ(p.runpath(), "/opt/runpath");
+  EXPECT_EQ(p.build_id(), std::string(reinterpret_cast<char*>(o.build_id), 20));
+  EXPECT_EQ(p.flags_1(), 0x800u);
+  EXPECT_TRUE(p.is_main());
+  EXPECT_TRUE(p.is_vdso());
+  EXPECT_TRUE(p.is_ldso());
+}
+
+TEST(Conformance, NegativeLmidRoundTrips) {
+  audit::ObjectInfo o;
+  o.id = 1;
+  o.lmid = -2;
+  auto e = EncodeAndParse([&](wire::Writer& w) { audit::EncodeObjOpen(w, Head(), o); });
+  EXPECT_EQ(e.objopen().lmid(), -2);
+}
+
+TEST(Conformance, ProcessStartKeepsOnlyLoaderRelevantValues) {
+  const char cmdline[] = "python3\0-c\0import torch\0";
+  char e1[] = "LD_LIBRARY_PATH=/opt/cuda/lib64";
+  char e2[] = "AWS_SECRET_ACCESS_KEY=hunter2";
+  char e3[] = "PATH=/usr/bin";
+  char e4[] = "NCCL_DEBUG=INFO";
+  char e5[] = "PATHOLOGICAL=nope";
+  char* env[] = {e1, e2, e3, e4, e5, nullptr};
+  audit::ProcessStartInfo p;
+  p.reason = 2;
+  p.ppid = 1;
+  p.exe = "/usr/bin/python3.11";
+  p.cmdline = cmdline;
+  p.cmdline_len = sizeof cmdline - 1;
+  p.cwd = "/work";
+  p.glibc_version = "2.36";
+  p.environ = env;
+  p.image_start_ns = 555;
+  p.parent_pid = 4000;
+  p.parent_image_start_ns = 444;
+  p.parent_seq_at_fork = 12;
+  p.lav_version = 2;
+  p.secure = true;
+  auto e = EncodeAndParse([&](wire::Writer& w) { audit::EncodeProcessStart(w, Head(), p); });
+  ExpectHead(e);
+  const auto& s = e.process_start();
+  EXPECT_EQ(s.reason(), v1::START_FORK);
+  EXPECT_EQ(s.ppid(), 1);
+  EXPECT_EQ(s.exe(), "/usr/bin/python3.11");
+  ASSERT_EQ(s.argv_size(), 3);
+  EXPECT_EQ(s.argv(2), "import torch");
+  EXPECT_EQ(s.cwd(), "/work");
+  EXPECT_EQ(s.glibc_version(), "2.36");
+  EXPECT_EQ(s.image_start_ns(), 555u);
+  EXPECT_EQ(s.parent_pid(), 4000);
+  EXPECT_EQ(s.parent_image_start_ns(), 444u);
+  EXPECT_EQ(s.parent_seq_at_fork(), 12u);
+  EXPECT_EQ(s.lav_version(), 2u);
+  EXPECT_TRUE(s.secure());
+  ASSERT_EQ(s.env_size(), 5);
+  EXPECT_EQ(s.env(0).name(), "LD_LIBRARY_PATH");
+  EXPECT_EQ(s.env(0).value(), "/opt/cuda/lib64");
+  EXPECT_FALSE(s.env(0).redacted());
+  EXPECT_EQ(s.env(1).name(), "AWS_SECRET_ACCESS_KEY");
+  EXPECT_EQ(s.env(1).value(), "");
+  EXPECT_TRUE(s.env(1).redacted());
+  EXPECT_EQ(s.env(2).value(), "/usr/bin");
+  EXPECT_EQ(s.env(3).value(), "INFO");
+  EXPECT_TRUE(s.env(4).redacted()) << "PATHOLOGICAL is not PATH";
+  EXPECT_EQ(e.SerializeAsString().find("hunter2"), std::string::npos);
+}
+
+TEST(Conformance, CloseActivityPreinitExit) {
+  auto c = EncodeAndParse([](wire::Writer& w) { audit::EncodeObjClose(w, Head(), 5, true); });
+  EXPECT_EQ(c.objclose().id(), 5u);
+  EXPECT_TRUE(c.objclose().unrelocated());
+  auto a = EncodeAndParse([](wire::Writer& w) { audit::EncodeActivity(w, Head(), 2, 1); });
+  EXPECT_EQ(a.activity().kind(), v1::ACTIVITY_DELETE);
+  EXPECT_EQ(a.activity().id(), 1u);
+  auto p = EncodeAndParse([](wire::Writer& w) { audit::EncodePreinit(w, Head()); });
+  EXPECT_TRUE(p.has_preinit());
+  auto x = EncodeAndParse([](wire::Writer& w) { audit::EncodeExit(w, Head()); });
+  EXPECT_TRUE(x.has_exit());
+  ExpectHead(x);
+}
+
+TEST(Conformance, TraceHeader) {
+  uint8_t buf[512];
+  wire::Writer w(buf, sizeof buf);
+  audit::EncodeTraceHeader(w, "host1", "2.36", 1700000000000000000ull);
+  v1::TraceHeader h;
+  ASSERT_TRUE(h.ParseFromArray(w.data(), static_cast<int>(w.size())));
+  EXPECT_EQ(h.format_version(), 1u);
+  EXPECT_EQ(h.host(), "host1");
+  EXPECT_EQ(h.glibc_version(), "2.36");
+  EXPECT_EQ(h.start_unix_ns(), 1700000000000000000ull);
+  EXPECT_EQ(h.writer(), "libldscope_audit");
+}
+
+TEST(Conformance, OverlongStringIsCutAndFlagged) {
+  const std::string longname(10000, 'x');
+  auto e = EncodeAndParse([&](wire::Writer& w) {
+    audit::EncodeSearch(w, Head(), longname.c_str(), nullptr, 1, 1);
+  });
+  EXPECT_EQ(e.search().name(), std::string(audit::kMaxString, 'x'));
+  EXPECT_TRUE(e.truncated());
+}
+
+// Whatever the buffer size, the output parses; what did not fit is flagged.
+TEST(Conformance, EveryBufferSizeGivesAParsableEvent) {
+  audit::ObjectInfo o;
+  o.id = 7;
+  o.path = "/a/rather/long/path/to/some/library/libsomething.so.1.2.3";
+  o.soname = "libsomething.so.1";
+  for (size_t i = 0; i < 40; ++i) o.needed[i] = "libneeded-dependency.so.9";
+  o.n_needed = 40;
+  for (size_t cap = 0; cap < 1400; cap += 3) {
+    bool truncated = false;
+    auto e = EncodeAndParse([&](wire::Writer& w) { audit::EncodeObjOpen(w, Head(), o); }, cap,
+                            &truncated);
+    if (e.has_objopen() && e.objopen().needed_size() == 40) {
+      EXPECT_EQ(e.objopen().path(), o.path);
+    } else {
+      EXPECT_TRUE(truncated) << "cap " << cap;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ldscope

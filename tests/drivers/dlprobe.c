@@ -1,0 +1,111 @@
+/* dlprobe: a scriptable test program that drives the dynamic loader. Each argument
+ * is a step, run in order:
+ *   open PATH | lazy PATH | mopen PATH | noload PATH | close | sleep MS |
+ *   threads N PATH... (N threads, each dlopens every PATH, all at once) |
+ *   fork (the child runs the remaining steps; the parent waits, then runs them too) |
+ *   exec PROG ARGS... | exit N | _exit N
+ * It prints one line per step on stdout, so tests can compare outputs. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static void* handles[256];
+static int nhandles;
+
+struct job {
+  char** paths;
+  int npaths;
+  pthread_barrier_t* barrier;
+  int failures;
+};
+
+static void* thread_main(void* arg) {
+  struct job* j = arg;
+  pthread_barrier_wait(j->barrier);
+  for (int i = 0; i < j->npaths; ++i)
+    if (dlopen(j->paths[i], RTLD_NOW) == NULL) j->failures++;
+  return NULL;
+}
+
+static void opened(const char* what, const char* path, void* h) {
+  if (h != NULL) {
+    if (nhandles < 256) handles[nhandles++] = h;
+    printf("%s %s: ok\n", what, path);
+  } else {
+    printf("%s %s: failed: %s\n", what, path, dlerror());
+  }
+  fflush(stdout);
+}
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const char* s = argv[i];
+    const char* a = i + 1 < argc ? argv[i + 1] : "";
+    if (!strcmp(s, "open")) {
+      opened("open", a, dlopen(a, RTLD_NOW)), ++i;
+    } else if (!strcmp(s, "lazy")) {
+      opened("lazy", a, dlopen(a, RTLD_LAZY)), ++i;
+    } else if (!strcmp(s, "noload")) {
+      void* h = dlopen(a, RTLD_NOW | RTLD_NOLOAD);
+      printf("noload %s: %s\n", a, h ? "loaded" : "not loaded");
+      if (h) dlclose(h);
+      ++i;
+    } else if (!strcmp(s, "mopen")) {
+      opened("mopen", a, dlmopen(LM_ID_NEWLM, a, RTLD_NOW)), ++i;
+    } else if (!strcmp(s, "close")) {
+      if (nhandles > 0) dlclose(handles[--nhandles]);
+      printf("close\n");
+    } else if (!strcmp(s, "sleep")) {
+      struct timespec ts = {atoi(a) / 1000, (atoi(a) % 1000) * 1000000L};
+      nanosleep(&ts, NULL);
+      ++i;
+    } else if (!strcmp(s, "threads")) {
+      int n = atoi(a);
+      pthread_t t[64];
+      struct job jobs[64];
+      pthread_barrier_t barrier;
+      if (n > 64) n = 64;
+      pthread_barrier_init(&barrier, NULL, (unsigned)n);
+      for (int k = 0; k < n; ++k) {
+        jobs[k] = (struct job){argv + i + 2, argc - i - 2, &barrier, 0};
+        pthread_create(&t[k], NULL, thread_main, &jobs[k]);
+      }
+      int failures = 0;
+      for (int k = 0; k < n; ++k) {
+        pthread_join(t[k], NULL);
+        failures += jobs[k].failures;
+      }
+      printf("threads %d: %d failures\n", n, failures);
+      i = argc;
+    } else if (!strcmp(s, "fork")) {
+      fflush(stdout);
+      pid_t p = fork();
+      if (p > 0) {
+        int st;
+        waitpid(p, &st, 0);
+      }
+      printf("%s\n", p == 0 ? "child" : "parent");
+    } else if (!strcmp(s, "exec")) {
+      fflush(stdout);
+      execv(a, argv + i + 1);
+      printf("exec %s: failed\n", a);
+      return 127;
+    } else if (!strcmp(s, "exit")) {
+      return atoi(a);
+    } else if (!strcmp(s, "_exit")) {
+      fflush(stdout);
+      _exit(atoi(a));
+    } else {
+      fprintf(stderr, "dlprobe: unknown step %s\n", s);
+      return 2;
+    }
+    fflush(stdout);
+  }
+  return 0;
+}

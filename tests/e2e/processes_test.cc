@@ -1,0 +1,144 @@
+// Command trees: fork without exec, a shell pipeline, exec chains, and 8 threads
+// calling dlopen at once. Every process image gets its own complete stream (no
+// sequence gaps), attributed to the right pid, parent and executable.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "support/test_support.h"
+
+namespace ldscope {
+namespace {
+
+using testing::RunCmd;
+
+const std::string kLibA = FIXTURES "/lib/libfix_a.so";
+const std::string kLibB = FIXTURES "/lib/libfix_b.so";
+
+void ExpectComplete(const v1::ProcessTimeline& p) {
+  EXPECT_EQ(p.missing_seqs(), 0u) << "pid " << p.pid();
+  EXPECT_EQ(p.dropped(), 0u) << "pid " << p.pid();
+  EXPECT_GT(p.events(), 0u);
+}
+
+bool Loaded(const v1::ProcessTimeline& p, const std::string& path) {
+  for (const auto& e : p.entries())
+    if (e.has_load() && e.load().object().path() == path) return true;
+  return false;
+}
+
+TEST(Processes, ForkWithoutExecInheritsAndRecords) {
+  const auto dir = testing::ScratchDir("proc_fork");
+  const auto trace = dir + "/t.ldscope";
+  auto r = RunCmd({LDSCOPE_BIN, "run", "-q", "-o", trace, "--", DLPROBE, "open", kLibB, "fork",
+                "open", kLibA});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto t = testing::TimelineOf({trace});
+  ASSERT_EQ(t.processes_size(), 2);
+  const auto& parent = t.processes(0);
+  const auto& child = t.processes(1);
+  EXPECT_EQ(child.start_reason(), "fork");
+  EXPECT_EQ(child.ppid(), static_cast<int32_t>(parent.pid()));
+  EXPECT_EQ(child.parent_stream(), parent.stream());
+  EXPECT_EQ(child.exe(), DLPROBE);
+  for (const auto* p : {&parent, &child}) {
+    ExpectComplete(*p);
+    EXPECT_TRUE(p->exited());
+    EXPECT_TRUE(Loaded(*p, kLibA));
+  }
+  // The child's libfix_a finds libfix_b already loaded (inherited from the parent).
+  for (const auto& e : child.entries()) {
+    if (!e.has_load() || e.load().object().path() != kLibA) continue;
+    ASSERT_EQ(e.load().reused_size(), 2);  // libfix_b.so and libc.so.6
+    EXPECT_EQ(e.load().reused(0).name(), "libfix_b.so");
+    EXPECT_EQ(e.load().reused(0).object().path(), kLibB);
+    EXPECT_TRUE(e.load().reused(0).loaded_earlier());
+  }
+  // Inherited objects are the child's own: its exit unloads them, by name.
+  int inherited_unloads = 0;
+  for (const auto& e : child.entries())
+    if (e.has_unload() && e.unload().at_exit() && e.unload().object().path() == kLibB)
+      ++inherited_unloads;
+  EXPECT_EQ(inherited_unloads, 1);
+}
+
+TEST(Processes, ShellPipeline) {
+  const auto dir = testing::ScratchDir("proc_pipeline");
+  const auto trace = dir + "/t.ldscope";
+  const std::string cmd = std::string(DLPROBE) + " open " + kLibA + " | " + DLPROBE + " open " +
+                          kLibB + " | /bin/cat | /usr/bin/wc -l";
+  auto r = RunCmd({LDSCOPE_BIN, "run", "-q", "-o", trace, "--", "/bin/sh", "-c", cmd});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "1\n");
+  const auto t = testing::TimelineOf({trace});
+  const auto sh = testing::ByExe(t, "/dash").size() + testing::ByExe(t, "/bash").size();
+  EXPECT_GE(sh, 1u);
+  auto probes = testing::ByExe(t, "/dlprobe");
+  ASSERT_EQ(probes.size(), 2u);
+  EXPECT_EQ(testing::ByExe(t, "/cat").size(), 1u);
+  EXPECT_EQ(testing::ByExe(t, "/wc").size(), 1u);
+  std::set<uint32_t> pids;
+  for (const auto& p : t.processes()) {
+    ExpectComplete(p);
+    pids.insert(p.pid());
+  }
+  EXPECT_EQ(pids.size(), static_cast<size_t>(t.processes_size())) << "one stream per process";
+  EXPECT_NE(Loaded(*probes[0], kLibA), Loaded(*probes[1], kLibA));
+  EXPECT_TRUE(Loaded(*probes[0], kLibB) && Loaded(*probes[1], kLibB));  // A needs B
+}
+
+TEST(Processes, ExecChain) {
+  const auto dir = testing::ScratchDir("proc_exec");
+  const auto trace = dir + "/t.ldscope";
+  auto r = RunCmd({LDSCOPE_BIN, "run", "-q", "-o", trace, "--", DLPROBE, "open", kLibB, "exec",
+                "/bin/sh", "-c", std::string("exec ") + DLPROBE + " open " + kLibA});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto t = testing::TimelineOf({trace});
+  ASSERT_EQ(t.processes_size(), 3);
+  // One pid, three images, in order: dlprobe, sh, dlprobe.
+  EXPECT_EQ(t.processes(0).pid(), t.processes(1).pid());
+  EXPECT_EQ(t.processes(1).pid(), t.processes(2).pid());
+  EXPECT_EQ(t.processes(0).exe(), DLPROBE);
+  EXPECT_EQ(t.processes(2).exe(), DLPROBE);
+  EXPECT_TRUE(Loaded(t.processes(0), kLibB));
+  EXPECT_FALSE(Loaded(t.processes(0), kLibA));
+  EXPECT_TRUE(Loaded(t.processes(2), kLibA));
+  EXPECT_FALSE(t.processes(0).exited()) << "exec is not an exit";
+  EXPECT_TRUE(t.processes(2).exited());
+  for (const auto& p : t.processes()) {
+    ExpectComplete(p);
+    EXPECT_EQ(p.start_reason(), "exec");
+  }
+}
+
+TEST(Processes, EightThreadsDlopenAtOnce) {
+  const auto dir = testing::ScratchDir("proc_threads");
+  const auto trace = dir + "/t.ldscope";
+  std::vector<std::string> cmd = {LDSCOPE_BIN, "run", "-q", "-o", trace, "--", DLPROBE,
+                                  "threads", "8"};
+  for (int i = 0; i < 8; ++i) cmd.push_back(FIXTURES "/lib/threads/libfix_t" + std::to_string(i) + ".so");
+  auto r = RunCmd(cmd);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "threads 8: 0 failures\n");
+  const auto t = testing::TimelineOf({trace});
+  ASSERT_EQ(t.processes_size(), 1);
+  const auto& p = t.processes(0);
+  ExpectComplete(p);
+  std::set<uint32_t> tids;
+  for (int i = 0; i < 8; ++i) {
+    const std::string lib = FIXTURES "/lib/threads/libfix_t" + std::to_string(i) + ".so";
+    int loads = 0;
+    for (const auto& e : p.entries()) {
+      if (e.has_load() && e.load().object().path() == lib) {
+        ++loads;
+        EXPECT_EQ(e.load().requested_name(), lib);
+        tids.insert(e.tid());
+      }
+    }
+    EXPECT_EQ(loads, 1) << lib << " mapped once, however many threads asked";
+  }
+  EXPECT_GT(tids.size(), 1u) << "loads were made from several threads";
+}
+
+}  // namespace
+}  // namespace ldscope

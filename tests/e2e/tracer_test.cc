@@ -1,0 +1,240 @@
+// End to end: `ldscope run` over the dlprobe driver, checked event by event (the
+// sequences glibc's own elf/tst-audit23 checks) and as whole `show` outputs.
+#include <gtest/gtest.h>
+
+#include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/message_differencer.h>
+
+#include <algorithm>
+#include <map>
+
+#include "store/trace_file.h"
+#include "support/test_support.h"
+
+namespace ldscope {
+namespace {
+
+using testing::RunCmd;
+
+const std::string kLibA = FIXTURES "/lib/libfix_a.so";
+const std::string kLibB = FIXTURES "/lib/libfix_b.so";
+const std::string kBad = FIXTURES "/lib/libfix_bad.so";
+
+// Raw events of the one traced process, in sequence order.
+std::vector<v1::Event> EventsOf(const std::string& trace) {
+  auto t = store::ReadTraceFile(trace);
+  EXPECT_TRUE(t.ok) << t.problem.message;
+  std::sort(t.events.begin(), t.events.end(),
+            [](const v1::Event& a, const v1::Event& b) { return a.seq() < b.seq(); });
+  return t.events;
+}
+
+// A compact, exact rendering of one event: what tst-audit23-style checks compare.
+std::string Describe(const v1::Event& e, const std::map<uint64_t, std::string>& names) {
+  auto name = [&](uint64_t id) {
+    auto it = names.find(id);
+    return it == names.end() ? std::to_string(id) : it->second;
+  };
+  switch (e.body_case()) {
+    case v1::Event::kProcessStart: return "start";
+    case v1::Event::kSearch: return "";  // searches are checked by the timeline tests
+    case v1::Event::kObjopen: {
+      const auto& o = e.objopen();
+      std::string p = o.is_main() ? "MAIN" : o.is_ldso() ? "LDSO" : o.is_vdso() ? "VDSO" : o.path();
+      p = p.substr(p.rfind('/') + 1);
+      return "open " + p + (o.lmid() == 0 ? "" : " ns=N");
+    }
+    case v1::Event::kObjclose:
+      return "close " + name(e.objclose().id()) + (e.objclose().unrelocated() ? " unrelocated" : "");
+    case v1::Event::kActivity:
+      return std::string("activity ") + v1::ActivityKind_Name(e.activity().kind());
+    case v1::Event::kPreinit: return "preinit";
+    case v1::Event::kExit: return "exit";
+    default: return "?";
+  }
+}
+
+std::vector<std::string> Sequence(const std::vector<v1::Event>& events) {
+  std::map<uint64_t, std::string> names;
+  std::vector<std::string> out;
+  for (const auto& e : events) {
+    if (e.has_objopen()) {
+      const auto& o = e.objopen();
+      std::string p = o.is_main() ? "MAIN" : o.is_ldso() ? "LDSO" : o.is_vdso() ? "VDSO" : o.path();
+      names[o.id()] = p.substr(p.rfind('/') + 1) + (o.lmid() == 0 ? "" : " ns=N");
+    }
+    std::string d = Describe(e, names);
+    if (!d.empty()) out.push_back(d);
+  }
+  return out;
+}
+
+TEST(Tracer, StartupDlopenDlmopenDlcloseExitSequence) {
+  const auto dir = testing::ScratchDir("tracer_sequence");
+  const auto trace = dir + "/t.ldscope";
+  auto r = RunCmd({LDSCOPE_BIN, "run", "-q", "-o", trace, "--", DLPROBE, "open", kLibB, "mopen",
+                kLibA, "close", "close"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "open " + kLibB + ": ok\nmopen " + kLibA + ": ok\nclose\nclose\n");
+  EXPECT_EQ(r.err, "") << "ldscope -q prints nothing on success";
+  const auto events = EventsOf(trace);
+  for (size_t i = 0; i < events.size(); ++i) EXPECT_EQ(events[i].seq(), i) << "no gaps";
+  // glibc 2.36 order (LOADER-FACTS.md). dlclose on 2.36-2.40: objclose, DELETE,
+  // CONSISTENT. Startup: main, ld.so, ADD, vDSO, NEEDED closure, CONSISTENT, preinit.
+  std::vector<std::string> expected = {
+      "start",
+      "open MAIN",
+      "open LDSO",
+      "activity ACTIVITY_ADD",
+      "open VDSO",
+      "open libc.so.6",
+      "activity ACTIVITY_CONSISTENT",
+      "preinit",
+      // dlopen(libfix_b.so)
+      "activity ACTIVITY_ADD",
+      "open libfix_b.so",
+      "activity ACTIVITY_CONSISTENT",
+      // dlmopen(LM_ID_NEWLM, libfix_a.so): a new namespace, with its own libfix_b (the
+      // base namespace's copy does not count there) and its own libc
+      "activity ACTIVITY_ADD",
+      "open libfix_a.so ns=N",
+      "open libfix_b.so ns=N",
+      "open libc.so.6 ns=N",
+      "activity ACTIVITY_CONSISTENT",
+      // dlclose of the dlmopen handle: the namespace empties, so no CONSISTENT for it
+      "close libfix_a.so ns=N",
+      "close libfix_b.so ns=N",
+      "close libc.so.6 ns=N",
+      "activity ACTIVITY_DELETE",
+      // dlclose of the dlopen handle
+      "close libfix_b.so",
+      "activity ACTIVITY_DELETE",
+      "activity ACTIVITY_CONSISTENT",
+      // exit: everything whose initialisers ran, never the vDSO
+      "activity ACTIVITY_DELETE",
+      "close MAIN",
+      "close libc.so.6",
+      "close LDSO",
+      "activity ACTIVITY_CONSISTENT",
+      "exit",
+  };
+  EXPECT_EQ(Sequence(events), expected);
+}
+
+TEST(Tracer, FailedDlopenShowsOpenAndRollBack) {
+  const auto dir = testing::ScratchDir("tracer_failed");
+  const auto trace = dir + "/t.ldscope";
+  auto r = RunCmd({LDSCOPE_BIN, "run", "-q", "-o", trace, "--", DLPROBE, "open", kBad, "open", kLibB,
+                "close"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "open " + kBad + ": failed: " + kBad +
+                       ": undefined symbol: fix_missing_symbol\nopen " + kLibB + ": ok\nclose\n");
+  const auto t = testing::TimelineOf({trace});
+  ASSERT_EQ(t.processes_size(), 1);
+  const auto& p = t.processes(0);
+  int failed = 0, unloads = 0;
+  for (const auto& e : p.entries()) {
+    if (e.has_failed_dlopen()) {
+      ++failed;
+      EXPECT_EQ(e.failed_dlopen().requested_name(), kBad);
+      ASSERT_EQ(e.failed_dlopen().rolled_back_size(), 1);
+      EXPECT_EQ(e.failed_dlopen().rolled_back(0).path(), kBad);
+      EXPECT_EQ(e.failed_dlopen().requester().path(), DLPROBE);
+    }
+    if (e.has_load() && e.load().object().path() == kBad) {
+      EXPECT_TRUE(e.load().rolled_back());
+    }
+    if (e.has_load() && e.load().object().path() == kLibB) {
+      EXPECT_FALSE(e.load().rolled_back());
+    }
+    if (e.has_unload() && !e.unload().at_exit()) {
+      ++unloads;
+      EXPECT_EQ(e.unload().object().path(), kLibB) << "a plain dlclose is not a failure";
+    }
+  }
+  EXPECT_EQ(failed, 1);
+  EXPECT_EQ(unloads, 1);
+}
+
+// The whole `show` text, against a golden file (paths and pids normalised).
+TEST(Tracer, ShowTextGolden) {
+  const auto dir = testing::ScratchDir("tracer_golden");
+  const auto trace = dir + "/t.ldscope";
+  auto r = RunCmd({LDSCOPE_BIN, "run", "-q", "-o", trace, "--", DLPROBE, "open", kLibA, "open",
+                kBad, "noload", "libfix_b.so", "close"},
+               {}, {"LD_LIBRARY_PATH", "LD_PRELOAD"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto s = RunCmd({LDSCOPE_BIN, "show", "--no-timestamps", trace});
+  ASSERT_EQ(s.code, 0) << s.err;
+  std::string text = s.out;
+  text = testing::ReplaceAll(text, FIXTURES, "${FIXTURES}");
+  text = testing::ReplaceAll(text, DLPROBE, "${DLPROBE}");
+  text = testing::ReplaceAll(text, AUDIT_LIB, "${AUDIT_LIB}");
+  text = testing::ReplaceAll(text, dir, "${SCRATCH}");
+  const auto timeline = testing::TimelineOf({trace});
+  const auto& p = timeline.processes(0);
+  text = testing::ReplaceAll(text, "process " + std::to_string(p.pid()) + ":", "process ${PID}:");
+  text = testing::ReplaceAll(text, "parent pid " + std::to_string(p.ppid()), "parent pid ${PPID}");
+  text = testing::ReplaceAll(text, "cwd " + p.cwd(), "cwd ${CWD}");
+  const std::string golden = GOLDEN_DIR "/show_dlprobe.txt";
+  if (getenv("LDSCOPE_UPDATE_GOLDEN") != nullptr) testing::WriteFile(golden, text);
+  EXPECT_EQ(text, testing::ReadFile(golden));
+}
+
+TEST(Tracer, ShowJsonIsTheProto3Mapping) {
+  const auto dir = testing::ScratchDir("tracer_json");
+  const auto trace = dir + "/t.ldscope";
+  ASSERT_EQ(RunCmd({LDSCOPE_BIN, "run", "-q", "-o", trace, "--", DLPROBE, "open", kLibA}).code, 0);
+  auto s = RunCmd({LDSCOPE_BIN, "show", "--format", "json", trace});
+  ASSERT_EQ(s.code, 0) << s.err;
+  v1::Timeline parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(s.out, &parsed).ok()) << s.out;
+  const auto direct = testing::TimelineOf({trace});
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(parsed, direct));
+}
+
+TEST(Tracer, RunPassesExitStatusAndKeepsStdoutClean) {
+  const auto dir = testing::ScratchDir("tracer_status");
+  auto r = RunCmd({LDSCOPE_BIN, "run", "-o", dir + "/a.ldscope", "--", "/bin/sh", "-c",
+                "echo out; echo err >&2; exit 3"});
+  EXPECT_EQ(r.code, 3);
+  EXPECT_EQ(r.out, "out\n");
+  EXPECT_EQ(r.err.rfind("err\n", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("ldscope: /bin/sh: exit status 3; trace "), std::string::npos) << r.err;
+
+  auto k = RunCmd({LDSCOPE_BIN, "run", "-q", "-o", dir + "/b.ldscope", "--", "/bin/sh", "-c",
+                "kill -TERM $$"});
+  EXPECT_EQ(k.code, 128 + 15);
+  auto n = RunCmd({LDSCOPE_BIN, "run", "-q", "-o", dir + "/c.ldscope", "--", "/no/such/program"});
+  EXPECT_EQ(n.code, 127);
+  EXPECT_NE(n.err.find("cannot run /no/such/program: No such file or directory"), std::string::npos);
+  auto u = RunCmd({LDSCOPE_BIN, "run"});
+  EXPECT_EQ(u.code, 2);
+  EXPECT_NE(u.err.find("no command given"), std::string::npos) << u.err;
+}
+
+// Without any collector: LDSCOPE_DIR makes one trace file per process image.
+TEST(Tracer, LdscopeDirWritesOneFilePerProcess) {
+  const auto dir = testing::ScratchDir("tracer_dir");
+  auto r = RunCmd({DLPROBE, "open", kLibA, "fork", "open", kLibB},
+               {"LD_AUDIT=" AUDIT_LIB, "LDSCOPE_DIR=" + dir});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "open " + kLibA + ": ok\nchild\nopen " + kLibB + ": ok\nparent\nopen " + kLibB +
+                       ": ok\n");
+  const auto t = testing::TimelineOf({dir});
+  EXPECT_EQ(t.problems_size(), 0);
+  ASSERT_EQ(t.processes_size(), 2);
+  EXPECT_EQ(t.processes(0).start_reason(), "exec");
+  EXPECT_EQ(t.processes(1).start_reason(), "fork");
+  EXPECT_EQ(t.processes(1).parent_stream(), t.processes(0).stream());
+  for (const auto& p : t.processes()) {
+    EXPECT_EQ(p.missing_seqs(), 0u);
+    EXPECT_TRUE(p.exited());
+  }
+  auto s = RunCmd({LDSCOPE_BIN, "show", dir});
+  EXPECT_EQ(s.code, 0) << s.err;
+  EXPECT_NE(s.out.find("forked from pid"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ldscope

@@ -1,0 +1,145 @@
+// See test_support.h.
+#include "support/test_support.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "model/timeline.h"
+#include "store/trace_file.h"
+
+extern char** environ;
+
+namespace ldscope::testing {
+
+Proc RunCmd(const std::vector<std::string>& argv, const std::vector<std::string>& set,
+         const std::vector<std::string>& unset, int timeout_s) {
+  Proc r;
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string entry = *e;
+    const std::string name = entry.substr(0, entry.find('='));
+    bool drop = false;
+    for (const auto& u : unset) drop |= (u == name);
+    for (const auto& s : set) drop |= (s.substr(0, s.find('=')) == name);
+    if (!drop) env.push_back(entry);
+  }
+  for (const auto& s : set) env.push_back(s);
+  std::vector<char*> envp, args;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_copy = argv;
+  for (auto& a : argv_copy) args.push_back(a.data());
+  args.push_back(nullptr);
+
+  int out[2], err[2];
+  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) return r;
+  timespec t0{};
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    setpgid(0, 0);
+    execve(args[0], args.data(), envp.data());
+    _exit(127);
+  }
+  close(out[1]);
+  close(err[1]);
+  pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+  int open_fds = 2;
+  const time_t deadline = time(nullptr) + timeout_s;
+  while (open_fds > 0) {
+    const int left_ms = static_cast<int>(deadline - time(nullptr)) * 1000;
+    if (left_ms <= 0) {
+      r.timed_out = true;
+      kill(-pid, SIGKILL);
+      kill(pid, SIGKILL);
+      break;
+    }
+    if (poll(fds, 2, left_ms) <= 0) continue;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP)) == 0) continue;
+      char buf[65536];
+      const ssize_t n = read(fds[i].fd, buf, sizeof buf);
+      if (n <= 0) {
+        close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+      } else {
+        (i == 0 ? r.out : r.err).append(buf, static_cast<size_t>(n));
+      }
+    }
+  }
+  for (auto& f : fds)
+    if (f.fd >= 0) close(f.fd);
+  waitpid(pid, &r.raw_status, 0);
+  timespec t1{};
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  r.seconds = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+  r.code = WIFEXITED(r.raw_status) ? WEXITSTATUS(r.raw_status) : 128 + WTERMSIG(r.raw_status);
+  return r;
+}
+
+std::string ScratchDir(const std::string& name) {
+  const auto dir = std::filesystem::current_path() / "scratch" / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void WriteFile(const std::string& path, const std::string& content) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << content;
+}
+
+v1::Timeline TimelineOf(const std::vector<std::string>& traces) {
+  return model::BuildTimeline(store::LoadTraces(traces));
+}
+
+std::vector<const v1::ProcessTimeline*> ByExe(const v1::Timeline& t, const std::string& suffix) {
+  std::vector<const v1::ProcessTimeline*> out;
+  for (const auto& p : t.processes())
+    if (p.exe().size() >= suffix.size() &&
+        p.exe().compare(p.exe().size() - suffix.size(), suffix.size(), suffix) == 0)
+      out.push_back(&p);
+  return out;
+}
+
+std::vector<std::string> LoadLines(const v1::ProcessTimeline& p) {
+  std::vector<std::string> out;
+  for (const auto& e : p.entries()) {
+    if (!e.has_load()) continue;
+    const auto& l = e.load();
+    out.push_back(fmt::format("{} {} -> {} [{}]", v1::LoadReason_Name(l.reason()),
+                              l.requested_name(), l.object().path(), l.object().lmid()));
+  }
+  return out;
+}
+
+std::string ReplaceAll(std::string s, const std::string& from, const std::string& to) {
+  if (from.empty()) return s;
+  for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size())
+    s.replace(pos, from.size(), to);
+  return s;
+}
+
+}  // namespace ldscope::testing

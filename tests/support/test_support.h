@@ -1,0 +1,40 @@
+// Helpers for the tests: run a real program and capture its output, make scratch
+// directories, load a trace into a timeline.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ldscope_proto/timeline.pb.h"
+
+namespace ldscope::testing {
+
+struct Proc {
+  int raw_status = 0;
+  int code = -1;        // exit status, or 128+signal
+  std::string out, err;
+  bool timed_out = false;
+  double seconds = 0;
+};
+
+// Runs argv with the current environment plus `set` ("NAME=value") minus `unset`.
+Proc RunCmd(const std::vector<std::string>& argv, const std::vector<std::string>& set = {},
+         const std::vector<std::string>& unset = {}, int timeout_s = 120);
+
+// A fresh empty directory for one test (under the build tree's Testing folder).
+std::string ScratchDir(const std::string& name);
+std::string ReadFile(const std::string& path);
+void WriteFile(const std::string& path, const std::string& content);
+
+v1::Timeline TimelineOf(const std::vector<std::string>& traces);
+
+// Processes in a timeline whose exe ends with suffix.
+std::vector<const v1::ProcessTimeline*> ByExe(const v1::Timeline& t, const std::string& suffix);
+
+// The loads of a process, as "reason requested_name -> path [ns]" lines.
+std::vector<std::string> LoadLines(const v1::ProcessTimeline& p);
+
+// Replaces every occurrence of from with to.
+std::string ReplaceAll(std::string s, const std::string& from, const std::string& to);
+
+}  // namespace ldscope::testing
