@@ -1,7 +1,7 @@
 /* dlprobe: a scriptable test program that drives the dynamic loader. Each argument
  * is a step, run in order:
  *   open PATH | lazy PATH | mopen PATH | noload PATH | close | sleep MS |
- *   threads N PATH... (N threads, each dlopens every PATH, all at once) |
+ *   threads N PATH... (N threads released at once; thread k dlopens PATH number k) |
  *   fork (the child runs the remaining steps; the parent waits, then runs them too) |
  *   exec PROG ARGS... | exit N | _exit N
  * It prints one line per step on stdout, so tests can compare outputs. */
@@ -30,6 +30,8 @@ static void* thread_main(void* arg) {
   pthread_barrier_wait(j->barrier);
   for (int i = 0; i < j->npaths; ++i)
     if (dlopen(j->paths[i], RTLD_NOW) == NULL) j->failures++;
+  /* And once more, now that the others are loading too: found loaded, no search. */
+  if (j->npaths > 0 && dlopen(j->paths[0], RTLD_NOW | RTLD_NOLOAD) == NULL) j->failures++;
   return NULL;
 }
 
@@ -73,7 +75,9 @@ int main(int argc, char** argv) {
       if (n > 64) n = 64;
       pthread_barrier_init(&barrier, NULL, (unsigned)n);
       for (int k = 0; k < n; ++k) {
-        jobs[k] = (struct job){argv + i + 2, argc - i - 2, &barrier, 0};
+        const int npaths = argc - i - 2;
+        jobs[k] = (struct job){argv + i + 2 + (npaths ? k % npaths : 0), npaths ? 1 : 0,
+                               &barrier, 0};
         pthread_create(&t[k], NULL, thread_main, &jobs[k]);
       }
       int failures = 0;
