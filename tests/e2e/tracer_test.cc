@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "store/trace_file.h"
 #include "support/test_support.h"
@@ -119,6 +120,55 @@ TEST(Tracer, StartupDlopenDlmopenDlcloseExitSequence) {
       "exit",
   };
   EXPECT_EQ(Sequence(events), expected);
+}
+
+// The invariants glibc's elf/tst-audit23 checks, on its scenario (dlopen a module,
+// dlmopen(LM_ID_NEWLM, libc.so.6), exit): every object opened (but the vDSO) is closed
+// once, each close follows a DELETE of its own namespace, ADD is always completed by
+// CONSISTENT, and CONSISTENT is the loader's last word.
+TEST(Tracer, TstAudit23Invariants) {
+  const auto dir = testing::ScratchDir("tracer_audit23");
+  const auto trace = dir + "/t.ldscope";
+  auto r = RunCmd({LDSCOPE_BIN, "run", "-q", "-o", trace, "--", DLPROBE, "open", kLibB, "mopen",
+                   "libc.so.6"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto events = EventsOf(trace);
+  std::map<uint64_t, int64_t> lmid_of;  // object id -> namespace
+  std::map<uint64_t, int> opened, closed;
+  std::set<int64_t> namespaces;
+  int last_act = -1;
+  int64_t last_act_ns = -100;
+  for (const auto& e : events) {
+    if (e.has_objopen()) {
+      lmid_of[e.objopen().id()] = e.objopen().lmid();
+      namespaces.insert(e.objopen().lmid());
+      if (!e.objopen().is_vdso()) ++opened[e.objopen().id()];
+    } else if (e.has_activity()) {
+      const int act = e.activity().kind();
+      const int64_t ns = lmid_of.count(e.activity().id()) ? lmid_of[e.activity().id()] : -1;
+      if (act == v1::ACTIVITY_ADD && last_act != -1) {
+        EXPECT_EQ(last_act, v1::ACTIVITY_CONSISTENT) << "ADD while a namespace is in flux, seq " << e.seq();
+      }
+      if (act == v1::ACTIVITY_CONSISTENT && last_act == v1::ACTIVITY_ADD) {
+        EXPECT_TRUE(ns == last_act_ns || ns == -1 || last_act_ns == -1) << "seq " << e.seq();
+      }
+      last_act = act;
+      last_act_ns = ns;
+    } else if (e.has_objclose()) {
+      ++closed[e.objclose().id()];
+      EXPECT_EQ(last_act, v1::ACTIVITY_DELETE) << "objclose after DELETE, seq " << e.seq();
+      EXPECT_EQ(lmid_of[e.objclose().id()], last_act_ns) << "DELETE was for its namespace";
+    }
+  }
+  EXPECT_EQ(last_act, v1::ACTIVITY_CONSISTENT);
+  EXPECT_EQ(namespaces.size(), 2u) << "the application's namespace and the dlmopen one";
+  EXPECT_EQ(opened.size(), 5u) << "executable, ld.so, libc, the module, libc in the new namespace";
+  for (const auto& [id, n] : opened) {
+    EXPECT_EQ(n, 1);
+    EXPECT_EQ(closed[id], 1) << "object " << id << " closed exactly once";
+  }
+  ASSERT_FALSE(events.empty());
+  EXPECT_TRUE(events.back().has_exit());
 }
 
 TEST(Tracer, FailedDlopenShowsOpenAndRollBack) {
