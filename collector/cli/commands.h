@@ -1,8 +1,11 @@
 // One function per sub-command; main.cc wires them to CLI11.
 #pragma once
 
+#include <cstdio>
 #include <string>
 #include <vector>
+
+#include "ldscope_proto/timeline.pb.h"
 
 namespace ldscope::cli {
 
@@ -11,11 +14,20 @@ enum Exit : int {
   kOk = 0,
   kDamagedTrace = 1,  // show: a trace was truncated or corrupt (the rest is shown)
   kUsage = 2,         // bad arguments, unreadable input, cannot start
+  kFindings = 3,      // run/report: findings matched --fail-on
+};
+
+struct ReportOptions {
+  std::string format = "text";         // text or json
+  std::string output;                  // file; "" = stderr (run) or stdout (report)
+  std::vector<std::string> fail_on;    // kinds, "error", "warning" or "any"
 };
 
 struct RunOptions {
   std::string output;             // trace file; default ldscope-<time>-<pid>.ldscope
   bool quiet = false;
+  bool analyse = true;            // print the diagnosis after the command
+  ReportOptions report;
   std::vector<std::string> command;
 };
 int Run(const RunOptions& opt);
@@ -34,6 +46,20 @@ struct ShowOptions {
   bool verbose = false;
 };
 int Show(const ShowOptions& opt);
+
+struct ReportCommandOptions {
+  std::vector<std::string> traces;
+  ReportOptions report;
+};
+int Report(const ReportCommandOptions& opt);
+
+// Validates --fail-on words; returns "" or an error message.
+std::string CheckFailOn(const std::vector<std::string>& words);
+// Analyses a timeline and writes the report (to opt.output, else default_out; nothing
+// when there is nothing to say and quiet_when_clean). Returns kFindings when a finding
+// matches opt.fail_on, kUsage when the report cannot be written, else kOk.
+int EmitReport(const v1::Timeline& timeline, const ReportOptions& opt, std::FILE* default_out,
+               bool quiet_when_clean);
 
 // The audit library that belongs to this ldscope binary: LDSCOPE_AUDIT_LIB, else
 // next to the executable (build tree), else in the install's lib/ldscope.

@@ -18,7 +18,18 @@ int main(int argc, char** argv) {
              "command's status (128+N when killed by signal N).");
   run_cmd->add_option("-o,--output", run.output,
                       "Trace file to write (default: ldscope-<date>-<pid>.ldscope)");
-  run_cmd->add_flag("-q,--quiet", run.quiet, "Print nothing of ldscope's own on success");
+  run_cmd->add_flag("-q,--quiet", run.quiet,
+                    "Print nothing of ldscope's own unless there are findings or errors");
+  run_cmd->add_flag("!--no-report", run.analyse, "Do not analyse the trace after the command");
+  run_cmd->add_option("--report", run.report.output,
+                      "Write the diagnosis to this file instead of stderr");
+  run_cmd->add_option("--format", run.report.format, "Diagnosis format: text or json")
+      ->check(CLI::IsMember({"text", "json"}));
+  run_cmd->add_option("--fail-on", run.report.fail_on,
+                      "Exit with status 3 when findings of these kinds exist (comma-separated: "
+                      "missing-symbol, shadowed-dependency, search-order-shadowing, "
+                      "duplicate-library, duplicate-info, or error, warning, any)")
+      ->delimiter(',');
   // Everything from the first non-option argument on is the command's.
   run_cmd->prefix_command();
   run_cmd->allow_extras();
@@ -59,6 +70,20 @@ int main(int argc, char** argv) {
       break;
     }
   }
+  // report: the diagnosis of saved traces.
+  ReportCommandOptions report;
+  auto* report_cmd = app.add_subcommand(
+      "report", "Analyse traces (files or LDSCOPE_DIR directories): duplicate libraries, "
+                "shadowed dependencies (import-order effects), missing symbols. Exit status 3 "
+                "when --fail-on matches, 1 when a trace is damaged.");
+  report_cmd->add_option("trace", report.traces, "Trace files or directories")->required();
+  report_cmd->add_option("--format", report.report.format, "text or json (proto3 JSON mapping)")
+      ->check(CLI::IsMember({"text", "json"}));
+  report_cmd->add_option("-o,--output", report.report.output, "Write the report to this file");
+  report_cmd->add_option("--fail-on", report.report.fail_on,
+                         "Exit with status 3 when findings of these kinds exist (as for run)")
+      ->delimiter(',');
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -85,6 +110,7 @@ int main(int argc, char** argv) {
     return kUsage;
   }
   if (*collect_cmd) return Collect(collect);
+  if (*report_cmd) return Report(report);
   if (*show_cmd) return Show(show);
   return kUsage;
 }

@@ -19,6 +19,8 @@
 
 #include "cli/commands.h"
 #include "cli/session.h"
+#include "model/timeline.h"
+#include "store/trace_file.h"
 
 extern char** environ;
 
@@ -76,6 +78,10 @@ std::string ExitText(int status) {
 }  // namespace
 
 int Run(const RunOptions& opt) {
+  if (std::string e = CheckFailOn(opt.report.fail_on); !e.empty()) {
+    Complain(e);
+    return kUsage;
+  }
   std::string err;
   const std::string audit_lib = FindAuditLibrary(&err);
   if (audit_lib.empty()) {
@@ -178,6 +184,11 @@ int Run(const RunOptions& opt) {
   if (!opt.quiet || !finish_err.empty())
     Complain(fmt::format("{}: {}; trace {} ({})", opt.command.front(), ExitText(status), output,
                          summary));
+  if (opt.analyse && finish_err.empty()) {
+    const v1::Timeline timeline = model::BuildTimeline(store::LoadTraces({output}));
+    const int rc = EmitReport(timeline, opt.report, stderr, /*quiet_when_clean=*/true);
+    if (rc != kOk) return rc;
+  }
   return ExitStatusOf(status);
 }
 

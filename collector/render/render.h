@@ -6,6 +6,7 @@
 
 #include <google/protobuf/message.h>
 
+#include "ldscope_proto/report.pb.h"
 #include "ldscope_proto/timeline.pb.h"
 
 namespace ldscope::render {
@@ -18,5 +19,10 @@ struct TextOptions {
   bool verbose = false;    // list every unload at exit and every reuse
 };
 std::string TimelineText(const v1::Timeline& t, const TextOptions& opt);
+
+// The diagnosis: a paragraph per finding, then the notes and a count line.
+std::string ReportText(const v1::Report& r);
+// "missing-symbol", "duplicate-library", ... (the names --fail-on takes).
+std::string FindingKindName(v1::FindingKind k);
 
 }  // namespace ldscope::render

@@ -1,0 +1,26 @@
+// The analysis passes, one per finding kind, each in its own file, and the driver
+// that runs them in order. No pass prints anything.
+#pragma once
+
+#include "analysis/context.h"
+#include "ldscope_proto/report.pb.h"
+
+namespace ldscope::analysis {
+
+// Same SONAME, different files, alive together (DUPLICATE_LIBRARY); same family under
+// other sonames or in other namespaces (DUPLICATE_INFO). duplicates.cc
+void FindDuplicates(Context& ctx, v1::Report* out);
+// NEEDED satisfied by an earlier object although the requester's own search would find
+// another file; LD_LIBRARY_PATH winning over the requester's RUNPATH. shadowing.cc
+void FindShadowing(Context& ctx, v1::Report* out);
+// Undefined symbols and versions no object in scope defines, with the file that would
+// define them. missing_symbols.cc
+void FindMissingSymbols(Context& ctx, v1::Report* out);
+
+// Runs every pass over a timeline; findings ordered by process, then severity.
+v1::Report Analyze(const v1::Timeline& timeline);
+
+// "libnccl.so.2.16.2 (NCCL 2.16.2+cuda11.8)"-style label for a Library.
+std::string Label(const v1::Library& l);
+
+}  // namespace ldscope::analysis

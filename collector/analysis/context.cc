@@ -1,0 +1,249 @@
+// See context.h.
+#include "analysis/context.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <regex>
+
+#include <fmt/format.h>
+
+namespace ldscope::analysis {
+
+const elf::ElfInfo* Files::Get(const std::string& path) {
+  if (path.empty() || path.front() != '/') return nullptr;
+  auto it = cache_.find(path);
+  if (it != cache_.end()) return it->second.get();
+  std::string err;
+  auto info = elf::ReadElf(path, &err);
+  if (!info) errors_[path] = err;
+  return (cache_[path] = std::move(info)).get();
+}
+
+std::string BaseName(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string NormalPath(const std::string& path) {
+  if (path.empty() || path.front() != '/') return path;
+  return std::filesystem::path(path).lexically_normal().string();
+}
+
+std::string Family(const std::string& soname_or_name) {
+  std::string n = BaseName(soname_or_name);
+  const auto so = n.find(".so");
+  if (so != std::string::npos) n = n.substr(0, so);
+  static const std::regex wheel_suffix("-[0-9a-f]{8}$");
+  return std::regex_replace(n, wheel_suffix, "");
+}
+
+v1::Finding NewFinding(const ProcessIndex& pi, v1::FindingKind kind, v1::Severity sev) {
+  v1::Finding f;
+  f.set_kind(kind);
+  f.set_severity(sev);
+  f.set_pid(pi.p->pid());
+  f.set_exe(pi.p->exe());
+  f.set_stream(pi.p->stream());
+  return f;
+}
+
+std::vector<const Obj*> ProcessIndex::AliveAt(int64_t lmid, uint64_t seq) const {
+  std::vector<const Obj*> out;
+  for (const auto& [id, o] : objects)
+    if (o.lmid == lmid && o.open_seq <= seq && seq < o.close_seq) out.push_back(&o);
+  return out;
+}
+
+const Obj* ProcessIndex::Executable() const {
+  for (const auto& [id, o] : objects)
+    if (o.load != nullptr && o.load->reason() == v1::LOAD_EXECUTABLE) return &o;
+  return nullptr;
+}
+
+loader::Object ProcessIndex::AsRequester(const Obj& o, Files& files) const {
+  loader::Object r;
+  r.path = o.path;
+  if (o.load != nullptr) {
+    r.rpath = o.load->rpath();
+    r.runpath = o.load->runpath();
+  }
+  if (const elf::ElfInfo* e = files.Get(o.path)) {
+    if (o.load == nullptr) {
+      r.rpath = e->rpath;
+      r.runpath = e->runpath;
+    }
+    r.nodeflib = (e->flags_1 & 0x800) != 0;  // DF_1_NODEFLIB
+  }
+  return r;
+}
+
+std::vector<loader::Object> ProcessIndex::LoaderChain(const Obj& o, Files& files) const {
+  std::vector<loader::Object> chain;
+  std::vector<uint64_t> seen = {o.id};
+  const Obj* exe = Executable();
+  for (uint64_t r = o.requester; r != 0 && chain.size() < 64;) {
+    if (std::find(seen.begin(), seen.end(), r) != seen.end()) break;
+    seen.push_back(r);
+    auto it = objects.find(r);
+    if (it == objects.end()) break;
+    chain.push_back(AsRequester(it->second, files));
+    r = it->second.requester;
+  }
+  if (exe != nullptr && std::find(seen.begin(), seen.end(), exe->id) == seen.end())
+    chain.push_back(AsRequester(*exe, files));
+  return chain;
+}
+
+Context::Context(const v1::Timeline& t) : t_(t) {
+  cache_.Load();
+  const bool multiarch = [] {
+    struct stat st;
+    return stat("/lib/x86_64-linux-gnu", &st) == 0;
+  }();
+  for (const auto& p : t.processes()) {
+    ProcessIndex pi;
+    pi.p = &p;
+    std::vector<std::string> learnt_defaults;
+    for (const auto& e : p.entries()) {
+      if (e.has_load()) {
+        const auto& l = e.load();
+        Obj& o = pi.objects[l.object().id()];
+        o.id = l.object().id();
+        o.load = &l;
+        o.path = l.object().path();
+        o.soname = l.object().soname();
+        o.lmid = l.object().lmid();
+        o.dev = l.dev();
+        o.ino = l.ino();
+        o.build_id = l.build_id();
+        o.open_seq = e.seq();
+        o.at_ms = e.offset_ns() / 1e6;
+        o.requester = l.requester().id();
+        o.rolled_back = l.rolled_back();
+        if (pi.env.subdirs.empty() && l.tried_size() > 1 &&
+            l.requested_name().find('/') == std::string::npos) {
+          std::vector<std::string> tried;
+          for (const auto& c : l.tried()) tried.push_back(c.path());
+          pi.env.subdirs = loader::SubdirsFromCandidates(tried, l.requested_name());
+        }
+        for (const auto& c : l.tried()) {
+          if (c.step() != "default dirs") continue;
+          std::string dir = c.path().substr(0, c.path().rfind('/'));
+          for (const auto& sub : pi.env.subdirs)
+            if (dir.size() > sub.size() && dir.compare(dir.size() - sub.size(), sub.size(), sub) == 0)
+              dir = dir.substr(0, dir.size() - sub.size() - 1);
+          if (std::find(learnt_defaults.begin(), learnt_defaults.end(), dir) == learnt_defaults.end())
+            learnt_defaults.push_back(dir);
+        }
+      }
+      auto closed = [&](const v1::ObjectRef& r, uint64_t seq) {
+        Obj& o = pi.objects[r.id()];
+        if (o.id == 0) {  // inherited over fork: first seen here
+          o.id = r.id();
+          o.path = r.path();
+          o.soname = r.soname();
+          o.lmid = r.lmid();
+        }
+        o.close_seq = seq;
+      };
+      if (e.has_unload()) closed(e.unload().object(), e.seq());
+      if (e.has_failed_dlopen())
+        for (const auto& r : e.failed_dlopen().rolled_back()) closed(r, e.seq());
+    }
+    for (const auto& r : p.loaded_at_end()) {
+      Obj& o = pi.objects[r.id()];
+      if (o.id == 0) {
+        o.id = r.id();
+        o.path = r.path();
+        o.soname = r.soname();
+        o.lmid = r.lmid();
+      }
+    }
+    auto env = p.env().find("LD_LIBRARY_PATH");
+    if (env != p.env().end()) pi.env.ld_library_path = loader::SplitPath(env->second);
+    pi.env.cache = &cache_;
+    pi.env.default_dirs = learnt_defaults;
+    if (pi.env.default_dirs.empty())
+      pi.env.default_dirs = multiarch ? std::vector<std::string>{"/lib/x86_64-linux-gnu",
+                                                                 "/usr/lib/x86_64-linux-gnu",
+                                                                 "/lib", "/usr/lib"}
+                                      : std::vector<std::string>{"/lib64", "/usr/lib64"};
+    if (!multiarch) pi.env.lib = "lib64";
+    procs_.push_back(std::move(pi));
+  }
+}
+
+std::string Context::VersionOf(const std::string& path, const std::string& soname) {
+  auto it = versions_.find(path);
+  if (it != versions_.end()) return it->second;
+  std::string v;
+  const std::string family = Family(soname.empty() ? path : soname);
+  if (family == "libnccl") {
+    const std::string s = elf::FindString(path, "NCCL version ");
+    if (!s.empty()) v = "NCCL " + s.substr(std::string("NCCL version ").size());
+  }
+  if (v.empty() && family == "libstdc++") {
+    if (const elf::ElfInfo* e = files_.Get(path)) {
+      std::string best;
+      for (const auto& d : e->verdefs)
+        if (d.rfind("GLIBCXX_3.4", 0) == 0 && (d.size() > best.size() || (d.size() == best.size() && d > best)))
+          best = d;
+      v = best;
+    }
+  }
+  if (v.empty()) {
+    // From the file name: libnccl.so.2.16.2 -> 2.16.2 (only when the name says more
+    // than the SONAME does).
+    const std::string base = BaseName(path);
+    const auto so = base.find(".so.");
+    if (so != std::string::npos && base != soname) v = base.substr(so + 4);
+  }
+  return versions_[path] = v;
+}
+
+std::string Context::HowLoaded(const ProcessIndex& pi, const Obj& o) const {
+  if (o.load == nullptr) return "by the parent process (inherited over fork)";
+  auto requester = [&]() -> std::string {
+    auto it = pi.objects.find(o.requester);
+    return it == pi.objects.end() ? std::string("(unknown object)") : NormalPath(it->second.path);
+  };
+  const std::string step =
+      o.load->tried_size() > 0 ? o.load->tried(o.load->tried_size() - 1).step() : "";
+  switch (o.load->reason()) {
+    case v1::LOAD_EXECUTABLE: return "as the executable";
+    case v1::LOAD_INTERPRETER: return "as the dynamic loader";
+    case v1::LOAD_VDSO: return "by the kernel (vDSO)";
+    case v1::LOAD_PRELOAD: return "by LD_PRELOAD";
+    case v1::LOAD_NEEDED:
+      return step.empty() ? fmt::format("as a NEEDED of {}", requester())
+                          : fmt::format("as a NEEDED of {} (found via {})", requester(), step);
+    case v1::LOAD_DLOPEN: return fmt::format("by a dlopen from {}", requester());
+    default: return "";
+  }
+}
+
+v1::Library Context::Describe(const ProcessIndex& pi, const Obj& o) {
+  v1::Library l;
+  l.set_path(NormalPath(o.path));
+  l.set_soname(o.soname);
+  l.set_version(VersionOf(o.path, o.soname));
+  l.set_build_id(o.build_id);
+  l.set_lmid(o.lmid);
+  l.set_loaded_by(HowLoaded(pi, o));
+  l.set_seq(o.open_seq);
+  l.set_at_ms(o.at_ms);
+  if (o.load != nullptr && o.load->tried_size() > 0)
+    l.set_found_by(o.load->tried(o.load->tried_size() - 1).step());
+  return l;
+}
+
+bool Context::SameFile(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  struct stat sa, sb;
+  if (stat(a.c_str(), &sa) != 0 || stat(b.c_str(), &sb) != 0) return false;
+  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+}  // namespace ldscope::analysis

@@ -1,0 +1,92 @@
+// What every analysis pass reads: the timeline, a per-process index of its objects
+// (who loaded what, when, how, and what was reused), the object files on disk (read
+// once, cached) and the loader model. Passes are pure functions of this context.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "elf/elf_file.h"
+#include "ldscope_proto/report.pb.h"
+#include "ldscope_proto/timeline.pb.h"
+#include "loader/search.h"
+
+namespace ldscope::analysis {
+
+// Reads and caches ELF files by path; remembers which could not be read.
+class Files {
+ public:
+  const elf::ElfInfo* Get(const std::string& path);
+  const std::map<std::string, std::string>& errors() const { return errors_; }
+
+ private:
+  std::map<std::string, std::unique_ptr<elf::ElfInfo>> cache_;
+  std::map<std::string, std::string> errors_;
+};
+
+// One loaded object of one process image, with how it got there.
+struct Obj {
+  uint64_t id = 0;
+  const v1::Load* load = nullptr;  // nullptr for objects inherited over fork
+  std::string path, soname, build_id;
+  int64_t lmid = 0;
+  uint64_t dev = 0, ino = 0;
+  uint64_t open_seq = 0;
+  uint64_t close_seq = UINT64_MAX;  // UINT64_MAX: never unloaded
+  double at_ms = 0;
+  uint64_t requester = 0;
+  bool rolled_back = false;
+  bool startup = false;             // loaded before main() (global scope)
+};
+
+struct ProcessIndex {
+  const v1::ProcessTimeline* p = nullptr;
+  std::map<uint64_t, Obj> objects;
+  loader::Environment env;
+  // Objects alive together with o in its namespace at seq.
+  std::vector<const Obj*> AliveAt(int64_t lmid, uint64_t seq) const;
+  // The chain of loaders of o (nearest first, ending with the executable), for the
+  // RPATH step of the loader model.
+  std::vector<loader::Object> LoaderChain(const Obj& o, Files& files) const;
+  loader::Object AsRequester(const Obj& o, Files& files) const;
+  const Obj* Executable() const;
+};
+
+class Context {
+ public:
+  explicit Context(const v1::Timeline& t);
+  const v1::Timeline& timeline() const { return t_; }
+  const std::vector<ProcessIndex>& processes() const { return procs_; }
+  Files& files() { return files_; }
+  const loader::LdCache& cache() const { return cache_; }
+
+  // "2.16.2+cuda11.8" from the object itself where it says so, else its file name.
+  std::string VersionOf(const std::string& path, const std::string& soname);
+  // "needed by /x/libtorch_cuda.so (RPATH)", "dlopen from /…/_ctypes…so", ...
+  std::string HowLoaded(const ProcessIndex& pi, const Obj& o) const;
+  // A Library message for a finding.
+  v1::Library Describe(const ProcessIndex& pi, const Obj& o);
+  // Same file (dev/inode when known, else path)?
+  static bool SameFile(const std::string& a, const std::string& b);
+
+ private:
+  const v1::Timeline& t_;
+  std::vector<ProcessIndex> procs_;
+  Files files_;
+  loader::LdCache cache_;
+  std::map<std::string, std::string> versions_;
+};
+
+// The family of a library: its SONAME (or file name) up to ".so", without a wheel's
+// "-<8 hex>" rename suffix: libnccl.so.2 and libnccl.so.2.16.2 are both "libnccl".
+std::string Family(const std::string& soname_or_name);
+std::string BaseName(const std::string& path);
+// /a/b/../c -> /a/c (lexically: symlinks are left alone, as the loader leaves them).
+std::string NormalPath(const std::string& path);
+
+// A finding shell with the process filled in.
+v1::Finding NewFinding(const ProcessIndex& pi, v1::FindingKind kind, v1::Severity sev);
+
+}  // namespace ldscope::analysis

@@ -1,0 +1,88 @@
+// The analysis driver: the list of passes, one commented call each.
+#include <sys/stat.h>
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "analysis/analysis.h"
+
+namespace ldscope::analysis {
+namespace {
+
+std::string Hex(const std::string& bytes) {
+  std::string out;
+  for (unsigned char c : bytes) out += fmt::format("{:02x}", c);
+  return out;
+}
+
+// Findings rest on files read now; say so when a file is not what was traced.
+void NoteChangedFiles(Context& ctx, v1::Report* out) {
+  for (const auto& pi : ctx.processes()) {
+    for (const auto& [id, o] : pi.objects) {
+      if (o.dev == 0 || o.path.empty() || o.path.front() != '/') continue;
+      const elf::ElfInfo* e = ctx.files().Get(o.path);
+      if (e == nullptr) continue;
+      const bool moved = e->dev != o.dev || e->ino != o.ino;
+      const bool rebuilt = !o.build_id.empty() && !e->build_id.empty() && Hex(e->build_id) != o.build_id;
+      if (moved || rebuilt)
+        out->add_notes(fmt::format("{} changed since the trace was taken ({}): findings about it "
+                                   "use the file as it is now",
+                                   o.path, rebuilt ? "different build-id" : "different inode"));
+    }
+  }
+  for (const auto& [path, err] : ctx.files().errors())
+    out->add_notes(fmt::format("could not read {}: {}", path, err));
+  std::sort(out->mutable_notes()->begin(), out->mutable_notes()->end());
+  out->mutable_notes()->erase(std::unique(out->mutable_notes()->begin(), out->mutable_notes()->end()),
+                              out->mutable_notes()->end());
+}
+
+// A missing-symbol finding about a NEEDED that was shadowed (by an earlier object or by
+// LD_LIBRARY_PATH) already tells that story: one paragraph per problem.
+void DropShadowingExplainedByMissingSymbols(v1::Report* r) {
+  std::vector<std::pair<uint32_t, std::string>> explained;  // (stream, bound_to path)
+  for (const auto& f : r->findings())
+    if (f.kind() == v1::MISSING_SYMBOL)
+      for (const auto& m : f.missing())
+        if (!m.bound_to().empty()) explained.push_back({f.stream(), NormalPath(m.bound_to())});
+  auto* fs = r->mutable_findings();
+  fs->erase(std::remove_if(fs->begin(), fs->end(),
+                           [&](const v1::Finding& f) {
+                             if ((f.kind() != v1::SHADOWED_DEPENDENCY &&
+                                  f.kind() != v1::SEARCH_ORDER_SHADOWING) ||
+                                 f.objects_size() == 0)
+                               return false;
+                             return std::find(explained.begin(), explained.end(),
+                                              std::make_pair(f.stream(), f.objects(0).path())) !=
+                                    explained.end();
+                           }),
+            fs->end());
+}
+
+}  // namespace
+
+std::string Label(const v1::Library& l) {
+  return l.version().empty() ? l.path() : fmt::format("{} ({})", l.path(), l.version());
+}
+
+v1::Report Analyze(const v1::Timeline& timeline) {
+  Context ctx(timeline);
+  v1::Report r;
+  // Symbols no object in scope defines: why a dlopen or import failed.
+  FindMissingSymbols(ctx, &r);
+  // Import-order effects: NEEDED names satisfied by an earlier object, search order.
+  FindShadowing(ctx, &r);
+  // Several copies of one library in one process.
+  FindDuplicates(ctx, &r);
+  DropShadowingExplainedByMissingSymbols(&r);
+  NoteChangedFiles(ctx, &r);
+  std::stable_sort(r.mutable_findings()->begin(), r.mutable_findings()->end(),
+                   [](const v1::Finding& a, const v1::Finding& b) {
+                     if (a.stream() != b.stream()) return a.stream() < b.stream();
+                     return a.severity() > b.severity();
+                   });
+  return r;
+}
+
+}  // namespace ldscope::analysis

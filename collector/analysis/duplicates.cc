@@ -1,0 +1,123 @@
+// Duplicate libraries: two different files with one SONAME alive together in one
+// namespace (the second NCCL that import order produces), and, as information, one
+// family under several sonames or in several dlmopen namespaces.
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "analysis/analysis.h"
+
+namespace ldscope::analysis {
+namespace {
+
+bool Counts(const Obj& o) {
+  if (o.load == nullptr) return !o.path.empty();
+  const auto r = o.load->reason();
+  return r != v1::LOAD_EXECUTABLE && r != v1::LOAD_VDSO;
+}
+
+bool Overlap(const Obj& a, const Obj& b) {
+  return a.open_seq < b.close_seq && b.open_seq < a.close_seq;
+}
+
+// One representative per distinct file, first loaded first.
+std::vector<const Obj*> DistinctFiles(std::vector<const Obj*> objs) {
+  std::sort(objs.begin(), objs.end(), [](const Obj* a, const Obj* b) { return a->open_seq < b->open_seq; });
+  std::vector<const Obj*> out;
+  for (const Obj* o : objs) {
+    bool seen = false;
+    for (const Obj* d : out) {
+      const bool same_inode = o->dev != 0 && o->dev == d->dev && o->ino == d->ino;
+      seen |= same_inode || Context::SameFile(o->path, d->path);
+    }
+    if (!seen) out.push_back(o);
+  }
+  return out;
+}
+
+std::string Key(const Obj& o) { return o.soname.empty() ? BaseName(o.path) : o.soname; }
+
+}  // namespace
+
+void FindDuplicates(Context& ctx, v1::Report* out) {
+  for (const auto& pi : ctx.processes()) {
+    std::map<std::pair<int64_t, std::string>, std::vector<const Obj*>> by_soname;
+    std::map<std::string, std::vector<const Obj*>> by_soname_any_ns;
+    std::map<std::pair<int64_t, std::string>, std::vector<const Obj*>> by_family;
+    for (const auto& [id, o] : pi.objects) {
+      if (!Counts(o)) continue;
+      by_soname[{o.lmid, Key(o)}].push_back(&o);
+      by_soname_any_ns[Key(o)].push_back(&o);
+      by_family[{o.lmid, Family(Key(o))}].push_back(&o);
+    }
+    for (const auto& [key, objs] : by_soname) {
+      auto files = DistinctFiles(objs);
+      // Only copies that were loaded at the same time conflict.
+      std::vector<const Obj*> together;
+      for (const Obj* a : files)
+        for (const Obj* b : files)
+          if (a != b && Overlap(*a, *b) && std::find(together.begin(), together.end(), a) == together.end())
+            together.push_back(a);
+      if (together.size() < 2) continue;
+      auto f = NewFinding(pi, v1::DUPLICATE_LIBRARY, v1::WARNING);
+      std::string list;
+      for (const Obj* o : together) {
+        const v1::Library l = ctx.Describe(pi, *o);
+        *f.add_objects() = l;
+        f.add_evidence(o->open_seq);
+        list += fmt::format("{}{}, loaded {} at +{:.1f} ms", list.empty() ? "" : "; and ",
+                            Label(l), l.loaded_by(), l.at_ms());
+      }
+      f.set_message(fmt::format(
+          "{} copies of {} are loaded in process {} (namespace {}): {}. They share a SONAME, so "
+          "each symbol they both define binds to whichever copy a lookup scope reaches first, "
+          "and state (communicators, handles) can end up split between them.",
+          together.size() == 2 ? "Two" : std::to_string(together.size()), key.second, pi.p->pid(),
+          key.first, list));
+      *out->add_findings() = std::move(f);
+    }
+    // Information: one library in several namespaces (deliberate with dlmopen).
+    for (const auto& [soname, objs] : by_soname_any_ns) {
+      std::vector<int64_t> namespaces;
+      for (const Obj* o : objs)
+        if (std::find(namespaces.begin(), namespaces.end(), o->lmid) == namespaces.end())
+          namespaces.push_back(o->lmid);
+      if (namespaces.size() < 2) continue;
+      auto f = NewFinding(pi, v1::DUPLICATE_INFO, v1::INFO);
+      std::string list;
+      for (const Obj* o : objs) {
+        *f.add_objects() = ctx.Describe(pi, *o);
+        f.add_evidence(o->open_seq);
+        list += fmt::format("{}{} in namespace {}", list.empty() ? "" : ", ", o->path, o->lmid);
+      }
+      f.set_message(fmt::format("{} is loaded in {} separate link-map namespaces of process {} "
+                                "({}); namespaces do not share symbols, so this is deliberate "
+                                "isolation (dlmopen), not a conflict.",
+                                soname, namespaces.size(), pi.p->pid(), list));
+      *out->add_findings() = std::move(f);
+    }
+    // Information: one family under several sonames in one namespace.
+    for (const auto& [key, objs] : by_family) {
+      std::vector<std::string> sonames;
+      for (const Obj* o : objs)
+        if (std::find(sonames.begin(), sonames.end(), Key(*o)) == sonames.end()) sonames.push_back(Key(*o));
+      if (sonames.size() < 2) continue;
+      auto f = NewFinding(pi, v1::DUPLICATE_INFO, v1::INFO);
+      std::string list;
+      for (const Obj* o : DistinctFiles(objs)) {
+        const v1::Library l = ctx.Describe(pi, *o);
+        *f.add_objects() = l;
+        f.add_evidence(o->open_seq);
+        list += fmt::format("{}{} (soname {})", list.empty() ? "" : ", ", Label(l), Key(*o));
+      }
+      f.set_message(fmt::format("Several libraries of the {} family are loaded in process {} "
+                                "(namespace {}) under different sonames: {}. Different sonames do "
+                                "not replace each other; check that they are meant to coexist.",
+                                key.second, pi.p->pid(), key.first, list));
+      *out->add_findings() = std::move(f);
+    }
+  }
+}
+
+}  // namespace ldscope::analysis

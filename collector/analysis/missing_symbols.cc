@@ -1,0 +1,308 @@
+// Missing symbols: for objects whose dlopen failed, the undefined non-weak symbols and
+// the symbol versions that no object in reach defines, each with the file on disk
+// that the object's own search path would have bound instead and that defines it. For
+// objects that loaded (lazy binding), functions nothing defines: the first call fails.
+#include <algorithm>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "analysis/analysis.h"
+
+namespace ldscope::analysis {
+namespace {
+
+std::string Normal(const std::string& p) { return NormalPath(p); }
+
+// Which names (and versions) a set of objects defines, with glibc's matching rule: a
+// versioned reference matches that version, or any definition in an object without
+// version information; an unversioned reference matches a default (non-hidden) one.
+class SymbolIndex {
+ public:
+  void Add(const elf::ElfInfo& e) {
+    const bool versioned = !e.verdefs.empty();
+    for (const auto& s : e.symbols)
+      if (s.defined) defs_[s.name].push_back({versioned ? s.version : "", s.hidden, versioned});
+  }
+  bool Defines(const std::string& name, const std::string& version) const {
+    auto it = defs_.find(name);
+    if (it == defs_.end()) return false;
+    for (const auto& d : it->second) {
+      if (version.empty() ? !d.hidden : (!d.versioned || d.version == version)) return true;
+    }
+    return false;
+  }
+
+ private:
+  struct Def {
+    std::string version;
+    bool hidden;
+    bool versioned;
+  };
+  std::unordered_map<std::string, std::vector<Def>> defs_;
+};
+
+bool FileDefines(const elf::ElfInfo& e, const std::string& name, const std::string& version) {
+  SymbolIndex one;
+  one.Add(e);
+  return one.Defines(name, version);
+}
+
+struct Missing {
+  std::string name, version, needed_name;  // needed_name: the NEEDED that should provide it
+  const Obj* bound = nullptr;
+  std::string provider;
+  std::string provider_step;
+  bool version_only = false;  // "version V not found" (no symbol name)
+  bool behind_env = false;    // the provider is found only without LD_LIBRARY_PATH
+};
+
+// The object glibc bound O's NEEDED name to.
+const Obj* BoundFor(const ProcessIndex& pi, const Obj& o, const std::string& name) {
+  if (o.load != nullptr)
+    for (const auto& r : o.load->reused())
+      if (r.name() == name) {
+        auto it = pi.objects.find(r.object().id());
+        if (it != pi.objects.end()) return &it->second;
+      }
+  for (const auto& [id, other] : pi.objects)
+    if (other.requester == o.id && other.load != nullptr && other.load->requested_name() == name)
+      return &other;
+  for (const Obj* other : pi.AliveAt(o.lmid, o.open_seq))
+    if (other->soname == name) return other;
+  return nullptr;
+}
+
+std::string SymbolList(const std::vector<const Missing*>& ms) {
+  std::vector<std::string> names;
+  for (const Missing* m : ms)
+    names.push_back(m->version_only ? fmt::format("version '{}' of {}", m->version, m->needed_name)
+                    : m->version.empty() ? m->name
+                                         : fmt::format("{}@{}", m->name, m->version));
+  if (names.size() == 1) return names[0];
+  std::string out;
+  const size_t shown = std::min<size_t>(names.size(), 4);
+  for (size_t i = 0; i < shown; ++i) out += (i == 0 ? "" : i + 1 == shown && shown == names.size() ? " and " : ", ") + names[i];
+  if (names.size() > shown) out += fmt::format(" and {} more", names.size() - shown);
+  return out;
+}
+
+class Pass {
+ public:
+  Pass(Context& ctx, v1::Report* out) : ctx_(ctx), out_(out) {}
+
+  void Run() {
+    for (const auto& pi : ctx_.processes()) {
+      for (const auto& e : pi.p->entries()) {
+        if (!e.has_failed_dlopen()) continue;
+        for (const auto& r : e.failed_dlopen().rolled_back()) {
+          auto it = pi.objects.find(r.id());
+          if (it != pi.objects.end() && it->second.load != nullptr) FailedObject(pi, it->second, e.seq());
+        }
+      }
+      Lazy(pi);
+    }
+  }
+
+ private:
+  SymbolIndex InReach(const ProcessIndex& pi, int64_t lmid, uint64_t seq, const Obj* extra) {
+    SymbolIndex idx;
+    for (const Obj* o : pi.AliveAt(lmid, seq))
+      if (const elf::ElfInfo* e = ctx_.files().Get(o->path)) idx.Add(*e);
+    if (extra != nullptr)
+      if (const elf::ElfInfo* e = ctx_.files().Get(extra->path)) idx.Add(*e);
+    // ld.so serves every namespace.
+    for (const auto& [id, o] : pi.objects)
+      if (o.load != nullptr && o.load->reason() == v1::LOAD_INTERPRETER)
+        if (const elf::ElfInfo* e = ctx_.files().Get(o.path)) idx.Add(*e);
+    return idx;
+  }
+
+  // Fills bound/provider for m from o's NEEDED entries: the file o's own search finds,
+  // or, when LD_LIBRARY_PATH took that place, the one its RPATH/RUNPATH holds.
+  void Attribute(const ProcessIndex& pi, const Obj& o, const elf::ElfInfo& info, Missing* m) {
+    loader::Environment no_env = pi.env;
+    no_env.ld_library_path.clear();
+    for (const auto& n : info.needed) {
+      if (!m->needed_name.empty() && n != m->needed_name) continue;
+      for (const loader::Environment* env : {static_cast<const loader::Environment*>(&pi.env), static_cast<const loader::Environment*>(&no_env)}) {
+        const loader::Result own = loader::Search(n, pi.AsRequester(o, ctx_.files()),
+                                                  pi.LoaderChain(o, ctx_.files()), *env);
+        const elf::ElfInfo* f = own.path.empty() ? nullptr : ctx_.files().Get(own.path);
+        const bool defines =
+            f != nullptr && (m->version_only ? std::find(f->verdefs.begin(), f->verdefs.end(),
+                                                         m->version) != f->verdefs.end()
+                                             : FileDefines(*f, m->name, m->version));
+        if (!defines) continue;
+        m->needed_name = n;
+        m->bound = BoundFor(pi, o, n);
+        m->provider = Normal(own.path);
+        m->provider_step = loader::StepName(own.step);
+        m->behind_env = env == &no_env;
+        return;
+      }
+    }
+    if (!m->needed_name.empty()) m->bound = BoundFor(pi, o, m->needed_name);
+  }
+
+  void FailedObject(const ProcessIndex& pi, const Obj& o, uint64_t seq) {
+    const elf::ElfInfo* info = ctx_.files().Get(o.path);
+    if (info == nullptr) return;
+    const SymbolIndex reach = InReach(pi, o.lmid, seq, &o);
+    std::vector<Missing> missing;
+    // Version needs are checked first by glibc (_dl_check_map_versions).
+    for (const auto& vn : info->verneeds) {
+      const Obj* bound = BoundFor(pi, o, vn.file);
+      const elf::ElfInfo* b = bound ? ctx_.files().Get(bound->path) : nullptr;
+      if (b == nullptr) continue;
+      for (const auto& v : vn.versions) {
+        if (std::find(b->verdefs.begin(), b->verdefs.end(), v) != b->verdefs.end()) continue;
+        Missing m;
+        m.version = v;
+        m.needed_name = vn.file;
+        m.version_only = true;
+        missing.push_back(m);
+      }
+    }
+    for (const auto& s : info->symbols) {
+      if (s.defined || s.weak || reach.Defines(s.name, s.version)) continue;
+      Missing m;
+      m.name = s.name;
+      m.version = s.version;
+      m.needed_name = s.version_file;
+      missing.push_back(m);
+    }
+    if (missing.empty()) return;
+    for (auto& m : missing) Attribute(pi, o, *info, &m);
+    Report(pi, o, missing);
+  }
+
+  void Report(const ProcessIndex& pi, const Obj& o, const std::vector<Missing>& missing) {
+    auto f = NewFinding(pi, v1::MISSING_SYMBOL, v1::ERROR);
+    const v1::Library failed = ctx_.Describe(pi, o);
+    *f.add_objects() = failed;
+    f.add_evidence(o.open_seq);
+    // Group by (bound object, provider): one sentence per group.
+    std::vector<std::pair<std::pair<const Obj*, std::string>, std::vector<const Missing*>>> groups;
+    for (const auto& m : missing) {
+      auto* ms = f.add_missing();
+      ms->set_name(m.name);
+      ms->set_version(m.version);
+      ms->set_needed_by(o.path);
+      if (m.bound) ms->set_bound_to(NormalPath(m.bound->path));
+      ms->set_provider(m.provider);
+      const auto key = std::make_pair(m.bound, m.provider);
+      auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == key; });
+      if (g == groups.end()) groups.push_back({key, {&m}});
+      else g->second.push_back(&m);
+    }
+    // The group with a provider first: that is the explanation.
+    std::stable_sort(groups.begin(), groups.end(),
+                     [](const auto& a, const auto& b) { return !a.first.second.empty() && b.first.second.empty(); });
+    std::string msg;
+    for (const auto& [key, ms] : groups) {
+      const Obj* bound = key.first;
+      const std::string& provider = key.second;
+      const Missing& m0 = *ms.front();
+      const std::string base = BaseName(o.path);
+      std::string s;
+      const bool reused = bound != nullptr && bound->open_seq < o.open_seq && bound->requester != o.id;
+      const char* pronoun = ms.size() == 1 ? "it" : "them";
+      if (bound != nullptr) {
+        const v1::Library b = ctx_.Describe(pi, *bound);
+        *f.add_objects() = b;
+        f.add_evidence(b.seq());
+        if (reused) {
+          s = fmt::format("it needs {}, which the {} it was bound to — {}, already loaded earlier "
+                          "{} at +{:.1f} ms — does not define. glibc reused that object because "
+                          "its SONAME matches {}'s DT_NEEDED {}, so {}'s own {} was never searched",
+                          SymbolList(ms), m0.needed_name, Label(b), b.loaded_by(), b.at_ms(), base,
+                          m0.needed_name, base,
+                          provider.empty() ? std::string("search path") : m0.provider_step);
+        } else {
+          s = fmt::format("it needs {}, which {} (its {}{}) does not define", SymbolList(ms),
+                          Label(b), m0.needed_name,
+                          b.found_by().empty() ? "" : ", found via " + b.found_by());
+        }
+      } else {
+        s = fmt::format("it needs {}, which no loaded object defines", SymbolList(ms));
+      }
+      if (!provider.empty()) {
+        v1::Library p;
+        p.set_path(provider);
+        p.set_version(ctx_.VersionOf(provider, m0.needed_name));
+        p.set_found_by(m0.provider_step);
+        *f.add_objects() = p;
+        if (reused)
+          s += fmt::format("; there it would have found {}, which defines {}", Label(p), pronoun);
+        else if (m0.behind_env)
+          s += fmt::format("; its own {} holds {}, which defines {}, but LD_LIBRARY_PATH is "
+                           "searched first", m0.provider_step, Label(p), pronoun);
+        else
+          s += fmt::format("; {} ({}) defines {}", Label(p), m0.provider_step, pronoun);
+      } else {
+        s += fmt::format("; no file on its search path defines {} either", pronoun);
+      }
+      msg += msg.empty() ? fmt::format("{} failed to load: {}.", base, s) : fmt::format(" Also, {}.", s);
+    }
+    f.set_message(msg);
+    *out_->add_findings() = std::move(f);
+  }
+
+  // Objects that loaded but call functions nothing in their namespace defines.
+  void Lazy(const ProcessIndex& pi) {
+    std::map<int64_t, SymbolIndex> by_ns;
+    std::map<int64_t, bool> built;
+    for (const auto& [id, o] : pi.objects) {
+      if (o.rolled_back || o.load == nullptr || o.load->reason() == v1::LOAD_VDSO) continue;
+      const elf::ElfInfo* info = ctx_.files().Get(o.path);
+      if (info == nullptr) continue;
+      if (!built[o.lmid]) {
+        built[o.lmid] = true;
+        for (const auto& [oid, other] : pi.objects)
+          if ((other.lmid == o.lmid || (other.load && other.load->reason() == v1::LOAD_INTERPRETER)) &&
+              !other.rolled_back)
+            if (const elf::ElfInfo* e = ctx_.files().Get(other.path)) by_ns[o.lmid].Add(*e);
+      }
+      std::vector<Missing> missing;
+      for (const auto& s : info->symbols) {
+        if (s.defined || s.weak || !s.function || by_ns[o.lmid].Defines(s.name, s.version)) continue;
+        Missing m;
+        m.name = s.name;
+        m.version = s.version;
+        m.needed_name = s.version_file;
+        missing.push_back(m);
+      }
+      if (missing.empty()) continue;
+      for (auto& m : missing) Attribute(pi, o, *info, &m);
+      auto f = NewFinding(pi, v1::MISSING_SYMBOL, v1::WARNING);
+      *f.add_objects() = ctx_.Describe(pi, o);
+      f.add_evidence(o.open_seq);
+      std::vector<const Missing*> ms;
+      for (const auto& m : missing) {
+        ms.push_back(&m);
+        auto* x = f.add_missing();
+        x->set_name(m.name);
+        x->set_version(m.version);
+        x->set_needed_by(o.path);
+        if (m.bound) x->set_bound_to(NormalPath(m.bound->path));
+        x->set_provider(m.provider);
+      }
+      f.set_message(fmt::format("{} loaded (lazily bound), but no object in namespace {} defines {}, "
+                                "which it calls: the first call will fail with 'symbol lookup "
+                                "error'.{}",
+                                BaseName(o.path), o.lmid, SymbolList(ms),
+                                missing[0].provider.empty() ? "" : fmt::format(" {} defines it.", missing[0].provider)));
+      *out_->add_findings() = std::move(f);
+    }
+  }
+
+  Context& ctx_;
+  v1::Report* out_;
+};
+
+}  // namespace
+
+void FindMissingSymbols(Context& ctx, v1::Report* out) { Pass(ctx, out).Run(); }
+
+}  // namespace ldscope::analysis

@@ -1,0 +1,101 @@
+// Import-order effects. (1) A NEEDED name that glibc satisfied with an object loaded
+// earlier (SONAME match, no search) although the requester's own search path would
+// have found a different file: whoever loaded that object first decided what the
+// requester got. (2) A search in which LD_LIBRARY_PATH found a copy while the
+// requester's RUNPATH holds another one.
+#include <fmt/format.h>
+
+#include "analysis/analysis.h"
+
+namespace ldscope::analysis {
+namespace {
+
+// Where the requester's own search (the loader model) finds name.
+loader::Result OwnSearch(Context& ctx, const ProcessIndex& pi, const Obj& requester,
+                         const std::string& name) {
+  return loader::Search(name, pi.AsRequester(requester, ctx.files()),
+                        pi.LoaderChain(requester, ctx.files()), pi.env);
+}
+
+v1::Library FileOnly(Context& ctx, const std::string& path, const char* step) {
+  v1::Library l;
+  l.set_path(NormalPath(path));
+  if (const elf::ElfInfo* e = ctx.files().Get(path)) l.set_soname(e->soname);
+  l.set_version(ctx.VersionOf(path, l.soname()));
+  l.set_found_by(step);
+  return l;
+}
+
+void ReusedNeeded(Context& ctx, const ProcessIndex& pi, v1::Report* out) {
+  for (const auto& [id, o] : pi.objects) {
+    if (o.load == nullptr) continue;
+    for (const auto& reuse : o.load->reused()) {
+      if (!reuse.loaded_earlier()) continue;
+      auto used = pi.objects.find(reuse.object().id());
+      if (used == pi.objects.end()) continue;
+      const loader::Result own = OwnSearch(ctx, pi, o, reuse.name());
+      if (own.path.empty() || Context::SameFile(own.path, used->second.path)) continue;
+      auto f = NewFinding(pi, v1::SHADOWED_DEPENDENCY, o.rolled_back ? v1::ERROR : v1::WARNING);
+      const v1::Library shadow = ctx.Describe(pi, used->second);
+      const v1::Library req = ctx.Describe(pi, o);
+      const v1::Library would = FileOnly(ctx, own.path, loader::StepName(own.step));
+      *f.add_objects() = shadow;
+      *f.add_objects() = req;
+      *f.add_objects() = would;
+      f.add_evidence(shadow.seq());
+      f.add_evidence(req.seq());
+      f.set_message(fmt::format(
+          "{}'s DT_NEEDED {} was satisfied by {}, already loaded {} at +{:.1f} ms: glibc reuses "
+          "an object whose SONAME matches and does not search. {}'s own search ({}) would have "
+          "found {}.{}",
+          BaseName(o.path), reuse.name(), Label(shadow), shadow.loaded_by(), shadow.at_ms(),
+          BaseName(o.path), loader::StepName(own.step), Label(would),
+          o.rolled_back ? fmt::format(" {} then failed to load.", BaseName(o.path)) : ""));
+      *out->add_findings() = std::move(f);
+    }
+  }
+}
+
+void SearchOrder(Context& ctx, const ProcessIndex& pi, v1::Report* out) {
+  for (const auto& [id, o] : pi.objects) {
+    if (o.load == nullptr || o.load->tried_size() == 0) continue;
+    const std::string& step = o.load->tried(o.load->tried_size() - 1).step();
+    if (step != "LD_LIBRARY_PATH") continue;
+    auto req = pi.objects.find(o.requester);
+    if (req == pi.objects.end()) continue;
+    loader::Object r = pi.AsRequester(req->second, ctx.files());
+    if (r.runpath.empty()) continue;
+    // The requester's RUNPATH alone.
+    loader::Environment only_runpath = pi.env;
+    only_runpath.ld_library_path.clear();
+    only_runpath.cache = nullptr;
+    only_runpath.default_dirs.clear();
+    r.nodeflib = true;
+    const loader::Result own = loader::Search(o.load->requested_name(), r, {}, only_runpath);
+    if (own.path.empty() || Context::SameFile(own.path, o.path)) continue;
+    auto f = NewFinding(pi, v1::SEARCH_ORDER_SHADOWING, o.rolled_back ? v1::ERROR : v1::WARNING);
+    const v1::Library got = ctx.Describe(pi, o);
+    const v1::Library would = FileOnly(ctx, own.path, "RUNPATH");
+    *f.add_objects() = got;
+    *f.add_objects() = ctx.Describe(pi, req->second);
+    *f.add_objects() = would;
+    f.add_evidence(got.seq());
+    f.set_message(fmt::format(
+        "{} needs {}: LD_LIBRARY_PATH found {} first, while {}'s own RUNPATH holds {}. "
+        "LD_LIBRARY_PATH is searched before RUNPATH, so the copy in the environment wins.",
+        BaseName(req->second.path), o.load->requested_name(), Label(got), BaseName(req->second.path),
+        Label(would)));
+    *out->add_findings() = std::move(f);
+  }
+}
+
+}  // namespace
+
+void FindShadowing(Context& ctx, v1::Report* out) {
+  for (const auto& pi : ctx.processes()) {
+    ReusedNeeded(ctx, pi, out);
+    SearchOrder(ctx, pi, out);
+  }
+}
+
+}  // namespace ldscope::analysis

@@ -1,0 +1,84 @@
+// `ldscope report`, and the diagnosis `run` prints after the command: analyse traces,
+// render the findings, and decide the --fail-on exit status.
+#include <cstdio>
+#include <fstream>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "analysis/analysis.h"
+#include "cli/commands.h"
+#include "model/timeline.h"
+#include "render/render.h"
+#include "store/trace_file.h"
+
+namespace ldscope::cli {
+namespace {
+
+const std::set<std::string>& FailOnWords() {
+  static const std::set<std::string> words = {
+      "any", "error", "warning", "duplicate-library", "duplicate-info", "shadowed-dependency",
+      "search-order-shadowing", "missing-symbol"};
+  return words;
+}
+
+bool Matches(const v1::Finding& f, const std::string& word) {
+  if (word == "any") return true;
+  if (word == "error") return f.severity() == v1::ERROR;
+  if (word == "warning") return f.severity() >= v1::WARNING;
+  return render::FindingKindName(f.kind()) == word;
+}
+
+}  // namespace
+
+std::string CheckFailOn(const std::vector<std::string>& words) {
+  for (const auto& w : words)
+    if (!FailOnWords().count(w)) {
+      std::string all;
+      for (const auto& x : FailOnWords()) all += (all.empty() ? "" : ", ") + x;
+      return fmt::format("--fail-on: unknown kind '{}' (one of: {})", w, all);
+    }
+  return "";
+}
+
+int EmitReport(const v1::Timeline& timeline, const ReportOptions& opt, std::FILE* default_out,
+               bool quiet_when_clean) {
+  const v1::Report report = analysis::Analyze(timeline);
+  const std::string text =
+      opt.format == "json" ? render::Json(report) : render::ReportText(report);
+  const bool clean = report.findings_size() == 0 && report.notes_size() == 0;
+  if (!opt.output.empty()) {
+    std::ofstream f(opt.output, std::ios::trunc);
+    f << text;
+    if (!f) {
+      Complain("cannot write the report to " + opt.output);
+      return kUsage;
+    }
+  } else if (!(clean && quiet_when_clean && opt.format != "json")) {
+    std::fputs(text.c_str(), default_out);
+    std::fflush(default_out);
+  }
+  for (const auto& f : report.findings())
+    for (const auto& w : opt.fail_on)
+      if (Matches(f, w)) return kFindings;
+  return kOk;
+}
+
+int Report(const ReportCommandOptions& opt) {
+  if (std::string e = CheckFailOn(opt.report.fail_on); !e.empty()) {
+    Complain(e);
+    return kUsage;
+  }
+  const store::TraceSet traces = store::LoadTraces(opt.traces);
+  const v1::Timeline timeline = model::BuildTimeline(traces);
+  for (const auto& p : timeline.problems())
+    Complain(p.file().empty() ? p.message()
+                              : fmt::format("{}: at byte offset {}: {} (analysing what precedes it)",
+                                            p.file(), p.offset(), p.message()));
+  if (traces.files.empty()) return kUsage;
+  const int rc = EmitReport(timeline, opt.report, stdout, false);
+  if (rc != kOk) return rc;
+  return timeline.problems_size() > 0 ? kDamagedTrace : kOk;
+}
+
+}  // namespace ldscope::cli

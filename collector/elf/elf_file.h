@@ -1,0 +1,62 @@
+// Reads the parts of an ELF shared object that the loader uses, from disk: dynamic
+// section, dynamic symbols with binding and version, version definitions and needs,
+// build-id. Every read is bounds-checked; a malformed file gives an error, never a
+// crash. Files are mapped, not read, so a 1 GB libtorch_cuda.so costs only the pages
+// actually looked at.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ldscope::elf {
+
+struct Symbol {
+  std::string name;
+  bool defined = false;   // st_shndx != SHN_UNDEF
+  bool weak = false;      // STB_WEAK
+  bool global = false;    // STB_GLOBAL or STB_GNU_UNIQUE
+  bool function = false;  // STT_FUNC or STT_GNU_IFUNC
+  std::string version;    // version name, "" when unversioned
+  bool hidden = false;    // a non-default version (name@VER rather than name@@VER)
+  std::string version_file;  // for undefined: the library the version is needed from
+};
+
+struct VersionNeed {
+  std::string file;
+  std::vector<std::string> versions;
+};
+
+struct ElfInfo {
+  std::string path;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  uint16_t machine = 0;
+  bool is64 = true;
+  std::string soname;
+  std::vector<std::string> needed;
+  std::string rpath, runpath;
+  uint64_t flags_1 = 0;
+  std::string build_id;   // raw bytes
+  std::vector<Symbol> symbols;
+  std::vector<std::string> verdefs;  // version names this object defines
+  std::vector<VersionNeed> verneeds;
+  std::vector<std::string> warnings;  // damaged parts that were skipped
+};
+
+// Reads path. Returns nullptr and sets *error when the file is not a readable ELF
+// shared object or executable.
+std::unique_ptr<ElfInfo> ReadElf(const std::string& path, std::string* error);
+// The same from memory (for tests and fuzzing).
+std::unique_ptr<ElfInfo> ParseElf(std::string_view data, const std::string& name,
+                                  std::string* error);
+
+// Finds `needle` in the file's bytes (mapped); returns the NUL-terminated string that
+// starts there, or "". Used for version strings such as "NCCL version 2.28.9+cuda13.0".
+std::string FindString(const std::string& path, std::string_view needle, size_t max_len = 80);
+
+}  // namespace ldscope::elf

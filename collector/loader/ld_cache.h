@@ -1,0 +1,23 @@
+// Reads /etc/ld.so.cache (glibc's "glibc-ld.so.cache1.1" format, with or without the
+// old "ld.so-1.7.0" part in front) to answer the cache step of a library search.
+#pragma once
+
+#include <string>
+#include <unordered_map>
+
+namespace ldscope::loader {
+
+class LdCache {
+ public:
+  // Loads path; returns "" or an error (a missing cache is not an error: empty cache).
+  std::string Load(const std::string& path = "/etc/ld.so.cache");
+  std::string LoadFromMemory(const std::string& data);
+  // The path the cache gives for name (x86-64 libc6 entries), or "".
+  std::string Lookup(const std::string& name) const;
+  size_t size() const { return entries_.size(); }
+
+ private:
+  std::unordered_map<std::string, std::string> entries_;
+};
+
+}  // namespace ldscope::loader

@@ -1,0 +1,56 @@
+// A model of glibc's library search (LOADER-FACTS.md, dl-load.c _dl_map_object), in
+// one place, as libtree writes it down: for a requester and a name, which directories
+// are tried in which order and which file is found. It answers "where would this
+// requester's own search find NAME?" for the analysis passes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "loader/ld_cache.h"
+
+namespace ldscope::loader {
+
+// How a candidate was found, in glibc's order.
+enum class Step { kAsGiven, kRpath, kLdLibraryPath, kRunpath, kCache, kDefault };
+const char* StepName(Step s);
+
+struct Object {
+  std::string path;      // as loaded (for $ORIGIN)
+  std::string rpath;     // DT_RPATH
+  std::string runpath;   // DT_RUNPATH
+  bool nodeflib = false; // DF_1_NODEFLIB
+};
+
+struct Environment {
+  std::vector<std::string> ld_library_path;  // already split
+  bool secure = false;                        // AT_SECURE: LD_LIBRARY_PATH ignored
+  const LdCache* cache = nullptr;
+  // glibc-hwcaps subdirectories the running CPU supports, best first, e.g.
+  // "glibc-hwcaps/x86-64-v3"; and (before glibc 2.37) the legacy tls/x86_64 ones.
+  std::vector<std::string> subdirs;
+  std::vector<std::string> default_dirs;      // the loader's built-in system dirs
+  std::string lib = "lib/x86_64-linux-gnu";   // $LIB
+  std::string platform = "x86_64";            // $PLATFORM
+};
+
+struct Result {
+  std::string path;      // "" when not found
+  Step step = Step::kDefault;
+  std::vector<std::string> tried;
+};
+
+// requester: the object whose NEEDED (or dlopen) asks for name. loaders: the chain
+// of objects that loaded it, nearest first, ending with the executable (their RPATHs
+// apply when the requester has no RUNPATH).
+Result Search(const std::string& name, const Object& requester,
+              const std::vector<Object>& loaders, const Environment& env);
+
+// Splits a colon- or semicolon-separated path list; empty elements dropped.
+std::vector<std::string> SplitPath(const std::string& list);
+// The glibc-hwcaps (and legacy) subdirectories glibc tried in a trace, in its order,
+// learnt from candidate paths under a known directory.
+std::vector<std::string> SubdirsFromCandidates(const std::vector<std::string>& candidates,
+                                               const std::string& name);
+
+}  // namespace ldscope::loader
