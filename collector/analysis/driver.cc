@@ -18,6 +18,8 @@ std::string Hex(const std::string& bytes) {
 
 // Findings rest on files read now; say so when a file is not what was traced.
 void NoteChangedFiles(Context& ctx, v1::Report* out) {
+  size_t changed = 0;
+  std::string changed_list;
   for (const auto& pi : ctx.processes()) {
     for (const auto& [id, o] : pi.objects) {
       if (o.dev == 0 || o.path.empty() || o.path.front() != '/') continue;
@@ -25,14 +27,30 @@ void NoteChangedFiles(Context& ctx, v1::Report* out) {
       if (e == nullptr) continue;
       const bool moved = e->dev != o.dev || e->ino != o.ino;
       const bool rebuilt = !o.build_id.empty() && !e->build_id.empty() && Hex(e->build_id) != o.build_id;
-      if (moved || rebuilt)
-        out->add_notes(fmt::format("{} changed since the trace was taken ({}): findings about it "
-                                   "use the file as it is now",
-                                   o.path, rebuilt ? "different build-id" : "different inode"));
+      if (moved || rebuilt) {
+        if (++changed <= 3)
+          changed_list += fmt::format("{}{} ({})", changed_list.empty() ? "" : ", ", o.path,
+                                      rebuilt ? "different build-id" : "different inode");
+      }
     }
   }
-  for (const auto& [path, err] : ctx.files().errors())
-    out->add_notes(fmt::format("could not read {}: {}", path, err));
+  if (changed > 0)
+    out->add_notes(fmt::format("{} file{} changed since the trace was taken, and findings about "
+                               "them use the files as they are now: {}{}",
+                               changed, changed == 1 ? "" : "s", changed_list, changed > 3 ? ", ..." : ""));
+  // Unreadable files (a trace analysed on another machine, say): one note, not one each.
+  const auto& errors = ctx.files().errors();
+  if (!errors.empty()) {
+    std::string first;
+    for (const auto& [path, err] : errors) {
+      if (first.size() > 200) break;
+      first += (first.empty() ? "" : "; ") + err;
+    }
+    out->add_notes(fmt::format("{} object file{} could not be read, so findings that need their "
+                               "symbols are incomplete: {}{}",
+                               errors.size(), errors.size() == 1 ? "" : "s", first,
+                               errors.size() > 1 ? "; ..." : ""));
+  }
   std::sort(out->mutable_notes()->begin(), out->mutable_notes()->end());
   out->mutable_notes()->erase(std::unique(out->mutable_notes()->begin(), out->mutable_notes()->end()),
                               out->mutable_notes()->end());

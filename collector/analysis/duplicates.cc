@@ -36,7 +36,7 @@ std::vector<const Obj*> DistinctFiles(std::vector<const Obj*> objs) {
   return out;
 }
 
-std::string Key(const Obj& o) { return o.soname.empty() ? BaseName(o.path) : o.soname; }
+std::string Key(const Obj& o) { return o.soname; }
 
 }  // namespace
 
@@ -46,7 +46,9 @@ void FindDuplicates(Context& ctx, v1::Report* out) {
     std::map<std::string, std::vector<const Obj*>> by_soname_any_ns;
     std::map<std::pair<int64_t, std::string>, std::vector<const Obj*>> by_family;
     for (const auto& [id, o] : pi.objects) {
-      if (!Counts(o)) continue;
+      // Without a SONAME nothing can bind to an object by name: same-named Python
+      // extension modules of different packages are different modules, not copies.
+      if (!Counts(o) || o.soname.empty()) continue;
       by_soname[{o.lmid, Key(o)}].push_back(&o);
       by_soname_any_ns[Key(o)].push_back(&o);
       by_family[{o.lmid, Family(Key(o))}].push_back(&o);
@@ -77,24 +79,32 @@ void FindDuplicates(Context& ctx, v1::Report* out) {
           key.first, list));
       *out->add_findings() = std::move(f);
     }
-    // Information: one library in several namespaces (deliberate with dlmopen).
+    // Information: libraries in several namespaces (deliberate with dlmopen), one
+    // finding per set of namespaces.
+    std::map<std::vector<int64_t>, std::vector<std::pair<std::string, std::vector<const Obj*>>>> by_ns_set;
     for (const auto& [soname, objs] : by_soname_any_ns) {
       std::vector<int64_t> namespaces;
       for (const Obj* o : objs)
         if (std::find(namespaces.begin(), namespaces.end(), o->lmid) == namespaces.end())
           namespaces.push_back(o->lmid);
-      if (namespaces.size() < 2) continue;
+      std::sort(namespaces.begin(), namespaces.end());
+      if (namespaces.size() >= 2) by_ns_set[namespaces].push_back({soname, objs});
+    }
+    for (const auto& [namespaces, libs] : by_ns_set) {
       auto f = NewFinding(pi, v1::DUPLICATE_INFO, v1::INFO);
-      std::string list;
-      for (const Obj* o : objs) {
-        *f.add_objects() = ctx.Describe(pi, *o);
-        f.add_evidence(o->open_seq);
-        list += fmt::format("{}{} in namespace {}", list.empty() ? "" : ", ", o->path, o->lmid);
+      std::string names, ns_list;
+      for (const auto& [soname, objs] : libs) {
+        names += (names.empty() ? "" : ", ") + soname;
+        for (const Obj* o : objs) {
+          *f.add_objects() = ctx.Describe(pi, *o);
+          f.add_evidence(o->open_seq);
+        }
       }
-      f.set_message(fmt::format("{} is loaded in {} separate link-map namespaces of process {} "
-                                "({}); namespaces do not share symbols, so this is deliberate "
-                                "isolation (dlmopen), not a conflict.",
-                                soname, namespaces.size(), pi.p->pid(), list));
+      for (int64_t ns : namespaces) ns_list += (ns_list.empty() ? "" : ", ") + std::to_string(ns);
+      f.set_message(fmt::format("{} {} loaded in each of the link-map namespaces {} of process {}; "
+                                "namespaces do not share symbols, so this is deliberate isolation "
+                                "(dlmopen), not a conflict.",
+                                names, libs.size() == 1 ? "is" : "are", ns_list, pi.p->pid()));
       *out->add_findings() = std::move(f);
     }
     // Information: one family under several sonames in one namespace.

@@ -35,6 +35,10 @@ void ReusedNeeded(Context& ctx, const ProcessIndex& pi, v1::Report* out) {
       if (used == pi.objects.end()) continue;
       const loader::Result own = OwnSearch(ctx, pi, o, reuse.name());
       if (own.path.empty() || Context::SameFile(own.path, used->second.path)) continue;
+      // Only a path the requester (or its environment) names says which copy it wants;
+      // reusing a preloaded copy instead of the system's (ld.so.cache, default dirs) is
+      // how wheels preload their own libraries, not a fault.
+      if (own.step == loader::Step::kCache || own.step == loader::Step::kDefault) continue;
       auto f = NewFinding(pi, v1::SHADOWED_DEPENDENCY, o.rolled_back ? v1::ERROR : v1::WARNING);
       const v1::Library shadow = ctx.Describe(pi, used->second);
       const v1::Library req = ctx.Describe(pi, o);

@@ -55,11 +55,17 @@ int Report(const ReportCommandOptions& opt);
 
 // Validates --fail-on words; returns "" or an error message.
 std::string CheckFailOn(const std::vector<std::string>& words);
-// Analyses a timeline and writes the report (to opt.output, else default_out; nothing
-// when there is nothing to say and quiet_when_clean). Returns kFindings when a finding
-// matches opt.fail_on, kUsage when the report cannot be written, else kOk.
+// When the report goes to default_out (a --report file is always written).
+enum class PrintWhen {
+  kAlways,    // `report`
+  kFindings,  // `run`: when there is any finding or note
+  kProblems,  // `run -q`: only for warnings, errors and notes
+};
+// Analyses a timeline and writes the report (to opt.output, else default_out as `when`
+// says). Returns kFindings when a finding matches opt.fail_on, kUsage when the report
+// cannot be written, else kOk.
 int EmitReport(const v1::Timeline& timeline, const ReportOptions& opt, std::FILE* default_out,
-               bool quiet_when_clean);
+               PrintWhen when);
 
 // The audit library that belongs to this ldscope binary: LDSCOPE_AUDIT_LIB, else
 // next to the executable (build tree), else in the install's lib/ldscope.

@@ -42,11 +42,13 @@ std::string CheckFailOn(const std::vector<std::string>& words) {
 }
 
 int EmitReport(const v1::Timeline& timeline, const ReportOptions& opt, std::FILE* default_out,
-               bool quiet_when_clean) {
+               PrintWhen when) {
   const v1::Report report = analysis::Analyze(timeline);
   const std::string text =
       opt.format == "json" ? render::Json(report) : render::ReportText(report);
-  const bool clean = report.findings_size() == 0 && report.notes_size() == 0;
+  bool worth_printing = when == PrintWhen::kAlways || opt.format == "json" || report.notes_size() > 0;
+  for (const auto& f : report.findings())
+    worth_printing |= when == PrintWhen::kFindings || f.severity() >= v1::WARNING;
   if (!opt.output.empty()) {
     std::ofstream f(opt.output, std::ios::trunc);
     f << text;
@@ -54,7 +56,7 @@ int EmitReport(const v1::Timeline& timeline, const ReportOptions& opt, std::FILE
       Complain("cannot write the report to " + opt.output);
       return kUsage;
     }
-  } else if (!(clean && quiet_when_clean && opt.format != "json")) {
+  } else if (worth_printing) {
     std::fputs(text.c_str(), default_out);
     std::fflush(default_out);
   }
@@ -76,7 +78,7 @@ int Report(const ReportCommandOptions& opt) {
                               : fmt::format("{}: at byte offset {}: {} (analysing what precedes it)",
                                             p.file(), p.offset(), p.message()));
   if (traces.files.empty()) return kUsage;
-  const int rc = EmitReport(timeline, opt.report, stdout, false);
+  const int rc = EmitReport(timeline, opt.report, stdout, PrintWhen::kAlways);
   if (rc != kOk) return rc;
   return timeline.problems_size() > 0 ? kDamagedTrace : kOk;
 }

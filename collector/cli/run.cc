@@ -186,7 +186,8 @@ int Run(const RunOptions& opt) {
                          summary));
   if (opt.analyse && finish_err.empty()) {
     const v1::Timeline timeline = model::BuildTimeline(store::LoadTraces({output}));
-    const int rc = EmitReport(timeline, opt.report, stderr, /*quiet_when_clean=*/true);
+    const int rc = EmitReport(timeline, opt.report, stderr,
+                              opt.quiet ? PrintWhen::kProblems : PrintWhen::kFindings);
     if (rc != kOk) return rc;
   }
   return ExitStatusOf(status);

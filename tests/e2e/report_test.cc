@@ -1,0 +1,133 @@
+// The diagnosis, end to end: each fixture scenario run under `ldscope run` with the
+// machine's real python3 (or dlprobe), the text and JSON reports compared whole with
+// golden files; --fail-on statuses; no false alarms on a broad set of real imports.
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "analysis/analysis.h"
+#include "support/test_support.h"
+
+namespace ldscope {
+namespace {
+
+using testing::RunCmd;
+
+const std::string kFx = FIXTURES;
+const std::string kScenarios = SCENARIOS_DIR;
+
+struct Scenario {
+  std::string name;
+  std::vector<std::string> argv;
+  std::vector<std::string> env;
+};
+
+std::vector<Scenario> Scenarios() {
+  auto py = [](const std::string& script) {
+    return std::vector<std::string>{"/usr/bin/python3", kScenarios + "/" + script, kFx};
+  };
+  return {
+      {"cupy_then_torch", py("cupy_then_torch.py"), {}},
+      {"torch_then_cupy", py("torch_then_cupy.py"), {}},
+      {"nvjitlink_ld_library_path", py("nvjitlink_ld_library_path.py"),
+       {"LD_LIBRARY_PATH=" + kFx + "/cuda-12.1/lib64"}},
+      {"version_not_met", py("version_not_met.py"), {"LD_LIBRARY_PATH=" + kFx + "/ver/old"}},
+      {"two_namespaces",
+       {DLPROBE, "open", kFx + "/lib/libfix_a.so", "mopen", kFx + "/lib/libfix_a.so"},
+       {}},
+  };
+}
+
+std::string Normalize(std::string s, const std::string& scratch, bool unwrap) {
+  if (unwrap) s = std::regex_replace(s, std::regex("\n  "), " ");  // path lengths vary
+  s = testing::ReplaceAll(s, kFx, "${FIXTURES}");
+  s = testing::ReplaceAll(s, DLPROBE, "${DLPROBE}");
+  s = testing::ReplaceAll(s, scratch, "${SCRATCH}");
+  s = std::regex_replace(s, std::regex("process [0-9]+"), "process ${PID}");
+  s = std::regex_replace(s, std::regex("\\+[0-9]+\\.[0-9] ms"), "+T ms");
+  s = std::regex_replace(s, std::regex("\"pid\": [0-9]+"), "\"pid\": 0");
+  s = std::regex_replace(s, std::regex("\"(seq|atMs)\": \"?[0-9.e-]+\"?"), "\"$1\": 0");
+  s = std::regex_replace(s, std::regex("\"buildId\": \"[0-9a-f]+\""), "\"buildId\": \"\"");
+  s = std::regex_replace(s, std::regex("\"evidence\": \\[[^\\]]*\\]"), "\"evidence\": []");
+  return s;
+}
+
+void ExpectGolden(const std::string& file, const std::string& actual) {
+  const std::string path = GOLDEN_DIR "/" + file;
+  if (getenv("LDSCOPE_UPDATE_GOLDEN") != nullptr) testing::WriteFile(path, actual);
+  EXPECT_EQ(actual, testing::ReadFile(path)) << "golden " << path
+                                             << " (LDSCOPE_UPDATE_GOLDEN=1 rewrites it)";
+}
+
+class ReportGolden : public ::testing::TestWithParam<Scenario> {};
+
+TEST_P(ReportGolden, TextAndJson) {
+  const Scenario& sc = GetParam();
+  const auto dir = testing::ScratchDir("report_" + sc.name);
+  const std::string trace = dir + "/t.ldscope";
+  std::vector<std::string> cmd = {LDSCOPE_BIN, "run", "-q", "-o", trace, "--report",
+                                  dir + "/report.txt", "--"};
+  cmd.insert(cmd.end(), sc.argv.begin(), sc.argv.end());
+  const auto r = RunCmd(cmd, sc.env);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "") << "with --report, the diagnosis goes to the file";
+  const std::string text = "== the command printed\n" + r.out + "== ldscope's diagnosis\n" +
+                           testing::ReadFile(dir + "/report.txt");
+  ExpectGolden("report_" + sc.name + ".txt", Normalize(text, dir, true));
+  const auto j = RunCmd({LDSCOPE_BIN, "report", "--format", "json", trace}, sc.env);
+  ASSERT_EQ(j.code, 0) << j.err;
+  ExpectGolden("report_" + sc.name + ".json", Normalize(j.out, dir, false));
+}
+
+INSTANTIATE_TEST_SUITE_P(Scenarios, ReportGolden, ::testing::ValuesIn(Scenarios()),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(Report, FailOnStatuses) {
+  const auto dir = testing::ScratchDir("report_fail_on");
+  const auto sc = Scenarios();
+  // run: the diagnosis on stderr after the command, status 3 when --fail-on matches.
+  auto r = RunCmd({LDSCOPE_BIN, "run", "-q", "-o", dir + "/a.ldscope", "--fail-on",
+                   "missing-symbol", "--", sc[0].argv[0], sc[0].argv[1], sc[0].argv[2]});
+  EXPECT_EQ(r.code, 3);
+  EXPECT_NE(r.err.find("error [missing-symbol]"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("undefined symbol: ncclCommRegister"), std::string::npos) << r.out;
+  // Without --fail-on, run keeps the command's status.
+  auto plain = RunCmd({LDSCOPE_BIN, "run", "-q", "-o", dir + "/b.ldscope", "--", sc[0].argv[0],
+                       sc[0].argv[1], sc[0].argv[2]});
+  EXPECT_EQ(plain.code, 0);
+  EXPECT_EQ(RunCmd({LDSCOPE_BIN, "report", "--fail-on", "duplicate-library", dir + "/a.ldscope"}).code, 0);
+  EXPECT_EQ(RunCmd({LDSCOPE_BIN, "report", "--fail-on", "error", dir + "/a.ldscope"}).code, 3);
+  EXPECT_EQ(RunCmd({LDSCOPE_BIN, "report", "--fail-on", "warning,any", dir + "/a.ldscope"}).code, 3);
+  auto bad = RunCmd({LDSCOPE_BIN, "report", "--fail-on", "nonsense", dir + "/a.ldscope"});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("unknown kind 'nonsense'"), std::string::npos) << bad.err;
+  // A clean run says nothing extra with -q.
+  auto clean = RunCmd({LDSCOPE_BIN, "run", "-q", "-o", dir + "/c.ldscope", "--fail-on", "any", "--",
+                       "/bin/true"});
+  EXPECT_EQ(clean.code, 0);
+  EXPECT_EQ(clean.err, "");
+}
+
+// The machine's real python3 importing a broad set of standard and Debian-packaged
+// extension modules: no warning or error findings.
+TEST(Report, NoFalseAlarmsOnRealPython) {
+  const auto dir = testing::ScratchDir("report_no_false_alarms");
+  const std::string modules =
+      "import numpy, numpy.linalg, numpy.fft, numpy.random, decimal, json, ssl, sqlite3, ctypes, "
+      "ctypes.util, hashlib, zlib, bz2, lzma, socket, select, array, math, uuid, csv, "
+      "xml.etree.ElementTree, pyexpat, curses, readline, dbm, multiprocessing, asyncio, "
+      "unicodedata, mmap, fcntl, termios, resource, grp, binascii, struct, cmath, _sha3; "
+      "ctypes.CDLL(ctypes.util.find_library('m')); ctypes.CDLL(ctypes.util.find_library('z'))";
+  const auto r = RunCmd({LDSCOPE_BIN, "run", "-q", "-o", dir + "/t.ldscope", "--fail-on", "warning",
+                         "--", "/usr/bin/python3", "-c", modules});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "") << "no findings, no notes";
+  const auto t = testing::TimelineOf({dir + "/t.ldscope"});
+  ASSERT_EQ(t.processes_size(), 1);
+  EXPECT_GE(testing::LoadLines(t.processes(0)).size(), 30u) << "a broad workload";
+  const v1::Report rep = analysis::Analyze(t);
+  for (const auto& f : rep.findings()) ADD_FAILURE() << f.message();
+}
+
+}  // namespace
+}  // namespace ldscope

@@ -1,0 +1,128 @@
+// The ELF reader on the fixtures (fields the analysis relies on) and on damaged
+// files: truncated, corrupted and absurd inputs give errors or partial results,
+// never a crash.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "elf/elf_file.h"
+#include "loader/ld_cache.h"
+#include "support/test_support.h"
+
+namespace ldscope {
+namespace {
+
+const elf::Symbol* Find(const elf::ElfInfo& e, const std::string& name) {
+  for (const auto& s : e.symbols)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+TEST(Elf, ReadsDynamicSectionAndSymbols) {
+  std::string err;
+  auto e = elf::ReadElf(FIXTURES "/site-packages/torch/lib/libtorch_cuda.so", &err);
+  ASSERT_TRUE(e) << err;
+  EXPECT_EQ(e->soname, "libtorch_cuda.so");
+  EXPECT_EQ(e->needed, (std::vector<std::string>{"libnccl.so.2", "libc.so.6"}));
+  EXPECT_EQ(e->rpath, "$ORIGIN/../../nvidia/nccl/lib");
+  EXPECT_EQ(e->runpath, "");
+  EXPECT_EQ(e->build_id.size(), 20u);
+  const auto* u = Find(*e, "ncclCommRegister");
+  ASSERT_NE(u, nullptr);
+  EXPECT_FALSE(u->defined);
+  EXPECT_FALSE(u->weak);
+  EXPECT_TRUE(u->function);
+  const auto* d = Find(*e, "torch_cuda_init");
+  ASSERT_NE(d, nullptr);
+  EXPECT_TRUE(d->defined);
+  EXPECT_TRUE(d->global);
+}
+
+TEST(Elf, ReadsSymbolVersions) {
+  std::string err;
+  auto lib = elf::ReadElf(FIXTURES "/ver/new/libver.so.1", &err);
+  ASSERT_TRUE(lib) << err;
+  EXPECT_EQ(lib->verdefs, (std::vector<std::string>{"VER_1", "VER_2"}));
+  ASSERT_NE(Find(*lib, "ver_b"), nullptr);
+  EXPECT_EQ(Find(*lib, "ver_b")->version, "VER_2");
+  EXPECT_EQ(Find(*lib, "ver_a")->version, "VER_1");
+  auto user = elf::ReadElf(FIXTURES "/ver/app/libveruser.so", &err);
+  ASSERT_TRUE(user) << err;
+  const auto need = std::find_if(user->verneeds.begin(), user->verneeds.end(),
+                                 [](const elf::VersionNeed& v) { return v.file == "libver.so.1"; });
+  ASSERT_NE(need, user->verneeds.end());
+  EXPECT_EQ(need->versions, (std::vector<std::string>{"VER_2"}));
+  const auto* ref = Find(*user, "ver_b");
+  ASSERT_NE(ref, nullptr);
+  EXPECT_FALSE(ref->defined);
+  EXPECT_EQ(ref->version, "VER_2");
+  EXPECT_EQ(ref->version_file, "libver.so.1");
+}
+
+TEST(Elf, FindsVersionStrings) {
+  EXPECT_EQ(elf::FindString(FIXTURES "/system/lib/libnccl.so.2.16.2", "NCCL version "),
+            "NCCL version 2.16.2+cuda11.8");
+  EXPECT_EQ(elf::FindString(FIXTURES "/lib/libfix_a.so", "NCCL version "), "");
+}
+
+TEST(Elf, NotElfAndMissing) {
+  std::string err;
+  EXPECT_FALSE(elf::ParseElf("hello", "x", &err));
+  EXPECT_NE(err.find("not an ELF file"), std::string::npos);
+  EXPECT_FALSE(elf::ReadElf("/nonexistent/lib.so", &err));
+  EXPECT_NE(err.find("No such file"), std::string::npos);
+  EXPECT_FALSE(elf::ReadElf("/", &err));
+}
+
+// Every prefix of a real library, and thousands of corrupted copies: no crash, and
+// whatever comes back is bounded by the input.
+TEST(Elf, DamagedFilesNeverCrash) {
+  const std::string good = testing::ReadFile(FIXTURES "/ver/app/libveruser.so");
+  ASSERT_GT(good.size(), 1000u);
+  size_t errors = 0;
+  for (size_t len = 0; len < good.size(); len += 7) {
+    std::string err;
+    auto e = elf::ParseElf(std::string_view(good).substr(0, len), "cut", &err);
+    if (!e) ++errors;
+  }
+  EXPECT_GT(errors, 0u);
+  std::mt19937 rng(12345);
+  for (int i = 0; i < 3000; ++i) {
+    std::string bad = good;
+    const int flips = 1 + static_cast<int>(rng() % 16);
+    for (int k = 0; k < flips; ++k) bad[rng() % bad.size()] = static_cast<char>(rng());
+    std::string err;
+    auto e = elf::ParseElf(bad, "fuzz", &err);
+    if (e) {
+      EXPECT_LE(e->symbols.size(), bad.size());
+    }
+  }
+  // Absurd counts in the headers.
+  std::string huge = good;
+  huge[0x3c] = '\xff';  // e_shnum
+  huge[0x3d] = '\xff';
+  std::string err;
+  EXPECT_FALSE(elf::ParseElf(huge, "huge", &err));
+  EXPECT_NE(err.find("outside the file"), std::string::npos) << err;
+}
+
+TEST(LdCache, ReadsTheMachinesCache) {
+  loader::LdCache cache;
+  ASSERT_EQ(cache.Load("/etc/ld.so.cache"), "");
+  EXPECT_GT(cache.size(), 10u);
+  const std::string libc = cache.Lookup("libc.so.6");
+  EXPECT_EQ(libc.substr(libc.rfind('/') + 1), "libc.so.6");
+  EXPECT_EQ(cache.Lookup("libdoes-not-exist.so.9"), "");
+  // Damaged copies: errors, never crashes.
+  const std::string data = testing::ReadFile("/etc/ld.so.cache");
+  for (size_t len = 0; len < std::min<size_t>(data.size(), 4096); len += 13) {
+    loader::LdCache c;
+    c.LoadFromMemory(data.substr(0, len));
+  }
+  loader::LdCache junk;
+  EXPECT_NE(junk.LoadFromMemory("not a cache"), "");
+}
+
+}  // namespace
+}  // namespace ldscope

@@ -1,0 +1,71 @@
+// The loader model against the real loader: for every library that glibc searched for
+// in real runs (python3 with numpy, RUNPATH and RPATH fixtures, LD_LIBRARY_PATH), the
+// model, asked "where would this requester's search find NAME?", must name the file
+// glibc mapped, found by the same step.
+#include <gtest/gtest.h>
+
+#include "analysis/context.h"
+#include "support/test_support.h"
+
+namespace ldscope {
+namespace {
+
+struct Workload {
+  std::vector<std::string> argv;
+  std::vector<std::string> env;
+};
+
+TEST(LoaderModel, AgreesWithGlibcOnEverySearchedLoad) {
+  const std::string fx = FIXTURES;
+  const std::vector<Workload> runs = {
+      {{"/usr/bin/python3", "-c",
+        "import numpy, ssl, sqlite3, ctypes, lzma, bz2, decimal, uuid, readline, curses, "
+        "xml.etree.ElementTree, hashlib, ctypes.util\n"
+        "for n in ['libz.so.1', 'libstdc++.so.6', 'libgcc_s.so.1', 'libdl.so.2', 'librt.so.1', "
+        "'libpthread.so.0', 'libutil.so.1', 'libresolv.so.2', 'libanl.so.1', 'libgomp.so.1', "
+        "'libquadmath.so.0', 'libatomic.so.1']:\n try: ctypes.CDLL(n)\n except OSError: pass"},
+       {}},
+      {{"/usr/bin/python3", SCENARIOS_DIR "/torch_then_cupy.py", fx}, {}},
+      {{"/usr/bin/python3", SCENARIOS_DIR "/nvjitlink_ld_library_path.py", fx},
+       {"LD_LIBRARY_PATH=" + fx + "/cuda-12.1/lib64"}},
+      {{DLPROBE, "open", fx + "/lib/libfix_a.so", "open", "libm.so.6", "lazy", "libz.so.1"},
+       {"LD_LIBRARY_PATH=/nonexistent:" + fx + "/lib/threads"}},
+      {{DLPROBE, "open", "libfix_t3.so"}, {"LD_LIBRARY_PATH=" + fx + "/lib/threads"}},
+  };
+  size_t checked = 0;
+  std::map<std::string, int> steps;
+  const auto dir = testing::ScratchDir("loader_model");
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const std::string trace = dir + "/" + std::to_string(i) + ".ldscope";
+    std::vector<std::string> cmd = {LDSCOPE_BIN, "run", "-q", "--no-report", "-o", trace, "--"};
+    cmd.insert(cmd.end(), runs[i].argv.begin(), runs[i].argv.end());
+    const auto r = testing::RunCmd(cmd, runs[i].env);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto t = testing::TimelineOf({trace});
+    analysis::Context ctx(t);
+    for (const auto& pi : ctx.processes()) {
+      for (const auto& [id, o] : pi.objects) {
+        if (o.load == nullptr || o.load->tried_size() == 0) continue;
+        const std::string& name = o.load->requested_name();
+        if (name.find('/') != std::string::npos) continue;
+        auto req = pi.objects.find(o.requester);
+        ASSERT_NE(req, pi.objects.end());
+        const auto model = loader::Search(name, pi.AsRequester(req->second, ctx.files()),
+                                          pi.LoaderChain(req->second, ctx.files()), pi.env);
+        EXPECT_TRUE(analysis::Context::SameFile(model.path, o.path))
+            << name << " requested by " << req->second.path << ": glibc mapped " << o.path
+            << ", the model says " << model.path;
+        const std::string glibc_step = o.load->tried(o.load->tried_size() - 1).step();
+        EXPECT_EQ(loader::StepName(model.step), glibc_step) << name << " -> " << o.path;
+        ++steps[glibc_step];
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GE(checked, 40u) << "enough real cases";
+  for (const char* s : {"RPATH", "RUNPATH", "LD_LIBRARY_PATH", "ld.so.cache"})
+    EXPECT_GT(steps[s], 0) << "a case found by " << s;
+}
+
+}  // namespace
+}  // namespace ldscope
