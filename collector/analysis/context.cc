@@ -21,6 +21,37 @@ const elf::ElfInfo* Files::Get(const std::string& path) {
   return (cache_[path] = std::move(info)).get();
 }
 
+SymbolIndex::SymbolIndex(const elf::ElfInfo& e) : versioned_(!e.verdefs.empty()), verdefs_(e.verdefs) {
+  for (const auto& s : e.symbols)
+    if (s.defined) defs_[s.name].push_back({versioned_ ? s.version : "", s.hidden});
+}
+
+bool SymbolIndex::Defines(const std::string& name, const std::string& version) const {
+  auto it = defs_.find(name);
+  if (it == defs_.end()) return false;
+  for (const auto& d : it->second)
+    if (version.empty() ? !d.hidden : (!versioned_ || d.version == version)) return true;
+  return false;
+}
+
+bool SymbolIndex::DefinesVersion(const std::string& version) const {
+  return std::find(verdefs_.begin(), verdefs_.end(), version) != verdefs_.end();
+}
+
+bool AnyDefines(const std::vector<const SymbolIndex*>& scope, const std::string& name,
+                const std::string& version) {
+  for (const SymbolIndex* s : scope)
+    if (s->Defines(name, version)) return true;
+  return false;
+}
+
+const SymbolIndex* Files::Symbols(const std::string& path) {
+  auto it = symbols_.find(path);
+  if (it != symbols_.end()) return it->second.get();
+  const elf::ElfInfo* e = Get(path);
+  return (symbols_[path] = e ? std::make_unique<SymbolIndex>(*e) : nullptr).get();
+}
+
 std::string BaseName(const std::string& path) {
   const auto slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);

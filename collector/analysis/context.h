@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "elf/elf_file.h"
@@ -15,14 +16,40 @@
 
 namespace ldscope::analysis {
 
-// Reads and caches ELF files by path; remembers which could not be read.
+// The symbols an object defines, with glibc's matching rule: a versioned reference
+// matches that version, or any definition in an object without version information;
+// an unversioned reference matches a default (non-hidden) definition.
+class SymbolIndex {
+ public:
+  explicit SymbolIndex(const elf::ElfInfo& e);
+  bool Defines(const std::string& name, const std::string& version) const;
+  bool DefinesVersion(const std::string& version) const;
+
+ private:
+  struct Def {
+    std::string version;
+    bool hidden;
+  };
+  bool versioned_;
+  std::vector<std::string> verdefs_;
+  std::unordered_map<std::string, std::vector<Def>> defs_;
+};
+
+// Any of several objects defines the symbol.
+bool AnyDefines(const std::vector<const SymbolIndex*>& scope, const std::string& name,
+                const std::string& version);
+
+// Reads and caches ELF files (and their symbol indexes) by path; remembers which could
+// not be read.
 class Files {
  public:
   const elf::ElfInfo* Get(const std::string& path);
+  const SymbolIndex* Symbols(const std::string& path);
   const std::map<std::string, std::string>& errors() const { return errors_; }
 
  private:
   std::map<std::string, std::unique_ptr<elf::ElfInfo>> cache_;
+  std::map<std::string, std::unique_ptr<SymbolIndex>> symbols_;
   std::map<std::string, std::string> errors_;
 };
 

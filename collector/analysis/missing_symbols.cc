@@ -14,40 +14,6 @@ namespace {
 
 std::string Normal(const std::string& p) { return NormalPath(p); }
 
-// Which names (and versions) a set of objects defines, with glibc's matching rule: a
-// versioned reference matches that version, or any definition in an object without
-// version information; an unversioned reference matches a default (non-hidden) one.
-class SymbolIndex {
- public:
-  void Add(const elf::ElfInfo& e) {
-    const bool versioned = !e.verdefs.empty();
-    for (const auto& s : e.symbols)
-      if (s.defined) defs_[s.name].push_back({versioned ? s.version : "", s.hidden, versioned});
-  }
-  bool Defines(const std::string& name, const std::string& version) const {
-    auto it = defs_.find(name);
-    if (it == defs_.end()) return false;
-    for (const auto& d : it->second) {
-      if (version.empty() ? !d.hidden : (!d.versioned || d.version == version)) return true;
-    }
-    return false;
-  }
-
- private:
-  struct Def {
-    std::string version;
-    bool hidden;
-    bool versioned;
-  };
-  std::unordered_map<std::string, std::vector<Def>> defs_;
-};
-
-bool FileDefines(const elf::ElfInfo& e, const std::string& name, const std::string& version) {
-  SymbolIndex one;
-  one.Add(e);
-  return one.Defines(name, version);
-}
-
 struct Missing {
   std::string name, version, needed_name;  // needed_name: the NEEDED that should provide it
   const Obj* bound = nullptr;
@@ -95,9 +61,11 @@ class Pass {
     for (const auto& pi : ctx_.processes()) {
       for (const auto& e : pi.p->entries()) {
         if (!e.has_failed_dlopen()) continue;
+        std::vector<const SymbolIndex*> reach;  // built once per failed dlopen
         for (const auto& r : e.failed_dlopen().rolled_back()) {
           auto it = pi.objects.find(r.id());
-          if (it != pi.objects.end() && it->second.load != nullptr) FailedObject(pi, it->second, e.seq());
+          if (it != pi.objects.end() && it->second.load != nullptr)
+            FailedObject(pi, it->second, e.seq(), &reach);
         }
       }
       Lazy(pi);
@@ -105,17 +73,17 @@ class Pass {
   }
 
  private:
-  SymbolIndex InReach(const ProcessIndex& pi, int64_t lmid, uint64_t seq, const Obj* extra) {
-    SymbolIndex idx;
-    for (const Obj* o : pi.AliveAt(lmid, seq))
-      if (const elf::ElfInfo* e = ctx_.files().Get(o->path)) idx.Add(*e);
-    if (extra != nullptr)
-      if (const elf::ElfInfo* e = ctx_.files().Get(extra->path)) idx.Add(*e);
-    // ld.so serves every namespace.
+  // What the failed object could bind to: everything alive in its namespace just
+  // before the roll-back (its own batch included), and ld.so, which serves every
+  // namespace. A superset of glibc's lookup scope, so what it lacks is truly missing.
+  std::vector<const SymbolIndex*> InReach(const ProcessIndex& pi, int64_t lmid, uint64_t seq) {
+    std::vector<const SymbolIndex*> scope;
+    for (const Obj* o : pi.AliveAt(lmid, seq > 0 ? seq - 1 : 0))
+      if (const SymbolIndex* s = ctx_.files().Symbols(o->path)) scope.push_back(s);
     for (const auto& [id, o] : pi.objects)
       if (o.load != nullptr && o.load->reason() == v1::LOAD_INTERPRETER)
-        if (const elf::ElfInfo* e = ctx_.files().Get(o.path)) idx.Add(*e);
-    return idx;
+        if (const SymbolIndex* s = ctx_.files().Symbols(o.path)) scope.push_back(s);
+    return scope;
   }
 
   // Fills bound/provider for m from o's NEEDED entries: the file o's own search finds,
@@ -128,11 +96,9 @@ class Pass {
       for (const loader::Environment* env : {static_cast<const loader::Environment*>(&pi.env), static_cast<const loader::Environment*>(&no_env)}) {
         const loader::Result own = loader::Search(n, pi.AsRequester(o, ctx_.files()),
                                                   pi.LoaderChain(o, ctx_.files()), *env);
-        const elf::ElfInfo* f = own.path.empty() ? nullptr : ctx_.files().Get(own.path);
-        const bool defines =
-            f != nullptr && (m->version_only ? std::find(f->verdefs.begin(), f->verdefs.end(),
-                                                         m->version) != f->verdefs.end()
-                                             : FileDefines(*f, m->name, m->version));
+        const SymbolIndex* f = own.path.empty() ? nullptr : ctx_.files().Symbols(own.path);
+        const bool defines = f != nullptr && (m->version_only ? f->DefinesVersion(m->version)
+                                                              : f->Defines(m->name, m->version));
         if (!defines) continue;
         m->needed_name = n;
         m->bound = BoundFor(pi, o, n);
@@ -145,18 +111,27 @@ class Pass {
     if (!m->needed_name.empty()) m->bound = BoundFor(pi, o, m->needed_name);
   }
 
-  void FailedObject(const ProcessIndex& pi, const Obj& o, uint64_t seq) {
+  void FailedObject(const ProcessIndex& pi, const Obj& o, uint64_t seq,
+                    std::vector<const SymbolIndex*>* reach) {
     const elf::ElfInfo* info = ctx_.files().Get(o.path);
     if (info == nullptr) return;
-    const SymbolIndex reach = InReach(pi, o.lmid, seq, &o);
+    // A NEEDED found nowhere fails the dlopen before any symbol is looked up.
+    std::vector<std::string> not_found;
+    for (const auto& n : info->needed)
+      if (BoundFor(pi, o, n) == nullptr) not_found.push_back(n);
+    if (!not_found.empty()) {
+      MissingLibrary(pi, o, not_found);
+      return;
+    }
+    if (reach->empty()) *reach = InReach(pi, o.lmid, seq);
     std::vector<Missing> missing;
     // Version needs are checked first by glibc (_dl_check_map_versions).
     for (const auto& vn : info->verneeds) {
       const Obj* bound = BoundFor(pi, o, vn.file);
-      const elf::ElfInfo* b = bound ? ctx_.files().Get(bound->path) : nullptr;
+      const SymbolIndex* b = bound ? ctx_.files().Symbols(bound->path) : nullptr;
       if (b == nullptr) continue;
       for (const auto& v : vn.versions) {
-        if (std::find(b->verdefs.begin(), b->verdefs.end(), v) != b->verdefs.end()) continue;
+        if (b->DefinesVersion(v)) continue;
         Missing m;
         m.version = v;
         m.needed_name = vn.file;
@@ -165,7 +140,7 @@ class Pass {
       }
     }
     for (const auto& s : info->symbols) {
-      if (s.defined || s.weak || reach.Defines(s.name, s.version)) continue;
+      if (s.defined || s.weak || AnyDefines(*reach, s.name, s.version)) continue;
       Missing m;
       m.name = s.name;
       m.version = s.version;
@@ -175,6 +150,21 @@ class Pass {
     if (missing.empty()) return;
     for (auto& m : missing) Attribute(pi, o, *info, &m);
     Report(pi, o, missing);
+  }
+
+  void MissingLibrary(const ProcessIndex& pi, const Obj& o, const std::vector<std::string>& names) {
+    auto f = NewFinding(pi, v1::MISSING_LIBRARY, v1::INFO);
+    *f.add_objects() = ctx_.Describe(pi, o);
+    f.add_evidence(o.open_seq);
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    f.set_message(fmt::format(
+        "{} could not be loaded: its NEEDED {} {} found nowhere on its search path, so the "
+        "dlopen {} (loaded {}) failed. Packages often probe for optional components this way; "
+        "if the program needs it, install it or put its directory on the search path.",
+        BaseName(o.path), list, names.size() == 1 ? "was" : "were", BaseName(o.path),
+        ctx_.HowLoaded(pi, o)));
+    *out_->add_findings() = std::move(f);
   }
 
   void Report(const ProcessIndex& pi, const Obj& o, const std::vector<Missing>& missing) {
@@ -251,22 +241,21 @@ class Pass {
 
   // Objects that loaded but call functions nothing in their namespace defines.
   void Lazy(const ProcessIndex& pi) {
-    std::map<int64_t, SymbolIndex> by_ns;
-    std::map<int64_t, bool> built;
+    std::map<int64_t, std::vector<const SymbolIndex*>> by_ns;
     for (const auto& [id, o] : pi.objects) {
       if (o.rolled_back || o.load == nullptr || o.load->reason() == v1::LOAD_VDSO) continue;
       const elf::ElfInfo* info = ctx_.files().Get(o.path);
       if (info == nullptr) continue;
-      if (!built[o.lmid]) {
-        built[o.lmid] = true;
+      if (!by_ns.count(o.lmid)) {
+        auto& scope = by_ns[o.lmid];
         for (const auto& [oid, other] : pi.objects)
           if ((other.lmid == o.lmid || (other.load && other.load->reason() == v1::LOAD_INTERPRETER)) &&
               !other.rolled_back)
-            if (const elf::ElfInfo* e = ctx_.files().Get(other.path)) by_ns[o.lmid].Add(*e);
+            if (const SymbolIndex* idx = ctx_.files().Symbols(other.path)) scope.push_back(idx);
       }
       std::vector<Missing> missing;
       for (const auto& s : info->symbols) {
-        if (s.defined || s.weak || !s.function || by_ns[o.lmid].Defines(s.name, s.version)) continue;
+        if (s.defined || s.weak || !s.function || AnyDefines(by_ns[o.lmid], s.name, s.version)) continue;
         Missing m;
         m.name = s.name;
         m.version = s.version;

@@ -27,8 +27,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"text", "json"}));
   run_cmd->add_option("--fail-on", run.report.fail_on,
                       "Exit with status 3 when findings of these kinds exist (comma-separated: "
-                      "missing-symbol, shadowed-dependency, search-order-shadowing, "
-                      "duplicate-library, duplicate-info, or error, warning, any)")
+                      "missing-symbol, missing-library, shadowed-dependency, "
+                      "search-order-shadowing, duplicate-library, duplicate-info, or error, "
+                      "warning, any)")
       ->delimiter(',');
   // Everything from the first non-option argument on is the command's.
   run_cmd->prefix_command();

@@ -18,7 +18,7 @@ namespace {
 const std::set<std::string>& FailOnWords() {
   static const std::set<std::string> words = {
       "any", "error", "warning", "duplicate-library", "duplicate-info", "shadowed-dependency",
-      "search-order-shadowing", "missing-symbol"};
+      "search-order-shadowing", "missing-symbol", "missing-library"};
   return words;
 }
 

@@ -43,6 +43,7 @@ std::string FindingKindName(v1::FindingKind k) {
     case v1::SHADOWED_DEPENDENCY: return "shadowed-dependency";
     case v1::SEARCH_ORDER_SHADOWING: return "search-order-shadowing";
     case v1::MISSING_SYMBOL: return "missing-symbol";
+    case v1::MISSING_LIBRARY: return "missing-library";
     default: return "unknown";
   }
 }

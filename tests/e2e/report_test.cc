@@ -32,6 +32,7 @@ std::vector<Scenario> Scenarios() {
       {"nvjitlink_ld_library_path", py("nvjitlink_ld_library_path.py"),
        {"LD_LIBRARY_PATH=" + kFx + "/cuda-12.1/lib64"}},
       {"version_not_met", py("version_not_met.py"), {"LD_LIBRARY_PATH=" + kFx + "/ver/old"}},
+      {"optional_library_missing", {DLPROBE, "open", kFx + "/lib/libfix_orphan.so"}, {}},
       {"two_namespaces",
        {DLPROBE, "open", kFx + "/lib/libfix_a.so", "mopen", kFx + "/lib/libfix_a.so"},
        {}},
