@@ -21,6 +21,7 @@ struct Missing {
   std::string provider_step;
   bool version_only = false;  // "version V not found" (no symbol name)
   bool behind_env = false;    // the provider is found only without LD_LIBRARY_PATH
+  std::string out_of_scope;   // a loaded object that defines it but is not in scope
 };
 
 // The object glibc bound O's NEEDED name to.
@@ -61,11 +62,19 @@ class Pass {
     for (const auto& pi : ctx_.processes()) {
       for (const auto& e : pi.p->entries()) {
         if (!e.has_failed_dlopen()) continue;
-        std::vector<const SymbolIndex*> reach;  // built once per failed dlopen
+        BatchScope scope;  // built once per failed dlopen
+        // The dlopen's root: the first object it mapped.
+        const Obj* root = nullptr;
+        for (const auto& r : e.failed_dlopen().rolled_back()) {
+          auto it = pi.objects.find(r.id());
+          if (it != pi.objects.end() && it->second.load != nullptr &&
+              (root == nullptr || it->second.open_seq < root->open_seq))
+            root = &it->second;
+        }
         for (const auto& r : e.failed_dlopen().rolled_back()) {
           auto it = pi.objects.find(r.id());
           if (it != pi.objects.end() && it->second.load != nullptr)
-            FailedObject(pi, it->second, e.seq(), &reach);
+            FailedObject(pi, it->second, e.seq(), *root, &scope);
         }
       }
       Lazy(pi);
@@ -73,16 +82,37 @@ class Pass {
   }
 
  private:
-  // What the failed object could bind to: everything alive in its namespace just
-  // before the roll-back (its own batch included), and ld.so, which serves every
-  // namespace. A superset of glibc's lookup scope, so what it lacks is truly missing.
-  std::vector<const SymbolIndex*> InReach(const ProcessIndex& pi, int64_t lmid, uint64_t seq) {
+  // glibc's lookup scope for the objects of a failed dlopen: the global scope (the
+  // executable and what it needed at start-up) and the local scope of the dlopen's
+  // root (its dependency closure, following what each NEEDED was bound to), plus ld.so.
+  // Objects that other dlopens loaded with RTLD_LOCAL are not in it, however many
+  // symbols they define: that is how a preloaded copy can fail to help.
+  std::vector<const SymbolIndex*> Scope(const ProcessIndex& pi, const Obj& root,
+                                        std::vector<const Obj*>* members) {
+    uint64_t first_dlopen = UINT64_MAX;
+    for (const auto& [id, o] : pi.objects)
+      if (o.load != nullptr && o.load->reason() == v1::LOAD_DLOPEN)
+        first_dlopen = std::min(first_dlopen, o.open_seq);
+    std::vector<const Obj*> queue;
+    auto add = [&](const Obj* o) {
+      if (o != nullptr && std::find(queue.begin(), queue.end(), o) == queue.end()) queue.push_back(o);
+    };
+    for (const auto& [id, o] : pi.objects)
+      if (o.load != nullptr && o.open_seq < first_dlopen && o.lmid == root.lmid &&
+          o.close_seq == UINT64_MAX)
+        add(&o);
+    add(&root);
+    for (size_t i = 0; i < queue.size(); ++i) {
+      if (queue[i]->load == nullptr) continue;
+      for (const auto& n : queue[i]->load->needed()) add(BoundFor(pi, *queue[i], n));
+    }
     std::vector<const SymbolIndex*> scope;
-    for (const Obj* o : pi.AliveAt(lmid, seq > 0 ? seq - 1 : 0))
+    for (const Obj* o : queue)
       if (const SymbolIndex* s = ctx_.files().Symbols(o->path)) scope.push_back(s);
     for (const auto& [id, o] : pi.objects)
       if (o.load != nullptr && o.load->reason() == v1::LOAD_INTERPRETER)
         if (const SymbolIndex* s = ctx_.files().Symbols(o.path)) scope.push_back(s);
+    *members = std::move(queue);
     return scope;
   }
 
@@ -111,8 +141,13 @@ class Pass {
     if (!m->needed_name.empty()) m->bound = BoundFor(pi, o, m->needed_name);
   }
 
-  void FailedObject(const ProcessIndex& pi, const Obj& o, uint64_t seq,
-                    std::vector<const SymbolIndex*>* reach) {
+  struct BatchScope {
+    std::vector<const SymbolIndex*> scope;
+    std::vector<const Obj*> members;
+  };
+
+  void FailedObject(const ProcessIndex& pi, const Obj& o, uint64_t seq, const Obj& root,
+                    BatchScope* batch) {
     const elf::ElfInfo* info = ctx_.files().Get(o.path);
     if (info == nullptr) return;
     // A NEEDED found nowhere fails the dlopen before any symbol is looked up.
@@ -123,7 +158,8 @@ class Pass {
       MissingLibrary(pi, o, not_found);
       return;
     }
-    if (reach->empty()) *reach = InReach(pi, o.lmid, seq);
+    if (batch->scope.empty()) batch->scope = Scope(pi, root, &batch->members);
+    const auto* reach = &batch->scope;
     std::vector<Missing> missing;
     // Version needs are checked first by glibc (_dl_check_map_versions).
     for (const auto& vn : info->verneeds) {
@@ -148,6 +184,16 @@ class Pass {
       missing.push_back(m);
     }
     if (missing.empty()) return;
+    // Objects alive but outside the scope that define a missing symbol: worth naming.
+    for (const Obj* other : pi.AliveAt(o.lmid, seq > 0 ? seq - 1 : 0)) {
+      if (std::find(batch->members.begin(), batch->members.end(), other) != batch->members.end())
+        continue;
+      const SymbolIndex* idx = ctx_.files().Symbols(other->path);
+      if (idx == nullptr) continue;
+      for (auto& m : missing)
+        if (m.out_of_scope.empty() && !m.version_only && idx->Defines(m.name, m.version))
+          m.out_of_scope = NormalPath(other->path);
+    }
     for (auto& m : missing) Attribute(pi, o, *info, &m);
     Report(pi, o, missing);
   }
@@ -233,6 +279,13 @@ class Pass {
       } else {
         s += fmt::format("; no file on its search path defines {} either", pronoun);
       }
+      if (!m0.out_of_scope.empty() && m0.out_of_scope == provider)
+        s += fmt::format(" — that file is even loaded already, but by another dlopen, in a local "
+                         "scope {} cannot see", base);
+      else if (!m0.out_of_scope.empty())
+        s += fmt::format(" ({} is loaded and defines {}, but by another dlopen, in a local scope "
+                         "{} cannot see)",
+                         m0.out_of_scope, ms.size() == 1 ? "it" : "some of them", base);
       msg += msg.empty() ? fmt::format("{} failed to load: {}.", base, s) : fmt::format(" Also, {}.", s);
     }
     f.set_message(msg);

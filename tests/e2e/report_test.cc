@@ -29,6 +29,7 @@ std::vector<Scenario> Scenarios() {
   return {
       {"cupy_then_torch", py("cupy_then_torch.py"), {}},
       {"torch_then_cupy", py("torch_then_cupy.py"), {}},
+      {"cupy_then_torch_preload", py("cupy_then_torch_preload.py"), {}},
       {"nvjitlink_ld_library_path", py("nvjitlink_ld_library_path.py"),
        {"LD_LIBRARY_PATH=" + kFx + "/cuda-12.1/lib64"}},
       {"version_not_met", py("version_not_met.py"), {"LD_LIBRARY_PATH=" + kFx + "/ver/old"}},
