@@ -87,7 +87,7 @@ class Pass {
   // root (its dependency closure, following what each NEEDED was bound to), plus ld.so.
   // Objects that other dlopens loaded with RTLD_LOCAL are not in it, however many
   // symbols they define: that is how a preloaded copy can fail to help.
-  std::vector<const SymbolIndex*> Scope(const ProcessIndex& pi, const Obj& root,
+  std::vector<const SymbolIndex*> Scope(const ProcessIndex& pi, const Obj& root, uint64_t seq,
                                         std::vector<const Obj*>* members) {
     uint64_t first_dlopen = UINT64_MAX;
     for (const auto& [id, o] : pi.objects)
@@ -99,7 +99,7 @@ class Pass {
     };
     for (const auto& [id, o] : pi.objects)
       if (o.load != nullptr && o.open_seq < first_dlopen && o.lmid == root.lmid &&
-          o.close_seq == UINT64_MAX)
+          o.close_seq > seq)
         add(&o);
     add(&root);
     for (size_t i = 0; i < queue.size(); ++i) {
@@ -158,7 +158,7 @@ class Pass {
       MissingLibrary(pi, o, not_found);
       return;
     }
-    if (batch->scope.empty()) batch->scope = Scope(pi, root, &batch->members);
+    if (batch->scope.empty()) batch->scope = Scope(pi, root, seq, &batch->members);
     const auto* reach = &batch->scope;
     std::vector<Missing> missing;
     // Version needs are checked first by glibc (_dl_check_map_versions).
