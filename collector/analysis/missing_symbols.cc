@@ -308,7 +308,9 @@ class Pass {
       }
       std::vector<Missing> missing;
       for (const auto& s : info->symbols) {
-        if (s.defined || s.weak || !s.function || AnyDefines(by_ns[o.lmid], s.name, s.version)) continue;
+        // The object loaded, so whatever it references and nothing defines can only be
+        // bound lazily (a PLT call): the call will fail.
+        if (s.defined || s.weak || AnyDefines(by_ns[o.lmid], s.name, s.version)) continue;
         Missing m;
         m.name = s.name;
         m.version = s.version;

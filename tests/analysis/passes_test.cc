@@ -1,0 +1,108 @@
+// Each analysis pass on its own, over traces of the fixture scenarios recorded with the
+// real loader: what that pass (and only it) reports.
+#include <gtest/gtest.h>
+
+#include "analysis/analysis.h"
+#include "support/test_support.h"
+
+namespace ldscope {
+namespace {
+
+const std::string kFx = FIXTURES;
+
+v1::Timeline Record(const std::string& name, const std::vector<std::string>& argv,
+                    const std::vector<std::string>& env = {}) {
+  const auto dir = testing::ScratchDir("passes_" + name);
+  std::vector<std::string> cmd = {LDSCOPE_BIN, "run", "-q", "--no-report", "-o", dir + "/t.ldscope", "--"};
+  cmd.insert(cmd.end(), argv.begin(), argv.end());
+  const auto r = testing::RunCmd(cmd, env);
+  EXPECT_EQ(r.code, 0) << r.err;
+  return testing::TimelineOf({dir + "/t.ldscope"});
+}
+
+std::vector<std::string> Python(const std::string& script) {
+  return {"/usr/bin/python3", SCENARIOS_DIR "/" + script, kFx};
+}
+
+template <typename Pass>
+v1::Report RunPass(const v1::Timeline& t, Pass pass) {
+  analysis::Context ctx(t);
+  v1::Report r;
+  pass(ctx, &r);
+  return r;
+}
+
+TEST(Passes, DuplicatesSeeTwoNcclsOnlyWhenBothAreLoaded) {
+  const auto two = RunPass(Record("dup2", Python("torch_then_cupy.py")), analysis::FindDuplicates);
+  ASSERT_EQ(two.findings_size(), 1);
+  EXPECT_EQ(two.findings(0).kind(), v1::DUPLICATE_LIBRARY);
+  ASSERT_EQ(two.findings(0).objects_size(), 2);
+  EXPECT_EQ(two.findings(0).objects(0).version(), "NCCL 2.20.5+cuda12.4");
+  EXPECT_EQ(two.findings(0).objects(1).version(), "NCCL 2.16.2+cuda11.8");
+  const auto one = RunPass(Record("dup1", Python("cupy_then_torch.py")), analysis::FindDuplicates);
+  EXPECT_EQ(one.findings_size(), 0) << "the reused NCCL is one copy";
+  const auto ns = RunPass(Record("dupns", {DLPROBE, "open", kFx + "/lib/libfix_b.so", "mopen",
+                                           kFx + "/lib/libfix_b.so"}),
+                          analysis::FindDuplicates);
+  ASSERT_EQ(ns.findings_size(), 1);
+  EXPECT_EQ(ns.findings(0).kind(), v1::DUPLICATE_INFO);
+  EXPECT_EQ(ns.findings(0).severity(), v1::INFO);
+}
+
+TEST(Passes, ShadowingNamesTheEarlierObjectAndTheFileTheRpathHolds) {
+  const auto r = RunPass(Record("shadow", Python("cupy_then_torch.py")), analysis::FindShadowing);
+  ASSERT_EQ(r.findings_size(), 1);
+  const auto& f = r.findings(0);
+  EXPECT_EQ(f.kind(), v1::SHADOWED_DEPENDENCY);
+  EXPECT_EQ(f.severity(), v1::ERROR) << "the requester then failed to load";
+  EXPECT_EQ(f.objects(0).path(), kFx + "/system/lib/libnccl.so.2.16.2");
+  EXPECT_EQ(f.objects(1).path(), kFx + "/site-packages/torch/lib/libtorch_cuda.so");
+  EXPECT_EQ(f.objects(2).path(), kFx + "/site-packages/nvidia/nccl/lib/libnccl.so.2");
+  EXPECT_EQ(f.objects(2).found_by(), "RPATH");
+  const auto order = RunPass(Record("order", Python("nvjitlink_ld_library_path.py"),
+                                    {"LD_LIBRARY_PATH=" + kFx + "/cuda-12.1/lib64"}),
+                             analysis::FindShadowing);
+  ASSERT_EQ(order.findings_size(), 1);
+  EXPECT_EQ(order.findings(0).kind(), v1::SEARCH_ORDER_SHADOWING);
+  EXPECT_EQ(order.findings(0).objects(2).path(),
+            kFx + "/site-packages/nvidia/nvjitlink/lib/libnvJitLink.so.12");
+  const auto none = RunPass(Record("noshadow", Python("torch_then_cupy.py")), analysis::FindShadowing);
+  EXPECT_EQ(none.findings_size(), 0);
+}
+
+TEST(Passes, MissingSymbolsBoundToAndProvider) {
+  const auto r = RunPass(Record("missing", Python("cupy_then_torch.py")), analysis::FindMissingSymbols);
+  ASSERT_EQ(r.findings_size(), 1);
+  ASSERT_EQ(r.findings(0).missing_size(), 1) << "only ncclCommRegister: Py_IsInitialized is in the "
+                                                "global scope (the python executable)";
+  const auto& m = r.findings(0).missing(0);
+  EXPECT_EQ(m.name(), "ncclCommRegister");
+  EXPECT_EQ(m.bound_to(), kFx + "/system/lib/libnccl.so.2.16.2");
+  EXPECT_EQ(m.provider(), kFx + "/site-packages/nvidia/nccl/lib/libnccl.so.2");
+  const auto ver = RunPass(Record("version", Python("version_not_met.py"),
+                                  {"LD_LIBRARY_PATH=" + kFx + "/ver/old"}),
+                           analysis::FindMissingSymbols);
+  ASSERT_EQ(ver.findings_size(), 1);
+  ASSERT_EQ(ver.findings(0).missing_size(), 2);
+  EXPECT_EQ(ver.findings(0).missing(0).name(), "");
+  EXPECT_EQ(ver.findings(0).missing(0).version(), "VER_2");
+  EXPECT_EQ(ver.findings(0).missing(1).name(), "ver_b");
+  const auto ok = RunPass(Record("nomissing", Python("torch_then_cupy.py")), analysis::FindMissingSymbols);
+  EXPECT_EQ(ok.findings_size(), 0);
+  const auto lib = RunPass(Record("missinglib", {DLPROBE, "open", kFx + "/lib/libfix_orphan.so"}),
+                           analysis::FindMissingSymbols);
+  ASSERT_EQ(lib.findings_size(), 1);
+  EXPECT_EQ(lib.findings(0).kind(), v1::MISSING_LIBRARY);
+}
+
+// A library loaded lazily whose function nothing defines: a warning, not an error.
+TEST(Passes, LazyUnresolvedFunctionIsAWarning) {
+  const auto r = RunPass(Record("lazy", {DLPROBE, "lazy", kFx + "/lib/libfix_bad.so"}),
+                         analysis::FindMissingSymbols);
+  ASSERT_EQ(r.findings_size(), 1);
+  EXPECT_EQ(r.findings(0).severity(), v1::WARNING);
+  EXPECT_EQ(r.findings(0).missing(0).name(), "fix_missing_symbol");
+}
+
+}  // namespace
+}  // namespace ldscope
