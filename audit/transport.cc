@@ -162,7 +162,9 @@ Transport::Result Transport::Send(uint8_t* data, size_t len) {
     if (r >= 0) dead_ = true;  // a short write would leave a torn record: stop here
     return Result::kDropped;
   }
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  timespec deadline{};
+  bool have_deadline = false;
+  for (;;) {
     const ssize_t r = send(fd_, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (r >= 0) {
       stalled_ = false;
@@ -173,9 +175,23 @@ Transport::Result Transport::Send(uint8_t* data, size_t len) {
       dead_ = true;  // EPIPE, ECONNRESET, ...: the collector is gone
       return Result::kDropped;
     }
-    if (stalled_ || attempt == 1) break;
+    if (stalled_) break;  // already waited once in this stall: drop at once
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (!have_deadline) {
+      deadline = now;
+      deadline.tv_sec += kSendWaitMs / 1000;
+      deadline.tv_nsec += (kSendWaitMs % 1000) * 1000000L;
+      if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec += 1;
+        deadline.tv_nsec -= 1000000000L;
+      }
+      have_deadline = true;
+    }
+    const long left_ms = (deadline.tv_sec - now.tv_sec) * 1000 + (deadline.tv_nsec - now.tv_nsec) / 1000000;
+    if (left_ms <= 0) break;
     pollfd pfd{fd_, POLLOUT, 0};
-    if (poll(&pfd, 1, kSendWaitMs) <= 0) break;
+    if (poll(&pfd, 1, static_cast<int>(left_ms)) < 0 && errno != EINTR) break;
   }
   stalled_ = true;
   return Result::kDropped;

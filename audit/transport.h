@@ -10,10 +10,13 @@
 
 namespace ldscope::audit {
 
-// How long one event may wait for a full collector queue before it is dropped.
-// After a drop, events do not wait at all until a send succeeds again, so a stalled
-// collector costs a traced process at most this much per stall.
-constexpr int kSendWaitMs = 10;
+// How long one event may wait for room in a full collector queue before it is
+// dropped. A live collector that many busy processes starve of CPU can take a few
+// hundred milliseconds to come round to one connection; a dead one answers at once
+// (EPIPE), so only a stopped or wedged collector makes a process wait. After a drop,
+// events do not wait at all until a send succeeds again, so such a collector costs a
+// traced process at most this much per stall.
+constexpr int kSendWaitMs = 500;
 
 class Transport {
  public:

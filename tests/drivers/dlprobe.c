@@ -2,6 +2,8 @@
  * is a step, run in order:
  *   open PATH | lazy PATH | mopen PATH | noload PATH | close | sleep MS |
  *   threads N PATH... (N threads released at once; thread k dlopens PATH number k) |
+ *   cycles N PATH (N times dlopen+dlclose of PATH; prints how many succeeded) |
+ *   mark PATH (creates the file PATH: a signal to a test) |
  *   fork (the child runs the remaining steps; the parent waits, then runs them too) |
  *   exec PROG ARGS... | exit N | _exit N
  * It prints one line per step on stdout, so tests can compare outputs. */
@@ -63,6 +65,23 @@ int main(int argc, char** argv) {
     } else if (!strcmp(s, "close")) {
       if (nhandles > 0) dlclose(handles[--nhandles]);
       printf("close\n");
+    } else if (!strcmp(s, "cycles")) {
+      const int n = atoi(a);
+      const char* path = i + 2 < argc ? argv[i + 2] : "";
+      int ok = 0;
+      for (int k = 0; k < n; ++k) {
+        void* h = dlopen(path, RTLD_NOW);
+        if (h != NULL) {
+          ++ok;
+          dlclose(h);
+        }
+      }
+      printf("cycles %d: %d ok (pid %d)\n", n, ok, (int)getpid());
+      i += 2;
+    } else if (!strcmp(s, "mark")) {
+      FILE* f = fopen(a, "w");
+      if (f != NULL) fclose(f);
+      ++i;
     } else if (!strcmp(s, "sleep")) {
       struct timespec ts = {atoi(a) / 1000, (atoi(a) % 1000) * 1000000L};
       nanosleep(&ts, NULL);
