@@ -94,10 +94,14 @@ void Server::Drop(int fd, bool bad) {
   conns_.erase(fd);
 }
 
+bool ParseFrame(const uint8_t* data, size_t size, v1::Event* out) {
+  return size <= kMaxDatagram && out->ParseFromArray(data, static_cast<int>(size)) &&
+         out->pid() != 0 && out->stream() == 0;
+}
+
 bool Server::HandleEvent(Conn& c, const uint8_t* data, size_t size) {
   v1::Event e;
-  if (!e.ParseFromArray(data, static_cast<int>(size)) || e.pid() == 0 || e.stream() != 0)
-    return false;
+  if (!ParseFrame(data, size, &e)) return false;
   if (c.stream == 0) {
     // A connection must introduce itself with a ProcessStart.
     if (!e.has_process_start()) return false;

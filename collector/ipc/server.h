@@ -22,6 +22,10 @@ struct ServerStats {
   uint64_t dropped_reported = 0; // sum over streams of the audit library's drop counts
 };
 
+// Parses one datagram as an Event and applies the protocol's rules (a pid, and no
+// stream number: streams are the collector's to assign). False for anything else.
+bool ParseFrame(const uint8_t* data, size_t size, v1::Event* out);
+
 class Server {
  public:
   Server() = default;

@@ -47,7 +47,8 @@ std::string LdCache::LoadFromMemory(const std::string& d) {
     base = 16 + size_t{nold} * 12;
     base = (base + 7) & ~size_t{7};
   }
-  if (d.compare(base, sizeof kNewMagic - 1, kNewMagic) != 0) return "unknown ld.so.cache format";
+  if (base > d.size() || d.compare(base, sizeof kNewMagic - 1, kNewMagic) != 0)
+    return "unknown ld.so.cache format";
   uint32_t nlibs = 0;
   if (!Read(d, base + 20, &nlibs)) return "truncated ld.so.cache";
   for (uint32_t i = 0; i < nlibs; ++i) {
