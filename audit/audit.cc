@@ -90,12 +90,13 @@ struct State {
   char search_name[4096] = {};    // name of the search in progress (from its ORIG call)
   // Objects opened since the last ADD activity, with the RELRO page ld.so protects
   // once relocation is done: a close that finds it still writable is a roll-back.
-  struct Recent {
-    uint64_t id;
-    uintptr_t relro;
-  };
-  Recent recent[64] = {};
+  // Read at the first close after the batch, once for all of them: /proc/self/maps
+  // is long in big processes and must not be read per close.
+  uint64_t recent_id[64] = {};
+  uintptr_t recent_relro[64] = {};
+  bool recent_writable[64] = {};
   size_t n_recent = 0;
+  bool recent_checked = false;
 };
 
 State g;
@@ -171,12 +172,12 @@ bool EnsureConnection(uint32_t pid) {
 }
 
 template <size_t N, typename Encode>
-void EncodeAndSend(Encode&& encode) {
+void EncodeAndSend(Encode&& encode, uint32_t tid = Tid()) {
   uint8_t buf[Transport::kPrefixRoom + N];
   wire::Writer w(buf + Transport::kPrefixRoom, N);
   EventHead h;
   h.pid = g.pid;
-  h.tid = Tid();
+  h.tid = tid;
   h.seq = g.seq++;
   h.mono_ns = NowNs();
   h.dropped = g.dropped;
@@ -213,12 +214,13 @@ void SendStart(uint32_t reason, int32_t parent_pid, uint64_t parent_image_start_
 template <size_t N, typename Encode>
 void Record(Encode&& encode) {
   const uint32_t pid = static_cast<uint32_t>(getpid());
-  if (!g.lock.Lock(Tid(), pid, g.pid)) {
+  const uint32_t tid = Tid();
+  if (!g.lock.Lock(tid, pid, g.pid)) {
     __atomic_fetch_add(&g.dropped, 1, __ATOMIC_RELAXED);
     return;
   }
   if (EnsureConnection(pid)) {
-    EncodeAndSend<N>(encode);
+    EncodeAndSend<N>(encode, tid);
   } else {
     ++g.seq;
     ++g.dropped;
@@ -313,8 +315,10 @@ LDSCOPE_EXPORT unsigned int la_objopen(struct link_map* map, Lmid_t lmid, uintpt
       }
     }
     ReadMappedObject(map, is_main, g.aux, &o);
-    if (o.relro_start != 0 && g.n_recent < sizeof g.recent / sizeof g.recent[0])
-      g.recent[g.n_recent++] = {id, o.relro_start};
+    if (o.relro_start != 0 && g.n_recent < sizeof g.recent_id / sizeof g.recent_id[0]) {
+      g.recent_id[g.n_recent] = id;
+      g.recent_relro[g.n_recent++] = o.relro_start;
+    }
     EncodeObjOpen(w, h, o);
   });
   return 0;
@@ -326,11 +330,13 @@ LDSCOPE_EXPORT unsigned int la_objclose(uintptr_t* cookie) {
   if (!c.ours || c.audit) return 0;
   bool unrelocated = false;
   for (size_t i = 0; i < g.n_recent; ++i) {
-    if (g.recent[i].id == c.id) {
-      unrelocated = PageWritable(g.recent[i].relro);
-      g.recent[i] = g.recent[--g.n_recent];
-      break;
+    if (g.recent_id[i] != c.id) continue;
+    if (!g.recent_checked) {
+      PagesWritable(g.recent_relro, g.recent_writable, g.n_recent);
+      g.recent_checked = true;
     }
+    unrelocated = g.recent_writable[i];
+    break;
   }
   Record<256>([&](ldscope::wire::Writer& w, const EventHead& h) {
     EncodeObjClose(w, h, c.id, unrelocated);
@@ -342,7 +348,10 @@ LDSCOPE_EXPORT void la_activity(uintptr_t* cookie, unsigned int flag) {
   if (!g.active) return;
   const Cookie c = Decode(cookie);
   if (c.audit || (!c.ours && !g.main_seen)) return;
-  if (flag == LA_ACT_ADD) g.n_recent = 0;
+  if (flag == LA_ACT_ADD) {
+    g.n_recent = 0;
+    g.recent_checked = false;
+  }
   Record<256>([&](ldscope::wire::Writer& w, const EventHead& h) {
     EncodeActivity(w, h, flag, c.id);
   });

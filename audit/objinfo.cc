@@ -162,20 +162,20 @@ void ReadMappedObject(const struct link_map* map, bool is_main, const ProcessAux
   }
 }
 
-bool PageWritable(uintptr_t addr) {
+void PagesWritable(const uintptr_t* addrs, bool* writable, size_t n) {
+  for (size_t k = 0; k < n; ++k) writable[k] = false;
   const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
+  if (fd < 0) return;
   // Lines look like "7f12a000-7f12b000 rw-p ...". Parse them as they stream by,
   // carrying a partial line over to the next read.
-  char buf[4096];
+  char buf[16384];
   size_t have = 0;
-  bool found = false, writable = false;
   for (;;) {
     const ssize_t r = read(fd, buf + have, sizeof buf - have);
     if (r <= 0) break;
     have += static_cast<size_t>(r);
     size_t line_start = 0;
-    for (size_t i = 0; i < have && !found; ++i) {
+    for (size_t i = 0; i < have; ++i) {
       if (buf[i] != '\n') continue;
       const char* p = buf + line_start;
       const char* end = buf + i;
@@ -183,19 +183,16 @@ bool PageWritable(uintptr_t addr) {
       while (p < end && *p != '-') lo = lo * 16 + HexVal(*p++);
       if (p < end) ++p;
       while (p < end && *p != ' ') hi = hi * 16 + HexVal(*p++);
-      if (p + 2 < end && addr >= lo && addr < hi) {
-        found = true;
-        writable = p[2] == 'w';
-      }
+      if (p + 2 < end && p[2] == 'w')
+        for (size_t k = 0; k < n; ++k)
+          if (addrs[k] >= lo && addrs[k] < hi) writable[k] = true;
       line_start = i + 1;
     }
-    if (found) break;
-    if (line_start == 0 && have == sizeof buf) break;  // a line longer than 4 KiB
+    if (line_start == 0 && have == sizeof buf) break;  // a line longer than the buffer
     std::memmove(buf, buf + line_start, have - line_start);
     have -= line_start;
   }
   close(fd);
-  return found && writable;
 }
 
 }  // namespace ldscope::audit

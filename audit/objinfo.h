@@ -22,8 +22,8 @@ struct ProcessAux {
 void ReadMappedObject(const struct link_map* map, bool is_main, const ProcessAux& aux,
                       ObjectInfo* out);
 
-// True when the page at addr is mapped writable (read from /proc/self/maps; slow,
-// so only used for objects closed right after they were opened).
-bool PageWritable(uintptr_t addr);
+// For each of n addresses, whether its page is mapped writable, from one read of
+// /proc/self/maps (used once per batch of closes, for the objects the batch opened).
+void PagesWritable(const uintptr_t* addrs, bool* writable, size_t n);
 
 }  // namespace ldscope::audit

@@ -29,7 +29,8 @@ void Session::Drain(int idle_ms, int cap_ms) {
   timespec start{};
   clock_gettime(CLOCK_MONOTONIC, &start);
   for (;;) {
-    const auto r = server_.Poll(idle_ms);
+    // Nothing connected: only take what is already queued (accepts included), then stop.
+    const auto r = server_.Poll(server_.open_connections() == 0 ? 0 : idle_ms);
     const bool idle = (r == ipc::Server::PollResult::kIdle && server_.open_connections() == 0) ||
                       r == ipc::Server::PollResult::kError;
     timespec now{};
