@@ -101,6 +101,42 @@ struct State {
 
 State g;
 
+// Candidate directories already sent on this connection, so that later candidates in
+// them travel as a small number (a search tries the same few directories for every
+// name). Reset with each new connection or file and after any drop, so a reader never
+// sees a reference whose definition it did not get.
+class DirTable {
+ public:
+  static constexpr size_t kSlots = 128;
+  static constexpr size_t kMaxDir = 255;
+  void Reset() {
+    used_ = 0;
+    next_ = 0;
+  }
+  // Returns the 1-based ref for dir, and whether this event must define it.
+  uint32_t Intern(const char* dir, size_t len, bool* define) {
+    for (size_t i = 0; i < used_; ++i) {
+      if (len_[i] == len && std::memcmp(text_[i], dir, len) == 0) {
+        *define = false;
+        return static_cast<uint32_t>(i + 1);
+      }
+    }
+    size_t slot = used_ < kSlots ? used_++ : (next_++ % kSlots);  // full: reuse round robin
+    std::memcpy(text_[slot], dir, len);
+    len_[slot] = static_cast<uint8_t>(len);
+    *define = true;
+    return static_cast<uint32_t>(slot + 1);
+  }
+
+ private:
+  char text_[kSlots][kMaxDir] = {};
+  uint8_t len_[kSlots] = {};
+  size_t used_ = 0;
+  size_t next_ = 0;
+};
+
+DirTable g_dirs;
+
 uint64_t NowNs() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -180,14 +216,18 @@ void EncodeAndSend(Encode&& encode, uint32_t tid = Tid()) {
   h.tid = tid;
   h.seq = g.seq++;
   h.mono_ns = NowNs();
+  h.image_start_ns = g.image_start_ns;
   h.dropped = g.dropped;
   encode(w, h);
-  if (g.transport.Send(buf + Transport::kPrefixRoom, w.size()) != Transport::Result::kSent)
+  if (g.transport.Send(buf + Transport::kPrefixRoom, w.size()) != Transport::Result::kSent) {
     ++g.dropped;
+    g_dirs.Reset();
+  }
 }
 
 void SendStart(uint32_t reason, int32_t parent_pid, uint64_t parent_image_start_ns,
                uint64_t parent_seq) {
+  g_dirs.Reset();  // a new connection or file knows no directories yet
   char cwd[4096];
   if (getcwd(cwd, sizeof cwd) == nullptr) cwd[0] = '\0';
   EncodeAndSend<32768>([&](ldscope::wire::Writer& w, const EventHead& h) {
@@ -273,12 +313,33 @@ LDSCOPE_EXPORT char* la_objsearch(const char* name, uintptr_t* cookie, unsigned 
     std::memcpy(g.search_name, name, n);
     g.search_name[n] = '\0';
     Record<8192>([&](ldscope::wire::Writer& w, const EventHead& h) {
-      EncodeSearch(w, h, name, nullptr, flag, c.id);
+      SearchInfo s;
+      s.name = name;
+      s.flag = flag;
+      s.requester = c.id;
+      EncodeSearch(w, h, s);
     });
   } else {
-    // The name is on the ORIG event just before; only the candidate travels.
+    // The name is on the ORIG event just before; the candidate travels as an interned
+    // directory plus, when it is not the name, the file name.
     Record<8192>([&](ldscope::wire::Writer& w, const EventHead& h) {
-      EncodeSearch(w, h, nullptr, name, flag, c.id);
+      SearchInfo s;
+      s.flag = flag;
+      s.requester = c.id;
+      const char* slash = std::strrchr(name, '/');
+      const size_t dir_len = slash != nullptr ? static_cast<size_t>(slash - name) : 0;
+      if (slash == nullptr || dir_len == 0 || dir_len > DirTable::kMaxDir) {
+        s.candidate = name;
+      } else {
+        bool define = false;
+        s.dir_ref = g_dirs.Intern(name, dir_len, &define);
+        if (define) {
+          s.dir = name;
+          s.dir_len = dir_len;
+        }
+        if (std::strcmp(slash + 1, g.search_name) != 0) s.base = slash + 1;
+      }
+      EncodeSearch(w, h, s);
     });
   }
   return const_cast<char*>(name);

@@ -28,7 +28,10 @@ void Head(Writer& w, const EventHead& h) {
   w.VarintNonZero(field::kPid, h.pid);
   w.VarintNonZero(field::kTid, h.tid);
   w.VarintNonZero(field::kSeq, h.seq);
-  w.VarintNonZero(field::kMonoNs, h.mono_ns);
+  if (h.image_start_ns != 0 && h.mono_ns >= h.image_start_ns)
+    w.Varint(field::kOffsetNs, h.mono_ns - h.image_start_ns);
+  else
+    w.VarintNonZero(field::kMonoNs, h.mono_ns);
   w.VarintNonZero(field::kDropped, h.dropped);
 }
 
@@ -97,14 +100,16 @@ void EncodeProcessStart(Writer& w, const EventHead& h, const ProcessStartInfo& p
   Tail(w);
 }
 
-void EncodeSearch(Writer& w, const EventHead& h, const char* name, const char* candidate,
-                  uint32_t flag, uint64_t requester) {
+void EncodeSearch(Writer& w, const EventHead& h, const SearchInfo& s) {
   Head(w, h);
   auto n = w.BeginNested(field::kSearch);
-  w.StringNonEmpty(1, name, kMaxString);
-  w.StringNonEmpty(2, candidate, kMaxString);
-  w.VarintNonZero(3, flag);
-  w.VarintNonZero(4, requester);
+  w.StringNonEmpty(1, s.name, kMaxString);
+  w.StringNonEmpty(2, s.candidate, kMaxString);
+  w.VarintNonZero(3, s.flag);
+  w.VarintNonZero(4, s.requester);
+  w.VarintNonZero(5, s.dir_ref);
+  if (s.dir != nullptr) w.Bytes(6, s.dir, s.dir_len, kMaxString);
+  w.StringNonEmpty(7, s.base, kMaxString);
   w.EndNested(n);
   Tail(w);
 }

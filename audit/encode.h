@@ -18,7 +18,7 @@ constexpr size_t kMaxBuildId = 64;
 // Field numbers of ldscope.v1.Event and its bodies (proto/events.proto).
 namespace field {
 enum Event : uint32_t {
-  kPid = 1, kTid = 2, kSeq = 3, kMonoNs = 4, kDropped = 5, kTruncated = 6,
+  kPid = 1, kTid = 2, kSeq = 3, kMonoNs = 4, kDropped = 5, kTruncated = 6, kOffsetNs = 8,
   kProcessStart = 10, kSearch = 11, kObjOpen = 12, kObjClose = 13,
   kActivity = 14, kPreinit = 15, kExit = 16,
 };
@@ -29,7 +29,22 @@ struct EventHead {
   uint32_t tid = 0;
   uint64_t seq = 0;
   uint64_t mono_ns = 0;
+  uint64_t image_start_ns = 0;  // when set, the event carries mono_ns as an offset from it
   uint64_t dropped = 0;
+};
+
+// One search candidate. Either candidate (the whole path) or dir_ref (an interned
+// directory, with dir when this event defines it) plus base (when the file name is not
+// the search's name).
+struct SearchInfo {
+  const char* name = nullptr;
+  const char* candidate = nullptr;
+  uint32_t dir_ref = 0;
+  const char* dir = nullptr;
+  size_t dir_len = 0;
+  const char* base = nullptr;
+  uint32_t flag = 0;
+  uint64_t requester = 0;
 };
 
 struct EnvEntry {
@@ -84,8 +99,7 @@ bool LoaderRelevantEnv(const char* entry);
 
 // Each writes one complete Event message (no length prefix) into w.
 void EncodeProcessStart(wire::Writer& w, const EventHead& h, const ProcessStartInfo& p);
-void EncodeSearch(wire::Writer& w, const EventHead& h, const char* name,
-                  const char* candidate, uint32_t flag, uint64_t requester);
+void EncodeSearch(wire::Writer& w, const EventHead& h, const SearchInfo& s);
 void EncodeObjOpen(wire::Writer& w, const EventHead& h, const ObjectInfo& o);
 void EncodeObjClose(wire::Writer& w, const EventHead& h, uint64_t id, bool unrelocated);
 void EncodeActivity(wire::Writer& w, const EventHead& h, uint32_t kind, uint64_t id);

@@ -20,6 +20,7 @@ audit::EventHead Head() {
   h.tid = 4243;
   h.seq = 1234;
   h.mono_ns = 987654321012ull;
+  h.image_start_ns = 987000000000ull;
   return h;
 }
 
@@ -43,8 +44,11 @@ void BM_EncodeSearch(benchmark::State& state) {
   uint8_t buf[8192];
   for (auto _ : state) {
     wire::Writer w(buf, sizeof buf);
-    audit::EncodeSearch(w, Head(), nullptr,
-                        "/opt/venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2", 4, 17);
+    audit::SearchInfo s;
+    s.dir_ref = 3;  // the common case: an interned directory
+    s.flag = 4;
+    s.requester = 17;
+    audit::EncodeSearch(w, Head(), s);
     benchmark::DoNotOptimize(w.size());
   }
 }
@@ -73,8 +77,11 @@ void BM_EncodeAndSendSearch(benchmark::State& state) {
   uint8_t buf[8192];
   for (auto _ : state) {
     wire::Writer w(buf, sizeof buf);
-    audit::EncodeSearch(w, Head(), nullptr,
-                        "/opt/venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2", 4, 17);
+    audit::SearchInfo s;
+    s.dir_ref = 3;
+    s.flag = 4;
+    s.requester = 17;
+    audit::EncodeSearch(w, Head(), s);
     send(sv[0], w.data(), w.size(), MSG_NOSIGNAL);
   }
   close(sv[0]);

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -36,6 +38,43 @@ bool ReadVarint(const uint8_t* data, size_t size, size_t* pos, uint64_t* out) {
 }
 
 std::string ErrnoText(int err) { return std::strerror(err); }
+
+// Undoes the audit library's wire economies, per process image in sequence order:
+// timestamps sent as offsets from the image's start, search names sent once per
+// search, candidate directories interned per connection (see events.proto).
+void Resolve(std::vector<v1::Event>* events) {
+  std::map<uint32_t, std::vector<v1::Event*>> by_stream;
+  for (auto& e : *events) by_stream[e.stream()].push_back(&e);
+  for (auto& [stream, evs] : by_stream) {
+    std::stable_sort(evs.begin(), evs.end(),
+                     [](const v1::Event* a, const v1::Event* b) { return a->seq() < b->seq(); });
+    uint64_t image_start = 0;
+    std::unordered_map<uint32_t, std::string> dirs;
+    std::string name;
+    for (v1::Event* e : evs) {
+      if (e->has_process_start()) {
+        image_start = e->process_start().image_start_ns();
+        dirs.clear();  // a new connection (or file) starts a new table
+      }
+      if (e->mono_ns() == 0) e->set_mono_ns(image_start + e->offset_ns());
+      if (!e->has_search()) continue;
+      v1::Search* s = e->mutable_search();
+      if (!s->name().empty()) {
+        name = s->name();
+      } else {
+        s->set_name(name);
+      }
+      if (s->dir_ref() == 0) continue;
+      if (!s->dir().empty()) dirs[s->dir_ref()] = s->dir();
+      auto it = dirs.find(s->dir_ref());
+      s->set_candidate((it != dirs.end() ? it->second : std::string("(unknown directory)")) + "/" +
+                       (s->base().empty() ? name : s->base()));
+      s->clear_dir_ref();
+      s->clear_dir();
+      s->clear_base();
+    }
+  }
+}
 
 }  // namespace
 
@@ -88,6 +127,7 @@ TraceFile ParseTrace(const std::string& name, const uint8_t* data, size_t size) 
     t.ok = false;
     t.problem = {name, 0, "empty file: not an ldscope trace"};
   }
+  Resolve(&t.events);
   return t;
 }
 

@@ -45,7 +45,11 @@ v1::Event EncodeAndParse(F&& encode, size_t cap = 65536, bool* truncated = nullp
 
 TEST(Conformance, Search) {
   auto e = EncodeAndParse([](wire::Writer& w) {
-    audit::EncodeSearch(w, Head(), "libnccl.so.2", nullptr, 1, 17);
+    audit::SearchInfo s;
+    s.name = "libnccl.so.2";
+    s.flag = 1;
+    s.requester = 17;
+    audit::EncodeSearch(w, Head(), s);
   });
   ExpectHead(e);
   ASSERT_TRUE(e.has_search());
@@ -56,10 +60,29 @@ TEST(Conformance, Search) {
   EXPECT_FALSE(e.truncated());
 
   auto c = EncodeAndParse([](wire::Writer& w) {
-    audit::EncodeSearch(w, Head(), nullptr, "/opt/lib/glibc-hwcaps/x86-64-v3/libnccl.so.2", 4, 17);
+    audit::SearchInfo s;
+    s.candidate = "/opt/lib/glibc-hwcaps/x86-64-v3/libnccl.so.2";
+    s.flag = 4;
+    s.requester = 17;
+    audit::EncodeSearch(w, Head(), s);
   });
   EXPECT_EQ(c.search().candidate(), "/opt/lib/glibc-hwcaps/x86-64-v3/libnccl.so.2");
   EXPECT_EQ(c.search().flag(), 4u);
+  // Interned: a directory reference, its text when defined, and a differing file name.
+  const std::string dir = "/opt/lib/glibc-hwcaps/x86-64-v3";
+  auto d = EncodeAndParse([&](wire::Writer& w) {
+    audit::SearchInfo s;
+    s.dir_ref = 7;
+    s.dir = dir.c_str();
+    s.dir_len = dir.size();
+    s.base = "libnccl.so.2.16.2";
+    s.flag = 8;
+    audit::EncodeSearch(w, Head(), s);
+  });
+  EXPECT_EQ(d.search().dir_ref(), 7u);
+  EXPECT_EQ(d.search().dir(), dir);
+  EXPECT_EQ(d.search().base(), "libnccl.so.2.16.2");
+  EXPECT_EQ(d.search().candidate(), "");
 }
 
 TEST(Conformance, ObjOpenEveryField) {
@@ -164,6 +187,14 @@ TEST(Conformance, ProcessStartKeepsOnlyLoaderRelevantValues) {
   EXPECT_EQ(e.SerializeAsString().find("hunter2"), std::string::npos);
 }
 
+TEST(Conformance, TimestampAsOffsetFromTheImageStart) {
+  auto h = Head();
+  h.image_start_ns = 123456000000000ull;
+  auto e = EncodeAndParse([&](wire::Writer& w) { audit::EncodePreinit(w, h); });
+  EXPECT_EQ(e.mono_ns(), 0u);
+  EXPECT_EQ(e.offset_ns(), 789012345ull);
+}
+
 TEST(Conformance, CloseActivityPreinitExit) {
   auto c = EncodeAndParse([](wire::Writer& w) { audit::EncodeObjClose(w, Head(), 5, true); });
   EXPECT_EQ(c.objclose().id(), 5u);
@@ -194,7 +225,11 @@ TEST(Conformance, TraceHeader) {
 TEST(Conformance, OverlongStringIsCutAndFlagged) {
   const std::string longname(10000, 'x');
   auto e = EncodeAndParse([&](wire::Writer& w) {
-    audit::EncodeSearch(w, Head(), longname.c_str(), nullptr, 1, 1);
+    audit::SearchInfo s;
+    s.name = longname.c_str();
+    s.flag = 1;
+    s.requester = 1;
+    audit::EncodeSearch(w, Head(), s);
   });
   EXPECT_EQ(e.search().name(), std::string(audit::kMaxString, 'x'));
   EXPECT_TRUE(e.truncated());
