@@ -1,7 +1,10 @@
 // Collector throughput on one core: every event of a real trace decoded (the frame
 // checks the server applies) and stored (appended to a trace file), repeatedly; then
-// the timeline model over the same trace. Prints events/s and bytes/event.
+// the timeline model over the same trace. Prints events/s and the stored bytes per
+// event (as in the file, stream number included).
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -20,17 +23,36 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "collector_bench: cannot read %s\n", argv[1]);
     return 2;
   }
-  // The datagrams as the audit library sent them (no stream number).
+  // The records as stored (the audit library's datagrams plus the stream number the
+  // collector appends), read raw: before the reader resolves anything.
+  std::ifstream in(argv[1], std::ios::binary);
+  const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::vector<std::string> frames;
   size_t search_bytes = 0, searches = 0, all_bytes = 0;
-  for (auto e : t.events) {
-    e.clear_stream();
-    frames.push_back(e.SerializeAsString());
-    all_bytes += frames.back().size();
+  size_t pos = 0;
+  bool header = true;
+  while (pos < file.size()) {
+    uint64_t len = 0;
+    for (int shift = 0; pos < file.size(); shift += 7) {
+      const uint8_t b = static_cast<uint8_t>(file[pos++]);
+      len |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if ((b & 0x80) == 0) break;
+    }
+    const std::string rec = file.substr(pos, len);
+    pos += len;
+    if (header) {
+      header = false;
+      continue;
+    }
+    ldscope::v1::Event e;
+    e.ParseFromString(rec);
+    all_bytes += rec.size();
     if (e.has_search()) {
-      search_bytes += frames.back().size();
+      search_bytes += rec.size();
       ++searches;
     }
+    e.clear_stream();
+    frames.push_back(e.SerializeAsString());
   }
   ldscope::store::TraceWriter w;
   ldscope::v1::TraceHeader h;
