@@ -7,6 +7,7 @@
 #include <gnu/libc-version.h>
 #include <link.h>
 #include <sys/auxv.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -250,10 +251,32 @@ void SendStart(uint32_t reason, int32_t parent_pid, uint64_t parent_image_start_
   });
 }
 
+// Fork detection without a system call per event: a page that the kernel zeroes in a
+// forked child (MADV_WIPEONFORK). Where that is not available, getpid() each time.
+volatile uint32_t* g_fork_marker = nullptr;
+
+void SetUpForkMarker() {
+  void* p = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return;
+  if (madvise(p, 4096, MADV_WIPEONFORK) != 0) {
+    munmap(p, 4096);
+    return;
+  }
+  g_fork_marker = static_cast<volatile uint32_t*>(p);
+  *g_fork_marker = g.pid;
+}
+
+uint32_t CurrentPid() {
+  if (g_fork_marker != nullptr && *g_fork_marker == g.pid) return g.pid;
+  const uint32_t pid = static_cast<uint32_t>(getpid());
+  if (g_fork_marker != nullptr) *g_fork_marker = pid;  // the new process's own marker
+  return pid;
+}
+
 // The common path of every hook after it decided to record something.
 template <size_t N, typename Encode>
 void Record(Encode&& encode) {
-  const uint32_t pid = static_cast<uint32_t>(getpid());
+  const uint32_t pid = CurrentPid();
   const uint32_t tid = Tid();
   if (!g.lock.Lock(tid, pid, g.pid)) {
     __atomic_fetch_add(&g.dropped, 1, __ATOMIC_RELAXED);
@@ -298,6 +321,7 @@ LDSCOPE_EXPORT unsigned int la_version(unsigned int version) {
   g.vdso_dynamic = FindVdsoDynamic(g.aux.vdso_ehdr);
   ReadProcessIdentity();
   if (!g.transport.Open(g.pid, g.image_start_ns)) return 0;
+  SetUpForkMarker();
   g.lav_version = version;
   g.active = true;
   SendStart(1 /* START_EXEC */, 0, 0, 0);
