@@ -24,6 +24,19 @@ struct Missing {
   std::string out_of_scope;   // a loaded object that defines it but is not in scope
 };
 
+// The undefined, non-weak symbols of e that nothing in scope defines.
+void UndefinedIn(const elf::ElfInfo& e, const std::vector<const SymbolIndex*>& scope,
+                 std::vector<Missing>* out) {
+  for (const auto& s : e.symbols) {
+    if (s.defined || s.weak || AnyDefines(scope, s.name, s.version)) continue;
+    Missing m;
+    m.name = s.name;
+    m.version = s.version;
+    m.needed_name = s.version_file;
+    out->push_back(m);
+  }
+}
+
 // The object glibc bound O's NEEDED name to.
 const Obj* BoundFor(const ProcessIndex& pi, const Obj& o, const std::string& name) {
   if (o.load != nullptr)
@@ -175,14 +188,7 @@ class Pass {
         missing.push_back(m);
       }
     }
-    for (const auto& s : info->symbols) {
-      if (s.defined || s.weak || AnyDefines(*reach, s.name, s.version)) continue;
-      Missing m;
-      m.name = s.name;
-      m.version = s.version;
-      m.needed_name = s.version_file;
-      missing.push_back(m);
-    }
+    UndefinedIn(*info, *reach, &missing);
     if (missing.empty()) return;
     // Objects alive but outside the scope that define a missing symbol: worth naming.
     for (const Obj* other : pi.AliveAt(o.lmid, seq > 0 ? seq - 1 : 0)) {
@@ -306,17 +312,10 @@ class Pass {
               !other.rolled_back)
             if (const SymbolIndex* idx = ctx_.files().Symbols(other.path)) scope.push_back(idx);
       }
+      // The object loaded, so whatever it references and nothing defines can only be
+      // bound lazily (a PLT call): the call will fail.
       std::vector<Missing> missing;
-      for (const auto& s : info->symbols) {
-        // The object loaded, so whatever it references and nothing defines can only be
-        // bound lazily (a PLT call): the call will fail.
-        if (s.defined || s.weak || AnyDefines(by_ns[o.lmid], s.name, s.version)) continue;
-        Missing m;
-        m.name = s.name;
-        m.version = s.version;
-        m.needed_name = s.version_file;
-        missing.push_back(m);
-      }
+      UndefinedIn(*info, by_ns[o.lmid], &missing);
       if (missing.empty()) continue;
       for (auto& m : missing) Attribute(pi, o, *info, &m);
       auto f = NewFinding(pi, v1::MISSING_SYMBOL, v1::WARNING);

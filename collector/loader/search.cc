@@ -83,11 +83,11 @@ const char* StepName(Step s) {
   return "?";
 }
 
-std::vector<std::string> SplitPath(const std::string& list) {
+std::vector<std::string> SplitPath(const std::string& list, const char* seps) {
   std::vector<std::string> out;
   std::string cur;
   for (char c : list) {
-    if (c == ':' || c == ';') {
+    if (std::strchr(seps, c) != nullptr) {
       if (!cur.empty()) out.push_back(cur);
       cur.clear();
     } else {

@@ -46,8 +46,9 @@ struct Result {
 Result Search(const std::string& name, const Object& requester,
               const std::vector<Object>& loaders, const Environment& env);
 
-// Splits a colon- or semicolon-separated path list; empty elements dropped.
-std::vector<std::string> SplitPath(const std::string& list);
+// Splits a path list at any of seps (ld.so takes ':' and ';' in LD_LIBRARY_PATH and
+// RPATH, ':' and blanks in LD_PRELOAD); empty elements dropped.
+std::vector<std::string> SplitPath(const std::string& list, const char* seps = ":;");
 // The glibc-hwcaps (and legacy) subdirectories glibc tried in a trace, in its order,
 // learnt from candidate paths under a known directory.
 std::vector<std::string> SubdirsFromCandidates(const std::vector<std::string>& candidates,

@@ -3,6 +3,8 @@
 // follows; NEEDED names that match a loaded object's name or SONAME cause no search.
 #include "model/timeline.h"
 
+#include "loader/search.h"
+
 #include <link.h>
 
 #include <algorithm>
@@ -49,20 +51,6 @@ std::string Hex(const std::string& bytes) {
   return out;
 }
 
-std::vector<std::string> SplitPreload(const std::string& v) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : v) {
-    if (c == ':' || c == ' ' || c == '\t') {
-      if (!cur.empty()) out.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  if (!cur.empty()) out.push_back(cur);
-  return out;
-}
 
 // Builds one process image's timeline from its events (sorted by seq).
 class ProcessBuilder {
@@ -184,7 +172,7 @@ class ProcessBuilder {
       if (req->second.open.is_main() && !startup_done_) {
         auto env = out_->env().find("LD_PRELOAD");
         if (env != out_->env().end()) {
-          for (const auto& p : SplitPreload(env->second))
+          for (const auto& p : loader::SplitPath(env->second, ": \t"))
             if (p == name) return v1::LOAD_PRELOAD;
         }
       }
