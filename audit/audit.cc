@@ -86,6 +86,8 @@ struct State {
   ProcessAux aux;
   ElfW(Dyn)* vdso_dynamic = nullptr;
   char exe[4096] = {};
+  char main_path[4096] = {};      // the executable's file (differs from exe under `ld.so prog`)
+  bool ldso_seen = false;
   char cmdline[8192] = {};
   size_t cmdline_len = 0;
   char search_name[4096] = {};    // name of the search in progress (from its ORIG call)
@@ -320,6 +322,10 @@ LDSCOPE_EXPORT unsigned int la_version(unsigned int version) {
   if (getauxval(AT_PAGESZ) != 0) g.aux.page_size = getauxval(AT_PAGESZ);
   g.vdso_dynamic = FindVdsoDynamic(g.aux.vdso_ehdr);
   ReadProcessIdentity();
+  // ld.so run as a program: /proc/self/exe is ld.so; the program is what is mapped
+  // at AT_PHDR.
+  if (g.aux.ldso_base != 0 || !MappedFile(g.aux.main_phdr, g.main_path, sizeof g.main_path))
+    std::memcpy(g.main_path, g.exe, sizeof g.exe);
   if (!g.transport.Open(g.pid, g.image_start_ns)) return 0;
   SetUpForkMarker();
   g.lav_version = version;
@@ -389,9 +395,13 @@ LDSCOPE_EXPORT unsigned int la_objopen(struct link_map* map, Lmid_t lmid, uintpt
     o.lmid = lmid;
     o.base = map->l_addr;
     o.is_main = is_main;
-    o.path = is_main ? g.exe : map->l_name;
+    o.path = is_main ? g.main_path : map->l_name;
     o.is_vdso = g.vdso_dynamic != nullptr && map->l_ld == g.vdso_dynamic;
-    o.is_ldso = !is_main && g.aux.ldso_base != 0 && map->l_addr == g.aux.ldso_base;
+    // ld.so is opened right after the executable; AT_BASE names it, except when ld.so
+    // was run as a program (AT_BASE is 0): then it is the first object after it.
+    o.is_ldso = !is_main && lmid == LM_ID_BASE && !g.ldso_seen &&
+                (g.aux.ldso_base != 0 ? map->l_addr == g.aux.ldso_base : true);
+    if (o.is_ldso) g.ldso_seen = true;
     if (!o.is_vdso && o.path != nullptr && o.path[0] != '\0') {
       struct stat st;
       if (stat(o.path, &st) == 0) {

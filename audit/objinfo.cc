@@ -162,6 +162,45 @@ void ReadMappedObject(const struct link_map* map, bool is_main, const ProcessAux
   }
 }
 
+bool MappedFile(uintptr_t addr, char* out, size_t cap) {
+  const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || cap == 0) return false;
+  char buf[16384];
+  size_t have = 0;
+  bool found = false;
+  while (!found) {
+    const ssize_t r = read(fd, buf + have, sizeof buf - have);
+    if (r <= 0) break;
+    have += static_cast<size_t>(r);
+    size_t line_start = 0;
+    for (size_t i = 0; i < have && !found; ++i) {
+      if (buf[i] != '\n') continue;
+      const char* p = buf + line_start;
+      const char* end = buf + i;
+      uintptr_t lo = 0, hi = 0;
+      while (p < end && *p != '-') lo = lo * 16 + HexVal(*p++);
+      if (p < end) ++p;
+      while (p < end && *p != ' ') hi = hi * 16 + HexVal(*p++);
+      if (addr >= lo && addr < hi) {
+        const char* path = p;
+        while (path < end && *path != '/') ++path;  // the path is the last field
+        const size_t len = static_cast<size_t>(end - path);
+        if (path < end && len < cap) {
+          std::memcpy(out, path, len);
+          out[len] = '\0';
+          found = true;
+        }
+      }
+      line_start = i + 1;
+    }
+    if (line_start == 0 && have == sizeof buf) break;
+    std::memmove(buf, buf + line_start, have - line_start);
+    have -= line_start;
+  }
+  close(fd);
+  return found;
+}
+
 void PagesWritable(const uintptr_t* addrs, bool* writable, size_t n) {
   for (size_t k = 0; k < n; ++k) writable[k] = false;
   const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);

@@ -26,4 +26,9 @@ void ReadMappedObject(const struct link_map* map, bool is_main, const ProcessAux
 // /proc/self/maps (used once per batch of closes, for the objects the batch opened).
 void PagesWritable(const uintptr_t* addrs, bool* writable, size_t n);
 
+// The file mapped at addr, from /proc/self/maps, into out (cap bytes); false if none.
+// For the executable when ld.so was run as a program (`ld.so ./prog`): then
+// /proc/self/exe names ld.so, and the program is only known by its mapping.
+bool MappedFile(uintptr_t addr, char* out, size_t cap);
+
 }  // namespace ldscope::audit

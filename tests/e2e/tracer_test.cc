@@ -243,6 +243,24 @@ TEST(Tracer, ShowJsonIsTheProto3Mapping) {
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(parsed, direct));
 }
 
+// `ld.so PROGRAM` (some wrappers start programs so): /proc/self/exe is ld.so, but the
+// executable is the program and ld.so is still the interpreter.
+TEST(Tracer, LdsoRunAsAProgram) {
+  const auto dir = testing::ScratchDir("tracer_ldso");
+  const auto trace = dir + "/t.ldscope";
+  auto r = RunCmd({LDSCOPE_BIN, "run", "-q", "-o", trace, "--", "/lib64/ld-linux-x86-64.so.2",
+                   DLPROBE, "open", kLibB});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "") << "no findings, no notes";
+  const auto t = testing::TimelineOf({trace});
+  ASSERT_EQ(t.processes_size(), 1);
+  const auto lines = testing::LoadLines(t.processes(0));
+  ASSERT_GE(lines.size(), 4u);
+  EXPECT_EQ(lines[0], std::string("LOAD_EXECUTABLE  -> ") + DLPROBE + " [0]");
+  EXPECT_EQ(lines[1].rfind("LOAD_INTERPRETER  -> ", 0), 0u) << lines[1];
+  EXPECT_EQ(lines.back(), "LOAD_DLOPEN " + kLibB + " -> " + kLibB + " [0]");
+}
+
 TEST(Tracer, RunPassesExitStatusAndKeepsStdoutClean) {
   const auto dir = testing::ScratchDir("tracer_status");
   auto r = RunCmd({LDSCOPE_BIN, "run", "-o", dir + "/a.ldscope", "--", "/bin/sh", "-c",
