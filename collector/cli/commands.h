@@ -53,6 +53,13 @@ struct ReportCommandOptions {
 };
 int Report(const ReportCommandOptions& opt);
 
+struct DiffOptions {
+  std::string base, now;
+  std::string format = "text";
+  std::vector<std::string> fail_on;  // "new-findings", "changes"
+};
+int Diff(const DiffOptions& opt);
+
 // Validates --fail-on words; returns "" or an error message.
 std::string CheckFailOn(const std::vector<std::string>& words);
 // When the report goes to default_out (a --report file is always written).

@@ -85,6 +85,20 @@ int main(int argc, char** argv) {
                          "Exit with status 3 when findings of these kinds exist (as for run)")
       ->delimiter(',');
 
+  // diff: regression traces.
+  DiffOptions diff;
+  auto* diff_cmd = app.add_subcommand(
+      "diff", "Compare two traces of the same workload (files or LDSCOPE_DIR directories; "
+              "processes matched by command line): libraries added, removed, moved, found by "
+              "another step, another version or first loader; findings new and resolved.");
+  diff_cmd->add_option("base", diff.base, "The baseline trace")->required();
+  diff_cmd->add_option("new", diff.now, "The new trace")->required();
+  diff_cmd->add_option("--format", diff.format, "text or json (proto3 JSON mapping)")
+      ->check(CLI::IsMember({"text", "json"}));
+  diff_cmd->add_option("--fail-on", diff.fail_on,
+                       "Exit with status 3 on: new-findings, changes (comma-separated)")
+      ->delimiter(',');
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -112,6 +126,7 @@ int main(int argc, char** argv) {
   }
   if (*collect_cmd) return Collect(collect);
   if (*report_cmd) return Report(report);
+  if (*diff_cmd) return Diff(diff);
   if (*show_cmd) return Show(show);
   return kUsage;
 }

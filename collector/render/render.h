@@ -6,6 +6,7 @@
 
 #include <google/protobuf/message.h>
 
+#include "ldscope_proto/diff.pb.h"
 #include "ldscope_proto/report.pb.h"
 #include "ldscope_proto/timeline.pb.h"
 
@@ -20,8 +21,12 @@ struct TextOptions {
 };
 std::string TimelineText(const v1::Timeline& t, const TextOptions& opt);
 
+// One finding: a header line and the wrapped message.
+std::string FindingText(const v1::Finding& f);
 // The diagnosis: a paragraph per finding, then the notes and a count line.
 std::string ReportText(const v1::Report& r);
+// What changed between two traces: a block per process, then findings new and resolved.
+std::string DiffText(const v1::Diff& d);
 // "missing-symbol", "duplicate-library", ... (the names --fail-on takes).
 std::string FindingKindName(v1::FindingKind k);
 

@@ -48,14 +48,15 @@ std::string FindingKindName(v1::FindingKind k) {
   }
 }
 
+std::string FindingText(const v1::Finding& f) {
+  return fmt::format("{} [{}] process {} ({})\n", SeverityWord(f.severity()),
+                     FindingKindName(f.kind()), f.pid(), f.exe()) +
+         Wrap(f.message(), 100, "  ");
+}
+
 std::string ReportText(const v1::Report& r) {
   std::string out;
-  for (const auto& f : r.findings()) {
-    out += fmt::format("{} [{}] process {} ({})\n", SeverityWord(f.severity()), FindingKindName(f.kind()),
-                       f.pid(), f.exe());
-    out += Wrap(f.message(), 100, "  ");
-    out += "\n";
-  }
+  for (const auto& f : r.findings()) out += FindingText(f) + "\n";
   for (const auto& n : r.notes()) out += Wrap("note: " + n, 100, "");
   size_t errors = 0, warnings = 0, infos = 0;
   for (const auto& f : r.findings()) {

@@ -1,0 +1,44 @@
+// `ldscope diff BASE NEW`: regression traces for CI.
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "analysis/diff.h"
+#include "cli/commands.h"
+#include "model/timeline.h"
+#include "render/render.h"
+#include "store/trace_file.h"
+
+namespace ldscope::cli {
+
+int Diff(const DiffOptions& opt) {
+  for (const auto& w : opt.fail_on)
+    if (w != "new-findings" && w != "changes") {
+      Complain(fmt::format("--fail-on: unknown condition '{}' (new-findings or changes)", w));
+      return kUsage;
+    }
+  const store::TraceSet base = store::LoadTraces({opt.base});
+  const store::TraceSet now = store::LoadTraces({opt.now});
+  int rc = kOk;
+  for (const auto* set : {&base, &now}) {
+    for (const auto& e : set->errors) Complain(e);
+    for (const auto& f : set->files)
+      if (!f.ok)
+        Complain(fmt::format("{}: at byte offset {}: {} (comparing what precedes it)", f.problem.file,
+                             f.problem.offset, f.problem.message));
+    if (set->files.empty()) return kUsage;
+    for (const auto& f : set->files)
+      if (!f.ok) rc = kDamagedTrace;
+  }
+  const v1::Diff d = analysis::DiffTimelines(model::BuildTimeline(base), model::BuildTimeline(now));
+  std::fputs((opt.format == "json" ? render::Json(d) : render::DiffText(d)).c_str(), stdout);
+  std::fflush(stdout);
+  bool changed = false;
+  for (const auto& p : d.processes()) changed |= p.changes_size() > 0;
+  for (const auto& w : opt.fail_on)
+    if ((w == "new-findings" && d.new_findings_size() > 0) || (w == "changes" && changed))
+      return kFindings;
+  return rc;
+}
+
+}  // namespace ldscope::cli
