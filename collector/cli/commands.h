@@ -21,6 +21,9 @@ struct ReportOptions {
   std::string format = "text";         // text or json
   std::string output;                  // file; "" = stderr (run) or stdout (report)
   std::vector<std::string> fail_on;    // kinds, "error", "warning" or "any"
+  // GitHub Actions output (annotations, step summary): --github, or GITHUB_ACTIONS=true.
+  bool github = false;
+  std::string title;                   // the summary's heading (the command, the traces)
 };
 
 struct RunOptions {

@@ -31,6 +31,9 @@ int main(int argc, char** argv) {
                       "search-order-shadowing, duplicate-library, duplicate-info, or error, "
                       "warning, any)")
       ->delimiter(',');
+  run_cmd->add_flag("--github", run.report.github,
+                    "GitHub Actions annotations (on stderr) and step summary (also when "
+                    "GITHUB_ACTIONS=true)");
   // Everything from the first non-option argument on is the command's.
   run_cmd->prefix_command();
   run_cmd->allow_extras();
@@ -84,6 +87,9 @@ int main(int argc, char** argv) {
   report_cmd->add_option("--fail-on", report.report.fail_on,
                          "Exit with status 3 when findings of these kinds exist (as for run)")
       ->delimiter(',');
+  report_cmd->add_flag("--github", report.report.github,
+                       "GitHub Actions annotations (on stdout) and step summary (also when "
+                       "GITHUB_ACTIONS=true)");
 
   // diff: regression traces.
   DiffOptions diff;

@@ -1,6 +1,7 @@
 // `ldscope report`, and the diagnosis `run` prints after the command: analyse traces,
 // render the findings, and decide the --fail-on exit status.
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 
@@ -60,6 +61,18 @@ int EmitReport(const v1::Timeline& timeline, const ReportOptions& opt, std::FILE
     std::fputs(text.c_str(), default_out);
     std::fflush(default_out);
   }
+  const char* gha = std::getenv("GITHUB_ACTIONS");
+  if (opt.github || (gha != nullptr && std::string(gha) == "true")) {
+    // Annotations go where the diagnosis goes (stderr for run: the command's stdout
+    // stays its own); the summary is appended to the step's summary file.
+    std::fputs(render::GithubAnnotations(report).c_str(), default_out);
+    std::fflush(default_out);
+    if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY"); summary != nullptr && *summary) {
+      std::ofstream s(summary, std::ios::app);
+      s << render::GithubSummary(report, opt.title);
+      if (!s) Complain(fmt::format("cannot append to GITHUB_STEP_SUMMARY={}", summary));
+    }
+  }
   for (const auto& f : report.findings())
     for (const auto& w : opt.fail_on)
       if (Matches(f, w)) return kFindings;
@@ -71,6 +84,8 @@ int Report(const ReportCommandOptions& opt) {
     Complain(e);
     return kUsage;
   }
+  ReportOptions ropt = opt.report;
+  for (const auto& t : opt.traces) ropt.title += (ropt.title.empty() ? "" : " ") + t;
   const store::TraceSet traces = store::LoadTraces(opt.traces);
   const v1::Timeline timeline = model::BuildTimeline(traces);
   for (const auto& p : timeline.problems())
@@ -78,7 +93,7 @@ int Report(const ReportCommandOptions& opt) {
                               : fmt::format("{}: at byte offset {}: {} (analysing what precedes it)",
                                             p.file(), p.offset(), p.message()));
   if (traces.files.empty()) return kUsage;
-  const int rc = EmitReport(timeline, opt.report, stdout, PrintWhen::kAlways);
+  const int rc = EmitReport(timeline, ropt, stdout, PrintWhen::kAlways);
   if (rc != kOk) return rc;
   return timeline.problems_size() > 0 ? kDamagedTrace : kOk;
 }

@@ -186,7 +186,9 @@ int Run(const RunOptions& opt) {
                          summary));
   if (opt.analyse && finish_err.empty()) {
     const v1::Timeline timeline = model::BuildTimeline(store::LoadTraces({output}));
-    const int rc = EmitReport(timeline, opt.report, stderr,
+    ReportOptions ropt = opt.report;
+    for (const auto& a : opt.command) ropt.title += (ropt.title.empty() ? "" : " ") + a;
+    const int rc = EmitReport(timeline, ropt, stderr,
                               opt.quiet ? PrintWhen::kProblems : PrintWhen::kFindings);
     if (rc != kOk) return rc;
   }

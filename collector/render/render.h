@@ -27,6 +27,10 @@ std::string FindingText(const v1::Finding& f);
 std::string ReportText(const v1::Report& r);
 // What changed between two traces: a block per process, then findings new and resolved.
 std::string DiffText(const v1::Diff& d);
+// GitHub Actions: one workflow-command annotation per finding (error, warning,
+// notice), and a Markdown section for $GITHUB_STEP_SUMMARY.
+std::string GithubAnnotations(const v1::Report& r);
+std::string GithubSummary(const v1::Report& r, const std::string& title);
 // "missing-symbol", "duplicate-library", ... (the names --fail-on takes).
 std::string FindingKindName(v1::FindingKind k);
 

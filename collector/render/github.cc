@@ -1,0 +1,58 @@
+// CI output for GitHub Actions: findings as workflow-command annotations, and a
+// Markdown summary for $GITHUB_STEP_SUMMARY.
+#include <fmt/format.h>
+
+#include "render/render.h"
+
+namespace ldscope::render {
+namespace {
+
+// Workflow-command data escaping (and, for properties, ':' and ',').
+std::string Escape(const std::string& s, bool property) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '%': out += "%25"; break;
+      case '\r': out += "%0D"; break;
+      case '\n': out += "%0A"; break;
+      case ':': out += property ? "%3A" : ":"; break;
+      case ',': out += property ? "%2C" : ","; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string Cell(const std::string& s) {
+  std::string out;
+  for (char c : s) out += c == '|' ? std::string("\\|") : c == '\n' ? std::string(" ") : std::string(1, c);
+  return out;
+}
+
+}  // namespace
+
+std::string GithubAnnotations(const v1::Report& r) {
+  std::string out;
+  for (const auto& f : r.findings()) {
+    const char* level = f.severity() == v1::ERROR ? "error" : f.severity() == v1::WARNING ? "warning" : "notice";
+    out += fmt::format("::{} title={}::{}\n", level,
+                       Escape(fmt::format("ldscope {} (pid {})", FindingKindName(f.kind()), f.pid()), true),
+                       Escape(f.message(), false));
+  }
+  return out;
+}
+
+std::string GithubSummary(const v1::Report& r, const std::string& title) {
+  std::string out = fmt::format("### ldscope: {}\n\n", title);
+  if (r.findings_size() == 0) return out + "No loader problems found.\n\n";
+  out += "| severity | kind | process | finding |\n| --- | --- | --- | --- |\n";
+  for (const auto& f : r.findings()) {
+    const char* level = f.severity() == v1::ERROR ? "error" : f.severity() == v1::WARNING ? "warning" : "info";
+    out += fmt::format("| {} | {} | {} `{}` | {} |\n", level, FindingKindName(f.kind()), f.pid(),
+                       Cell(f.exe()), Cell(f.message()));
+  }
+  for (const auto& n : r.notes()) out += fmt::format("\n> {}\n", Cell(n));
+  return out + "\n";
+}
+
+}  // namespace ldscope::render

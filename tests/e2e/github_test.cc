@@ -1,0 +1,42 @@
+// CI output: with GITHUB_ACTIONS=true (or --github), findings become workflow-command
+// annotations and a Markdown table appended to $GITHUB_STEP_SUMMARY.
+#include <gtest/gtest.h>
+
+#include "support/test_support.h"
+
+namespace ldscope {
+namespace {
+
+using testing::RunCmd;
+
+TEST(Github, AnnotationsAndStepSummary) {
+  const auto dir = testing::ScratchDir("github");
+  const std::string summary = dir + "/summary.md";
+  testing::WriteFile(summary, "earlier steps wrote this\n");
+  const std::vector<std::string> env = {"GITHUB_ACTIONS=true", "GITHUB_STEP_SUMMARY=" + summary};
+  const auto r = RunCmd({LDSCOPE_BIN, "run", "-q", "-o", dir + "/t.ldscope", "--",
+                         "/usr/bin/python3", SCENARIOS_DIR "/cupy_then_torch.py", FIXTURES},
+                        env);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.find("::"), std::string::npos) << "the command's stdout stays its own";
+  EXPECT_NE(r.err.find("::error title=ldscope missing-symbol (pid "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("::libtorch_cuda.so failed to load: it needs ncclCommRegister"),
+            std::string::npos) << r.err;
+  const std::string s = testing::ReadFile(summary);
+  EXPECT_EQ(s.rfind("earlier steps wrote this\n", 0), 0u) << "appended, not overwritten";
+  EXPECT_NE(s.find("### ldscope: /usr/bin/python3 "), std::string::npos) << s;
+  EXPECT_NE(s.find("| error | missing-symbol |"), std::string::npos) << s;
+  // report: annotations on stdout; a clean trace gives a clean summary.
+  const auto clean_trace = dir + "/clean.ldscope";
+  ASSERT_EQ(RunCmd({LDSCOPE_BIN, "run", "-q", "-o", clean_trace, "--", "/bin/true"}, {}, {"GITHUB_ACTIONS"}).code, 0);
+  const auto rep = RunCmd({LDSCOPE_BIN, "report", "--github", clean_trace},
+                          {"GITHUB_STEP_SUMMARY=" + summary}, {"GITHUB_ACTIONS"});
+  EXPECT_EQ(rep.code, 0);
+  EXPECT_NE(testing::ReadFile(summary).find("No loader problems found."), std::string::npos);
+  // Without the variable or the flag: no annotations.
+  const auto plain = RunCmd({LDSCOPE_BIN, "report", dir + "/t.ldscope"}, {}, {"GITHUB_ACTIONS"});
+  EXPECT_EQ(plain.out.find("::error"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ldscope
