@@ -63,6 +63,12 @@ struct DiffOptions {
 };
 int Diff(const DiffOptions& opt);
 
+struct ExportOptions {
+  std::vector<std::string> traces;
+  std::string output;
+};
+int Export(const ExportOptions& opt);
+
 // Validates --fail-on words; returns "" or an error message.
 std::string CheckFailOn(const std::vector<std::string>& words);
 // When the report goes to default_out (a --report file is always written).

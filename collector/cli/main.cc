@@ -105,6 +105,18 @@ int main(int argc, char** argv) {
                        "Exit with status 3 on: new-findings, changes (comma-separated)")
       ->delimiter(',');
 
+  // export: a picture of the timeline.
+  ExportOptions exp;
+  bool chrome = false;
+  auto* export_cmd = app.add_subcommand(
+      "export", "Write a trace's timeline in the Chrome trace-event format (Perfetto UI, "
+                "chrome://tracing): a track per process and thread, a span per dlopen with its "
+                "loads, markers for failed dlopens and findings.");
+  export_cmd->add_flag("--chrome", chrome, "Chrome trace-event JSON (the only format so far)")
+      ->required();
+  export_cmd->add_option("trace", exp.traces, "Trace files or directories")->required();
+  export_cmd->add_option("-o,--output", exp.output, "The JSON file to write")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -133,6 +145,7 @@ int main(int argc, char** argv) {
   if (*collect_cmd) return Collect(collect);
   if (*report_cmd) return Report(report);
   if (*diff_cmd) return Diff(diff);
+  if (*export_cmd) return Export(exp);
   if (*show_cmd) return Show(show);
   return kUsage;
 }

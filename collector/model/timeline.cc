@@ -439,6 +439,7 @@ v1::Timeline BuildTimeline(const store::TraceSet& traces) {
     v1::ProcessTimeline* p = tl.add_processes();
     p->set_stream(img.stream);
     p->set_pid(img.pid);
+    p->set_start_mono_ns(img.first_ns);
     if (img.start != nullptr) {
       const auto& s = *img.start;
       p->set_ppid(s.ppid());

@@ -31,6 +31,8 @@ std::string DiffText(const v1::Diff& d);
 // notice), and a Markdown section for $GITHUB_STEP_SUMMARY.
 std::string GithubAnnotations(const v1::Report& r);
 std::string GithubSummary(const v1::Report& r, const std::string& title);
+// The Chrome trace-event format of a timeline, with findings as markers.
+std::string ChromeTrace(const v1::Timeline& t, const v1::Report& findings);
 // "missing-symbol", "duplicate-library", ... (the names --fail-on takes).
 std::string FindingKindName(v1::FindingKind k);
 
