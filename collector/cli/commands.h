@@ -69,6 +69,13 @@ struct ExportOptions {
 };
 int Export(const ExportOptions& opt);
 
+struct ImportsOptions {
+  std::vector<std::string> modules;
+  std::string python = "/usr/bin/python3";
+  std::string format = "text";
+};
+int Imports(const ImportsOptions& opt);
+
 // Validates --fail-on words; returns "" or an error message.
 std::string CheckFailOn(const std::vector<std::string>& words);
 // When the report goes to default_out (a --report file is always written).

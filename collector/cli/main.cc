@@ -117,6 +117,18 @@ int main(int argc, char** argv) {
   export_cmd->add_option("trace", exp.traces, "Trace files or directories")->required();
   export_cmd->add_option("-o,--output", exp.output, "The JSON file to write")->required();
 
+  // imports: which import orders are safe.
+  ImportsOptions imports;
+  auto* imports_cmd = app.add_subcommand(
+      "imports", "Import MODULEs in every order (all permutations up to 4 modules, else every "
+                 "pair both ways), each in a fresh traced interpreter; print the outcome, "
+                 "duplicate libraries and shadowed dependencies of each order, and a "
+                 "conclusion per problem.");
+  imports_cmd->add_option("module", imports.modules, "Python modules")->required();
+  imports_cmd->add_option("--python", imports.python, "The interpreter (default /usr/bin/python3)");
+  imports_cmd->add_option("--format", imports.format, "text or json (proto3 JSON mapping)")
+      ->check(CLI::IsMember({"text", "json"}));
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -146,6 +158,7 @@ int main(int argc, char** argv) {
   if (*report_cmd) return Report(report);
   if (*diff_cmd) return Diff(diff);
   if (*export_cmd) return Export(exp);
+  if (*imports_cmd) return Imports(imports);
   if (*show_cmd) return Show(show);
   return kUsage;
 }
