@@ -162,59 +162,24 @@ void ReadMappedObject(const struct link_map* map, bool is_main, const ProcessAux
   }
 }
 
-bool MappedFile(uintptr_t addr, char* out, size_t cap) {
-  const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || cap == 0) return false;
-  char buf[16384];
-  size_t have = 0;
-  bool found = false;
-  while (!found) {
-    const ssize_t r = read(fd, buf + have, sizeof buf - have);
-    if (r <= 0) break;
-    have += static_cast<size_t>(r);
-    size_t line_start = 0;
-    for (size_t i = 0; i < have && !found; ++i) {
-      if (buf[i] != '\n') continue;
-      const char* p = buf + line_start;
-      const char* end = buf + i;
-      uintptr_t lo = 0, hi = 0;
-      while (p < end && *p != '-') lo = lo * 16 + HexVal(*p++);
-      if (p < end) ++p;
-      while (p < end && *p != ' ') hi = hi * 16 + HexVal(*p++);
-      if (addr >= lo && addr < hi) {
-        const char* path = p;
-        while (path < end && *path != '/') ++path;  // the path is the last field
-        const size_t len = static_cast<size_t>(end - path);
-        if (path < end && len < cap) {
-          std::memcpy(out, path, len);
-          out[len] = '\0';
-          found = true;
-        }
-      }
-      line_start = i + 1;
-    }
-    if (line_start == 0 && have == sizeof buf) break;
-    std::memmove(buf, buf + line_start, have - line_start);
-    have -= line_start;
-  }
-  close(fd);
-  return found;
-}
+namespace {
 
-void PagesWritable(const uintptr_t* addrs, bool* writable, size_t n) {
-  for (size_t k = 0; k < n; ++k) writable[k] = false;
+// Calls f(lo, hi, perms, path, path_len) for each line of /proc/self/maps
+// ("7f12a000-7f12b000 rw-p 00000000 08:01 1234   /usr/lib/libx.so") until f returns
+// true. Parsed as it streams by, with no heap: a partial line is carried over.
+template <typename F>
+void ForEachMapping(F&& f) {
   const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;
-  // Lines look like "7f12a000-7f12b000 rw-p ...". Parse them as they stream by,
-  // carrying a partial line over to the next read.
   char buf[16384];
   size_t have = 0;
-  for (;;) {
+  bool stop = false;
+  while (!stop) {
     const ssize_t r = read(fd, buf + have, sizeof buf - have);
     if (r <= 0) break;
     have += static_cast<size_t>(r);
     size_t line_start = 0;
-    for (size_t i = 0; i < have; ++i) {
+    for (size_t i = 0; i < have && !stop; ++i) {
       if (buf[i] != '\n') continue;
       const char* p = buf + line_start;
       const char* end = buf + i;
@@ -222,9 +187,11 @@ void PagesWritable(const uintptr_t* addrs, bool* writable, size_t n) {
       while (p < end && *p != '-') lo = lo * 16 + HexVal(*p++);
       if (p < end) ++p;
       while (p < end && *p != ' ') hi = hi * 16 + HexVal(*p++);
-      if (p + 2 < end && p[2] == 'w')
-        for (size_t k = 0; k < n; ++k)
-          if (addrs[k] >= lo && addrs[k] < hi) writable[k] = true;
+      const char* perms = p < end ? p + 1 : end;
+      const char* path = perms;
+      while (path < end && *path != '/') ++path;  // the path is the last field
+      stop = f(lo, hi, perms, static_cast<size_t>(end - perms), path,
+               static_cast<size_t>(end - path));
       line_start = i + 1;
     }
     if (line_start == 0 && have == sizeof buf) break;  // a line longer than the buffer
@@ -232,6 +199,33 @@ void PagesWritable(const uintptr_t* addrs, bool* writable, size_t n) {
     have -= line_start;
   }
   close(fd);
+}
+
+}  // namespace
+
+bool MappedFile(uintptr_t addr, char* out, size_t cap) {
+  bool found = false;
+  ForEachMapping([&](uintptr_t lo, uintptr_t hi, const char*, size_t, const char* path, size_t len) {
+    if (addr < lo || addr >= hi) return false;
+    if (len > 0 && len < cap) {
+      std::memcpy(out, path, len);
+      out[len] = '\0';
+      found = true;
+    }
+    return true;
+  });
+  return found;
+}
+
+void PagesWritable(const uintptr_t* addrs, bool* writable, size_t n) {
+  for (size_t k = 0; k < n; ++k) writable[k] = false;
+  ForEachMapping([&](uintptr_t lo, uintptr_t hi, const char* perms, size_t perms_len, const char*,
+                     size_t) {
+    if (perms_len > 1 && perms[1] == 'w')
+      for (size_t k = 0; k < n; ++k)
+        if (addrs[k] >= lo && addrs[k] < hi) writable[k] = true;
+    return false;
+  });
 }
 
 }  // namespace ldscope::audit
