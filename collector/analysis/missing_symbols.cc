@@ -24,6 +24,16 @@ struct Missing {
   std::string out_of_scope;   // a loaded object that defines it but is not in scope
 };
 
+// Records m in the finding's structured list.
+void AddMissing(v1::Finding* f, const Missing& m, const Obj& o) {
+  auto* x = f->add_missing();
+  x->set_name(m.name);
+  x->set_version(m.version);
+  x->set_needed_by(o.path);
+  if (m.bound) x->set_bound_to(NormalPath(m.bound->path));
+  x->set_provider(m.provider);
+}
+
 // The undefined, non-weak symbols of e that nothing in scope defines.
 void UndefinedIn(const elf::ElfInfo& e, const std::vector<const SymbolIndex*>& scope,
                  std::vector<Missing>* out) {
@@ -221,18 +231,12 @@ class Pass {
 
   void Report(const ProcessIndex& pi, const Obj& o, const std::vector<Missing>& missing) {
     auto f = NewFinding(pi, v1::MISSING_SYMBOL, v1::ERROR);
-    const v1::Library failed = ctx_.Describe(pi, o);
-    *f.add_objects() = failed;
+    *f.add_objects() = ctx_.Describe(pi, o);
     f.add_evidence(o.open_seq);
     // Group by (bound object, provider): one sentence per group.
     std::vector<std::pair<std::pair<const Obj*, std::string>, std::vector<const Missing*>>> groups;
     for (const auto& m : missing) {
-      auto* ms = f.add_missing();
-      ms->set_name(m.name);
-      ms->set_version(m.version);
-      ms->set_needed_by(o.path);
-      if (m.bound) ms->set_bound_to(NormalPath(m.bound->path));
-      ms->set_provider(m.provider);
+      AddMissing(&f, m, o);
       const auto key = std::make_pair(m.bound, m.provider);
       auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == key; });
       if (g == groups.end()) groups.push_back({key, {&m}});
@@ -324,12 +328,7 @@ class Pass {
       std::vector<const Missing*> ms;
       for (const auto& m : missing) {
         ms.push_back(&m);
-        auto* x = f.add_missing();
-        x->set_name(m.name);
-        x->set_version(m.version);
-        x->set_needed_by(o.path);
-        if (m.bound) x->set_bound_to(NormalPath(m.bound->path));
-        x->set_provider(m.provider);
+        AddMissing(&f, m, o);
       }
       f.set_message(fmt::format("{} loaded (lazily bound), but no object in namespace {} defines {}, "
                                 "which it calls: the first call will fail with 'symbol lookup "
