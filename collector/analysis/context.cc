@@ -1,5 +1,6 @@
 // See context.h.
 #include "analysis/context.h"
+#include "model/python.h"
 
 #include <sys/stat.h>
 
@@ -242,15 +243,22 @@ std::string Context::HowLoaded(const ProcessIndex& pi, const Obj& o) const {
   };
   const std::string step =
       o.load->tried_size() > 0 ? o.load->tried(o.load->tried_size() - 1).step() : "";
+  // In traced Python: the ctypes call or import behind the load, in the user's terms.
+  const v1::PyCause& py = o.load->python();
+  const std::string cause = model::PyCauseText(py, pi.p->cwd());
+  if (py.by_hook()) return "by " + cause;
+  if (o.load->reason() == v1::LOAD_DLOPEN && !py.dlopen_call().empty()) return "by " + cause;
+  const std::string for_cause = cause.empty() ? "" : ", for " + cause;
   switch (o.load->reason()) {
     case v1::LOAD_EXECUTABLE: return "as the executable";
     case v1::LOAD_INTERPRETER: return "as the dynamic loader";
     case v1::LOAD_VDSO: return "by the kernel (vDSO)";
     case v1::LOAD_PRELOAD: return "by LD_PRELOAD";
     case v1::LOAD_NEEDED:
-      return step.empty() ? fmt::format("as a NEEDED of {}", requester())
-                          : fmt::format("as a NEEDED of {} (found via {})", requester(), step);
-    case v1::LOAD_DLOPEN: return fmt::format("by a dlopen from {}", requester());
+      return (step.empty() ? fmt::format("as a NEEDED of {}", requester())
+                           : fmt::format("as a NEEDED of {} (found via {})", requester(), step)) +
+             for_cause;
+    case v1::LOAD_DLOPEN: return fmt::format("by a dlopen from {}", requester()) + for_cause;
     default: return "";
   }
 }
@@ -267,6 +275,7 @@ v1::Library Context::Describe(const ProcessIndex& pi, const Obj& o) {
   l.set_at_ms(o.at_ms);
   if (o.load != nullptr && o.load->tried_size() > 0)
     l.set_found_by(o.load->tried(o.load->tried_size() - 1).step());
+  if (o.load != nullptr && o.load->has_python()) *l.mutable_python() = o.load->python();
   return l;
 }
 

@@ -68,8 +68,8 @@ void FindDuplicates(Context& ctx, v1::Report* out) {
         const v1::Library l = ctx.Describe(pi, *o);
         *f.add_objects() = l;
         f.add_evidence(o->open_seq);
-        list += fmt::format("{}{}, loaded {} at +{:.1f} ms", list.empty() ? "" : "; and ",
-                            Label(l), l.loaded_by(), l.at_ms());
+        list += fmt::format("{}{}, loaded at +{:.1f} ms {}", list.empty() ? "" : "; and ",
+                            Label(l), l.at_ms(), l.loaded_by());
       }
       f.set_message(fmt::format(
           "{} copies of {} are loaded in process {} (namespace {}): {}. They share a SONAME, so "

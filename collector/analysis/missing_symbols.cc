@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "analysis/analysis.h"
+#include "model/python.h"
 
 namespace ldscope::analysis {
 namespace {
@@ -229,6 +230,14 @@ class Pass {
     *out_->add_findings() = std::move(f);
   }
 
+  // " (for import torch._C at torch/__init__.py:4, during import torch at train.py:4)":
+  // what the Python program was doing when the load failed.
+  static std::string PythonContext(const ProcessIndex& pi, const Obj& o) {
+    if (o.load == nullptr) return "";
+    const std::string cause = model::PyCauseText(o.load->python(), pi.p->cwd());
+    return cause.empty() ? "" : " (for " + cause + ")";
+  }
+
   void Report(const ProcessIndex& pi, const Obj& o, const std::vector<Missing>& missing) {
     auto f = NewFinding(pi, v1::MISSING_SYMBOL, v1::ERROR);
     *f.add_objects() = ctx_.Describe(pi, o);
@@ -259,10 +268,10 @@ class Pass {
         *f.add_objects() = b;
         f.add_evidence(b.seq());
         if (reused) {
-          s = fmt::format("it needs {}, which the {} it was bound to — {}, already loaded earlier "
-                          "{} at +{:.1f} ms — does not define. glibc reused that object because "
+          s = fmt::format("it needs {}, which the {} it was bound to — {}, already loaded at "
+                          "+{:.1f} ms {} — does not define. glibc reused that object because "
                           "its SONAME matches {}'s DT_NEEDED {}, so {}'s own {} was never searched",
-                          SymbolList(ms), m0.needed_name, Label(b), b.loaded_by(), b.at_ms(), base,
+                          SymbolList(ms), m0.needed_name, Label(b), b.at_ms(), b.loaded_by(), base,
                           m0.needed_name, base,
                           provider.empty() ? std::string("search path") : m0.provider_step);
         } else {
@@ -296,7 +305,8 @@ class Pass {
         s += fmt::format(" ({} is loaded and defines {}, but by another dlopen, in a local scope "
                          "{} cannot see)",
                          m0.out_of_scope, ms.size() == 1 ? "it" : "some of them", base);
-      msg += msg.empty() ? fmt::format("{} failed to load: {}.", base, s) : fmt::format(" Also, {}.", s);
+      msg += msg.empty() ? fmt::format("{}{} failed to load: {}.", base, PythonContext(pi, o), s)
+                         : fmt::format(" Also, {}.", s);
     }
     f.set_message(msg);
     *out_->add_findings() = std::move(f);

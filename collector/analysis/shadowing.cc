@@ -49,10 +49,10 @@ void ReusedNeeded(Context& ctx, const ProcessIndex& pi, v1::Report* out) {
       f.add_evidence(shadow.seq());
       f.add_evidence(req.seq());
       f.set_message(fmt::format(
-          "{}'s DT_NEEDED {} was satisfied by {}, already loaded {} at +{:.1f} ms: glibc reuses "
+          "{}'s DT_NEEDED {} was satisfied by {}, already loaded at +{:.1f} ms {}: glibc reuses "
           "an object whose SONAME matches and does not search. {}'s own search ({}) would have "
           "found {}.{}",
-          BaseName(o.path), reuse.name(), Label(shadow), shadow.loaded_by(), shadow.at_ms(),
+          BaseName(o.path), reuse.name(), Label(shadow), shadow.at_ms(), shadow.loaded_by(),
           BaseName(o.path), loader::StepName(own.step), Label(would),
           o.rolled_back ? fmt::format(" {} then failed to load.", BaseName(o.path)) : ""));
       *out->add_findings() = std::move(f);

@@ -26,11 +26,14 @@ int Collect(const CollectOptions& opt) {
     return kUsage;
   }
   session.server().WatchExtra(sfd);
+  std::string hook_err;
+  const std::string python_hook = FindPythonHook(&hook_err);
   if (!opt.quiet)
     Complain(fmt::format("collecting on {} into {} until SIGINT/SIGTERM; trace programs with\n"
-                         "  LD_AUDIT={} LDSCOPE_SOCKET={} COMMAND",
+                         "  LD_AUDIT={} LDSCOPE_SOCKET={} COMMAND\n"
+                         "and, to attribute Python's loads to imports, also PYTHONPATH={}",
                          opt.socket, opt.output, audit_lib.empty() ? "<libldscope_audit.so>" : audit_lib,
-                         opt.socket));
+                         opt.socket, python_hook.empty() ? "<ldscope's python directory>" : python_hook));
   for (;;) {
     const auto r = session.server().Poll(-1);
     if (r == ipc::Server::PollResult::kExtraReady || r == ipc::Server::PollResult::kError) break;

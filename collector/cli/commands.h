@@ -30,6 +30,7 @@ struct RunOptions {
   std::string output;             // trace file; default ldscope-<time>-<pid>.ldscope
   bool quiet = false;
   bool analyse = true;            // print the diagnosis after the command
+  bool python_hook = true;        // put the Python hook on PYTHONPATH
   ReportOptions report;
   std::vector<std::string> command;
 };
@@ -93,6 +94,9 @@ int EmitReport(const v1::Timeline& timeline, const ReportOptions& opt, std::FILE
 // The audit library that belongs to this ldscope binary: LDSCOPE_AUDIT_LIB, else
 // next to the executable (build tree), else in the install's lib/ldscope.
 std::string FindAuditLibrary(std::string* error);
+// The directory holding ldscope's Python hook (sitecustomize.py): bin/python/ in the
+// build tree, <prefix>/share/ldscope/python/ installed.
+std::string FindPythonHook(std::string* error);
 
 // "ldscope: " + message on stderr.
 void Complain(const std::string& message);

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -14,6 +15,35 @@ void Complain(const std::string& message) {
   std::fprintf(stderr, "ldscope: %s\n", message.c_str());
 }
 
+namespace {
+
+// The directory of the running ldscope binary, or "" (and *error).
+std::string SelfDir(std::string* error) {
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) {
+    *error = "cannot read /proc/self/exe to find ldscope's own files";
+    return "";
+  }
+  self[n] = '\0';
+  std::string dir(self);
+  dir.erase(dir.rfind('/'));
+  return dir;
+}
+
+// The first readable candidate, resolved to a real path.
+std::string FirstReadable(const std::vector<std::string>& candidates) {
+  for (const auto& c : candidates) {
+    if (access(c.c_str(), R_OK) != 0) continue;
+    char real[4096];
+    if (realpath(c.c_str(), real) != nullptr) return real;
+    return c;
+  }
+  return "";
+}
+
+}  // namespace
+
 std::string FindAuditLibrary(std::string* error) {
   static const char kName[] = "libldscope_audit.so";
   if (const char* env = std::getenv("LDSCOPE_AUDIT_LIB"); env != nullptr && *env != '\0') {
@@ -21,30 +51,30 @@ std::string FindAuditLibrary(std::string* error) {
     *error = fmt::format("LDSCOPE_AUDIT_LIB={} is not readable", env);
     return "";
   }
-  char self[4096];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) {
-    *error = "cannot read /proc/self/exe to find the audit library";
+  const std::string dir = SelfDir(error);
+  if (dir.empty()) return "";
+  // Build tree: next to the binary. Installed: <prefix>/bin/../<libdir>/ldscope/.
+  const std::string found = FirstReadable({dir + "/" + kName,
+                                           dir + "/../" LDSCOPE_AUDIT_INSTALL_DIR "/" + kName,
+                                           dir + "/../lib/ldscope/" + kName});
+  if (found.empty())
+    *error = fmt::format("cannot find {} next to {} or in {}/../{}; set LDSCOPE_AUDIT_LIB",
+                         kName, dir, dir, LDSCOPE_AUDIT_INSTALL_DIR);
+  return found;
+}
+
+std::string FindPythonHook(std::string* error) {
+  const std::string dir = SelfDir(error);
+  if (dir.empty()) return "";
+  // Build tree: bin/python/. Installed: <prefix>/share/ldscope/python/.
+  std::string found = FirstReadable({dir + "/python/sitecustomize.py",
+                                     dir + "/../" LDSCOPE_PYTHON_INSTALL_DIR "/sitecustomize.py"});
+  if (found.empty()) {
+    *error = fmt::format("cannot find the Python hook (sitecustomize.py) in {}/python or "
+                         "{}/../{}", dir, dir, LDSCOPE_PYTHON_INSTALL_DIR);
     return "";
   }
-  self[n] = '\0';
-  std::string dir(self);
-  dir.erase(dir.rfind('/'));
-  // Build tree: next to the binary. Installed: <prefix>/bin/../<libdir>/ldscope/.
-  const std::string candidates[] = {
-      dir + "/" + kName,
-      dir + "/../" LDSCOPE_AUDIT_INSTALL_DIR "/" + kName,
-      dir + "/../lib/ldscope/" + kName,
-  };
-  for (const auto& c : candidates) {
-    if (access(c.c_str(), R_OK) != 0) continue;
-    char real[4096];
-    if (realpath(c.c_str(), real) != nullptr) return real;
-    return c;
-  }
-  *error = fmt::format("cannot find {} next to {} or in {}/../{}; set LDSCOPE_AUDIT_LIB",
-                       kName, self, dir, LDSCOPE_AUDIT_INSTALL_DIR);
-  return "";
+  return found.erase(found.rfind('/'));
 }
 
 }  // namespace ldscope::cli

@@ -21,6 +21,9 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("-q,--quiet", run.quiet,
                     "Print nothing of ldscope's own unless there are findings or errors");
   run_cmd->add_flag("!--no-report", run.analyse, "Do not analyse the trace after the command");
+  run_cmd->add_flag("!--no-python-hook", run.python_hook,
+                    "Do not put ldscope's Python hook on PYTHONPATH (without it, loads in "
+                    "Python are not attributed to imports and source lines)");
   run_cmd->add_option("--report", run.report.output,
                       "Write the diagnosis to this file instead of stderr");
   run_cmd->add_option("--format", run.report.format, "Diagnosis format: text or json")

@@ -44,10 +44,13 @@ std::string DefaultOutput() {
 }
 
 // The command's environment: ours plus LD_AUDIT (after any auditors the user already
-// has, so ours sees what ld.so really does) and the socket.
-std::vector<std::string> ChildEnv(const std::string& audit_lib, const std::string& socket) {
+// has, so ours sees what ld.so really does), the socket, and the Python hook's
+// directory first on PYTHONPATH (its sitecustomize chains to the environment's own).
+std::vector<std::string> ChildEnv(const std::string& audit_lib, const std::string& socket,
+                                  const std::string& python_hook) {
   std::vector<std::string> env;
   std::string ld_audit = audit_lib;
+  std::string pythonpath = python_hook;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry = *e;
     if (entry.rfind("LD_AUDIT=", 0) == 0) {
@@ -55,11 +58,17 @@ std::vector<std::string> ChildEnv(const std::string& audit_lib, const std::strin
       if (!prev.empty()) ld_audit = prev + ":" + audit_lib;
       continue;
     }
+    if (!python_hook.empty() && entry.rfind("PYTHONPATH=", 0) == 0) {
+      const std::string prev = entry.substr(11);
+      if (!prev.empty()) pythonpath = python_hook + ":" + prev;
+      continue;
+    }
     if (entry.rfind("LDSCOPE_SOCKET=", 0) == 0 || entry.rfind("LDSCOPE_DIR=", 0) == 0) continue;
     env.push_back(entry);
   }
   env.push_back("LD_AUDIT=" + ld_audit);
   env.push_back("LDSCOPE_SOCKET=" + socket);
+  if (!pythonpath.empty()) env.push_back("PYTHONPATH=" + pythonpath);
   return env;
 }
 
@@ -92,6 +101,15 @@ int Run(const RunOptions& opt) {
     Complain("the audit library's path contains ':', which LD_AUDIT cannot express: " + audit_lib);
     return kUsage;
   }
+  std::string python_hook;
+  if (opt.python_hook) {
+    python_hook = FindPythonHook(&err);
+    if (python_hook.empty() || python_hook.find(':') != std::string::npos) {
+      Complain((python_hook.empty() ? err : "the Python hook's path contains ':': " + python_hook) +
+               "; Python loads will not be attributed to imports");
+      python_hook.clear();
+    }
+  }
   const char* tmp = std::getenv("TMPDIR");
   std::string dir_template = fmt::format("{}/ldscope-XXXXXX", tmp && *tmp ? tmp : "/tmp");
   if (mkdtemp(dir_template.data()) == nullptr) {  // mkdtemp makes it 0700
@@ -110,7 +128,7 @@ int Run(const RunOptions& opt) {
     return kUsage;
   }
 
-  std::vector<std::string> env = ChildEnv(audit_lib, socket);
+  std::vector<std::string> env = ChildEnv(audit_lib, socket, python_hook);
   std::vector<char*> envp, argv;
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);

@@ -103,10 +103,15 @@ bool Server::HandleEvent(Conn& c, const uint8_t* data, size_t size) {
   v1::Event e;
   if (!ParseFrame(data, size, &e)) return false;
   if (c.stream == 0) {
-    // A connection must introduce itself with a ProcessStart.
-    if (!e.has_process_start()) return false;
-    const auto& ps = e.process_start();
-    const std::string key = fmt::format("{}:{}", e.pid(), ps.image_start_ns());
+    // A connection must introduce itself: a ProcessStart from the audit library, a
+    // PyStart from the Python hook.
+    std::string key;
+    if (e.has_process_start())
+      key = fmt::format("{}:{}", e.pid(), e.process_start().image_start_ns());
+    else if (e.has_py_start())
+      key = fmt::format("py:{}:{}", e.pid(), e.mono_ns());
+    else
+      return false;
     auto [it, inserted] = streams_.try_emplace(key, static_cast<uint32_t>(streams_.size() + 1));
     if (inserted) ++stats_.streams;
     c.stream = it->second;

@@ -4,6 +4,7 @@
 #include "model/timeline.h"
 
 #include "loader/search.h"
+#include "model/python.h"
 
 #include <link.h>
 
@@ -109,6 +110,8 @@ class ProcessBuilder {
   }
 
   const flat_map<uint64_t, Obj>& objects() const { return objects_; }
+  // Per entry: the name its dlopen or search asked for (for Python attribution).
+  const std::vector<EntryRequest>& requests() const { return requests_; }
   std::map<uint64_t, uint64_t> open_seq, close_seq;  // for fork children
 
  private:
@@ -126,6 +129,7 @@ class ProcessBuilder {
 
   v1::Entry* NewEntry(uint64_t seq, uint64_t mono_ns, uint32_t tid) {
     v1::Entry* en = out_->add_entries();
+    requests_.push_back({batch_open_ || closes_.unrelocated ? batch_request_.first : ""});
     en->set_seq(seq);
     en->set_offset_ns(mono_ns >= start_ns_ ? mono_ns - start_ns_ : 0);
     en->set_tid(tid);
@@ -260,6 +264,7 @@ class ProcessBuilder {
     pending_.active = false;
     last_request_ = {pending_.name, pending_.requester};
     v1::Entry* en = NewEntry(pending_.seq, pending_.mono_ns, pending_.tid);
+    requests_.back().name = pending_.name;
     v1::SearchResult* s = en->mutable_search();
     s->set_requested_name(pending_.name);
     *s->mutable_requester() = Ref(pending_.requester);
@@ -361,6 +366,7 @@ class ProcessBuilder {
   bool startup_done_ = false;
   std::pair<std::string, uint64_t> last_request_, batch_request_;
   CloseGroup closes_;
+  std::vector<EntryRequest> requests_;
 };
 
 std::string ReasonText(uint32_t r) {
@@ -405,9 +411,14 @@ v1::Timeline BuildTimeline(const store::TraceSet& traces) {
     std::vector<const v1::Event*> events;
   };
   std::vector<Image> images;
+  std::vector<std::pair<uint32_t, const PyStream*>> py_streams;  // (pid, events)
   for (auto& [stream, evs] : by_stream) {
     std::stable_sort(evs.begin(), evs.end(),
                      [](const v1::Event* a, const v1::Event* b) { return a->seq() < b->seq(); });
+    if (evs.front()->has_py_start()) {
+      py_streams.emplace_back(evs.front()->pid(), &evs);
+      continue;
+    }
     Image img;
     img.stream = stream;
     img.events = evs;
@@ -473,6 +484,18 @@ v1::Timeline BuildTimeline(const store::TraceSet& traces) {
       b->Add(*e);
     }
     b->Finish();
+    // The Python hook's connections of this pid that began in this image.
+    std::vector<const PyStream*> py;
+    for (const auto& [pid, evs] : py_streams) {
+      if (pid != img.pid || evs->front()->mono_ns() < img.first_ns) continue;
+      bool later_image = false;
+      for (const Image& other : images)
+        if (other.pid == img.pid && other.first_ns > img.first_ns &&
+            other.first_ns <= evs->front()->mono_ns())
+          later_image = true;
+      if (!later_image) py.push_back(evs);
+    }
+    AttachPython(p, b->requests(), py);
     p->set_events(img.events.size());
     p->set_dropped(dropped);
     p->set_missing_seqs(max_seq + 1 - seen.size());

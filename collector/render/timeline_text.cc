@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "model/python.h"
 #include "render/render.h"
 
 namespace ldscope::render {
@@ -43,7 +44,14 @@ void Tried(std::string& out, const google::protobuf::RepeatedPtrField<v1::Candid
     out += fmt::format("{}      tried  {:<16} {}\n", Pad(opt), c.step(), c.path());
 }
 
-void RenderLoad(std::string& out, const v1::Entry& e, const TextOptions& opt) {
+// The Python side of an entry, when the hook saw one.
+void Python(std::string& out, const v1::PyCause& c, const std::string& cwd, const TextOptions& opt) {
+  const std::string text = model::PyCauseText(c, cwd);
+  if (!text.empty()) out += fmt::format("{}      python {}\n", Pad(opt), text);
+}
+
+void RenderLoad(std::string& out, const v1::Entry& e, const std::string& cwd,
+                const TextOptions& opt) {
   const auto& l = e.load();
   const auto& o = l.object();
   const std::string soname = o.soname().empty() ? "" : fmt::format(" (soname {})", o.soname());
@@ -57,6 +65,7 @@ void RenderLoad(std::string& out, const v1::Entry& e, const TextOptions& opt) {
     out += fmt::format("{}      mapped {}{}{}\n", Pad(opt), Name(o), soname,
                        l.rolled_back() ? "  (rolled back: the dlopen failed)" : "");
   }
+  if (l.has_python()) Python(out, l.python(), cwd, opt);
   for (const auto& r : l.reused()) {
     // Worth a line by default: a name satisfied by a file of another name that an
     // earlier operation loaded (libnccl.so.2 -> libnccl.so.2.16.2): import order.
@@ -88,11 +97,17 @@ void RenderProcess(std::string& out, const v1::ProcessTimeline& p, const TextOpt
   std::sort(env.begin(), env.end());
   for (const auto& [k, v] : env)
     if (k.rfind("LD_", 0) == 0) out += fmt::format("  {}={}\n", k, v);
+  if (p.has_python()) {
+    size_t failed = 0;
+    for (const auto& i : p.imports()) failed += i.failed();
+    out += fmt::format("  python {} ({}): {} imports, {} failed\n", p.python().version(),
+                       p.python().executable(), p.imports_size(), failed);
+  }
 
   size_t exit_unloads = 0;
   for (const auto& e : p.entries()) {
     switch (e.kind_case()) {
-      case v1::Entry::kLoad: RenderLoad(out, e, opt); break;
+      case v1::Entry::kLoad: RenderLoad(out, e, p.cwd(), opt); break;
       case v1::Entry::kSearch: {
         const auto& s = e.search();
         out += fmt::format("{}       search {}  requested by {}\n", Time(e, opt),
@@ -100,6 +115,7 @@ void RenderProcess(std::string& out, const v1::ProcessTimeline& p, const TextOpt
         Tried(out, s.tried(), opt);
         out += fmt::format("{}      result {}{}\n", Pad(opt), s.outcome(),
                            s.has_same_as() ? ": " + Name(s.same_as()) : "");
+        if (s.has_python()) Python(out, s.python(), p.cwd(), opt);
         break;
       }
       case v1::Entry::kUnload:
@@ -118,6 +134,7 @@ void RenderProcess(std::string& out, const v1::ProcessTimeline& p, const TextOpt
                            Name(f.requester()));
         for (const auto& r : f.rolled_back())
           out += fmt::format("{}      unmap  {}\n", Pad(opt), Name(r));
+        if (f.has_python()) Python(out, f.python(), p.cwd(), opt);
         break;
       }
       case v1::Entry::kNote:
@@ -125,6 +142,12 @@ void RenderProcess(std::string& out, const v1::ProcessTimeline& p, const TextOpt
         break;
       default: break;
     }
+  }
+  // Failed imports that are not the optional probes Python makes itself.
+  for (const auto& i : p.imports()) {
+    if (!i.failed() || i.error().rfind("ModuleNotFoundError", 0) == 0) continue;
+    out += fmt::format("  import {} failed at {}: {}\n", i.module(),
+                       model::PyFrameText(i.site(), p.cwd()), i.error());
   }
   if (p.exited())
     out += fmt::format("  exit: {} objects unloaded at exit\n", exit_unloads);

@@ -12,7 +12,7 @@ namespace ldscope {
 namespace {
 
 TEST(Imports, CupyTorchMatrixAndConclusions) {
-  const std::vector<std::string> env = {"LDSCOPE_FX=" FIXTURES, "PYTHONPATH=" PYFIXTURES_DIR};
+  const std::vector<std::string> env = {"PYTHONPATH=" FIXTURES "/site-packages"};
   const auto r = testing::RunCmd({LDSCOPE_BIN, "imports", "cupy", "torch"}, env);
   ASSERT_EQ(r.code, 0) << r.err;
   std::string text = testing::ReplaceAll(r.out, FIXTURES, "${FIXTURES}");

@@ -44,6 +44,7 @@ std::string Normalize(std::string s, const std::string& scratch, bool unwrap) {
   if (unwrap) s = std::regex_replace(s, std::regex("\n  "), " ");  // path lengths vary
   s = testing::ReplaceAll(s, kFx, "${FIXTURES}");
   s = testing::ReplaceAll(s, DLPROBE, "${DLPROBE}");
+  s = testing::ReplaceAll(s, SCENARIOS_DIR, "${SCENARIOS}");
   s = testing::ReplaceAll(s, scratch, "${SCRATCH}");
   s = std::regex_replace(s, std::regex("process [0-9]+"), "process ${PID}");
   s = std::regex_replace(s, std::regex("\\+[0-9]+\\.[0-9] ms"), "+T ms");

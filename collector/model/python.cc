@@ -1,0 +1,205 @@
+// See python.h. The hook's timestamps and the audit library's come from the same
+// clock (CLOCK_MONOTONIC) in the same thread, so "during" is a comparison of times:
+// an import's loads lie between its begin and end events on that thread; a ctypes
+// dlopen's loads follow its event, and its batch asked for the name ctypes passed.
+#include "model/python.h"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+namespace ldscope::model {
+namespace {
+
+struct Span {
+  uint64_t start = 0, end = 0;  // mono_ns; end 0: never ended
+  uint32_t tid = 0;
+  int parent = -1;
+  v1::PyImportSpan* out = nullptr;
+};
+
+struct Dlopen {
+  uint64_t at = 0;
+  uint32_t tid = 0;
+  const v1::PyDlopen* ev = nullptr;
+};
+
+std::string Quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += (c == '\'' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+  return out + "'";
+}
+
+std::string ShortFile(const std::string& file, const std::string& cwd) {
+  for (const char* marker : {"/site-packages/", "/dist-packages/"}) {
+    const auto at = file.rfind(marker);
+    if (at != std::string::npos) return file.substr(at + std::string(marker).size());
+  }
+  if (!cwd.empty() && cwd != "/" && file.size() > cwd.size() + 1 &&
+      file.compare(0, cwd.size(), cwd) == 0 && file[cwd.size()] == '/')
+    return file.substr(cwd.size() + 1);
+  return file;
+}
+
+}  // namespace
+
+std::string PyFrameText(const v1::PyFrame& f, const std::string& cwd) {
+  if (f.file().empty()) return "(unknown line)";
+  return fmt::format("{}:{}", ShortFile(f.file(), cwd), f.line());
+}
+
+std::string PyCauseText(const v1::PyCause& c, const std::string& cwd) {
+  if (c.by_hook()) return "ldscope's Python hook (its own import of _socket)";
+  std::string s;
+  if (!c.dlopen_call().empty()) {
+    s = fmt::format("{} at {}", c.dlopen_call(), PyFrameText(c.call_site(), cwd));
+    if (c.top_module().empty()) return s;
+    if (c.import_module() != c.top_module())
+      s += fmt::format(", in import {} ({})", c.import_module(), PyFrameText(c.import_site(), cwd));
+    return s + fmt::format(", during import {} at {}", c.top_module(),
+                           PyFrameText(c.top_site(), cwd));
+  }
+  if (c.import_module().empty()) return "";
+  s = fmt::format("import {} at {}", c.import_module(), PyFrameText(c.import_site(), cwd));
+  if (c.import_module() != c.top_module())
+    s += fmt::format(", during import {} at {}", c.top_module(), PyFrameText(c.top_site(), cwd));
+  return s;
+}
+
+void AttachPython(v1::ProcessTimeline* p, const std::vector<EntryRequest>& requests,
+                  const std::vector<const PyStream*>& streams) {
+  if (streams.empty()) return;
+  std::vector<const v1::Event*> events;
+  std::vector<std::string> hook_modules;
+  uint64_t hook_ready_ns = UINT64_MAX;  // first PyStart: the hook's own imports came before
+  auto* info = p->mutable_python();
+  for (const PyStream* s : streams) {
+    for (const v1::Event* e : *s) {
+      events.push_back(e);
+      if (!e->has_py_start()) continue;
+      hook_ready_ns = std::min(hook_ready_ns, e->mono_ns());
+      if (info->executable().empty()) {
+        info->set_executable(e->py_start().executable());
+        info->set_version(e->py_start().version());
+      }
+      for (const auto& m : e->py_start().hook_modules()) hook_modules.push_back(m);
+    }
+  }
+  info->set_streams(static_cast<uint32_t>(streams.size()));
+  std::stable_sort(events.begin(), events.end(), [](const v1::Event* a, const v1::Event* b) {
+    return a->mono_ns() < b->mono_ns();
+  });
+  const uint64_t t0 = p->start_mono_ns();
+  auto offset = [&](uint64_t ns) { return ns >= t0 ? ns - t0 : 0; };
+
+  // Import spans, nested per thread; ctypes dlopens.
+  std::vector<Span> spans;
+  std::vector<Dlopen> dlopens;
+  std::map<uint32_t, std::vector<int>> open;  // tid -> stack of span indexes
+  for (const v1::Event* e : events) {
+    if (e->has_py_import()) {
+      Span s;
+      s.start = e->mono_ns();
+      s.tid = e->tid();
+      auto& stack = open[e->tid()];
+      s.parent = stack.empty() ? -1 : stack.back();
+      s.out = p->add_imports();
+      s.out->set_module(e->py_import().module());
+      s.out->set_tid(e->tid());
+      s.out->set_start_offset_ns(offset(e->mono_ns()));
+      s.out->set_parent(s.parent < 0 ? 0 : static_cast<uint32_t>(s.parent + 1));
+      if (e->py_import().stack_size() > 0) *s.out->mutable_site() = e->py_import().stack(0);
+      stack.push_back(static_cast<int>(spans.size()));
+      spans.push_back(s);
+    } else if (e->has_py_import_end()) {
+      auto& stack = open[e->tid()];
+      const auto& end = e->py_import_end();
+      auto it = std::find_if(stack.rbegin(), stack.rend(), [&](int i) {
+        return spans[i].out->module() == end.module();
+      });
+      if (it == stack.rend()) continue;  // began before this process (fork) or unknown
+      Span& s = spans[*it];
+      s.end = e->mono_ns();
+      s.out->set_end_offset_ns(offset(e->mono_ns()));
+      s.out->set_ended(true);
+      s.out->set_failed(end.failed());
+      s.out->set_error(end.error());
+      stack.erase(std::next(it).base(), stack.end());
+    } else if (e->has_py_dlopen()) {
+      dlopens.push_back({e->mono_ns(), e->tid(), &e->py_dlopen()});
+    }
+  }
+
+  auto cause_at = [&](uint64_t at, uint32_t tid, const std::string& request) {
+    v1::PyCause c;
+    int inner = -1;
+    for (int i = 0; i < static_cast<int>(spans.size()); ++i) {
+      const Span& s = spans[i];
+      if (s.tid != tid || s.start > at || (s.end != 0 && s.end < at)) continue;
+      if (inner < 0 || s.start >= spans[inner].start) inner = i;
+    }
+    if (inner >= 0) {
+      int top = inner;
+      while (spans[top].parent >= 0) top = spans[top].parent;
+      c.set_import_module(spans[inner].out->module());
+      *c.mutable_import_site() = spans[inner].out->site();
+      c.set_top_module(spans[top].out->module());
+      *c.mutable_top_site() = spans[top].out->site();
+      c.set_import_index(static_cast<uint32_t>(inner + 1));
+    }
+    // The latest ctypes dlopen on this thread, if nothing began after it and the load's
+    // dlopen asked for what ctypes asked for.
+    const Dlopen* d = nullptr;
+    for (const Dlopen& x : dlopens)
+      if (x.tid == tid && x.at <= at) d = &x;
+    if (d != nullptr && !request.empty() && d->ev->name() == request &&
+        (inner < 0 || d->at >= spans[inner].start)) {
+      c.set_dlopen_call(fmt::format("{}({})", d->ev->via().empty() ? "ctypes.CDLL" : d->ev->via(),
+                                    Quote(d->ev->name())));
+      if (d->ev->stack_size() > 0) *c.mutable_call_site() = d->ev->stack(0);
+    }
+    return c;
+  };
+  auto is_hook_module = [&](const std::string& path) {
+    const std::string base = path.substr(path.rfind('/') + 1);
+    for (const auto& m : hook_modules)
+      if (base.rfind(m + ".", 0) == 0) return true;
+    return false;
+  };
+
+  for (int i = 0; i < p->entries_size(); ++i) {
+    v1::Entry* en = p->mutable_entries(i);
+    const uint64_t at = t0 + en->offset_ns();
+    const std::string& request = i < static_cast<int>(requests.size()) ? requests[i].name : "";
+    v1::PyCause* slot = nullptr;
+    if (en->has_load()) {
+      if (at < hook_ready_ns && is_hook_module(en->load().object().path())) {
+        en->mutable_load()->mutable_python()->set_by_hook(true);
+        continue;
+      }
+      slot = en->mutable_load()->mutable_python();
+    } else if (en->has_failed_dlopen()) {
+      slot = en->mutable_failed_dlopen()->mutable_python();
+    } else if (en->has_search()) {
+      slot = en->mutable_search()->mutable_python();
+    } else {
+      continue;
+    }
+    v1::PyCause c = cause_at(at, en->tid(), request);
+    if (c.import_index() != 0 && en->has_load())
+      spans[c.import_index() - 1].out->set_loads(spans[c.import_index() - 1].out->loads() + 1);
+    *slot = std::move(c);
+  }
+  // An empty cause is no cause: leave the field unset.
+  for (auto& en : *p->mutable_entries()) {
+    auto clear_if_empty = [](auto* holder) {
+      if (holder->has_python() && holder->python().ByteSizeLong() == 0) holder->clear_python();
+    };
+    if (en.has_load()) clear_if_empty(en.mutable_load());
+    if (en.has_failed_dlopen()) clear_if_empty(en.mutable_failed_dlopen());
+    if (en.has_search()) clear_if_empty(en.mutable_search());
+  }
+}
+
+}  // namespace ldscope::model
