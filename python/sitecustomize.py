@@ -21,6 +21,12 @@ def _ldscope_hook(hook_dir):
     path = os.environ.get("LDSCOPE_SOCKET")
     if sys.version_info < (3, 8) or not path:
         return
+    try:
+        import stat
+        if not stat.S_ISSOCK(os.stat(path).st_mode):
+            return  # nobody is collecting there: import nothing
+    except Exception:
+        return
     had_socket = "_socket" in sys.modules
     try:
         import _socket
@@ -34,6 +40,7 @@ def _ldscope_hook(hook_dir):
     native_id = _thread.get_native_id
     getframe = sys._getframe
     fstat = os.fstat
+    getpid = os.getpid
     MSG_NOSIGNAL = getattr(_socket, "MSG_NOSIGNAL", 0x4000)
     WAIT_S = 0.5            # as the audit library: bounded wait, then drop
     HIGH_FD = 600           # keep the low descriptor numbers for the program
@@ -82,6 +89,10 @@ def _ldscope_hook(hook_dir):
     def send(body_field, body):
         if st["dead"]:
             return
+        if getpid() != st["pid"]:
+            forked()
+            if st["dead"]:
+                return
         sock = st["sock"]
         try:
             fd = sock.fileno()
@@ -107,7 +118,7 @@ def _ldscope_hook(hook_dir):
         except Exception:
             st["dead"] = True  # collector gone: stay out of the way from now on
 
-    def connect(forked):
+    def connect(in_child):
         st["dead"] = True
         try:
             s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
@@ -132,18 +143,19 @@ def _ldscope_hook(hook_dir):
             sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET, 0, fd)
             sock.settimeout(WAIT_S)
             s = fstat(fd)
-            st.update(sock=sock, ino=(s.st_dev, s.st_ino), pid=os.getpid(),
+            st.update(sock=sock, ino=(s.st_dev, s.st_ino), pid=getpid(),
                       seq=itertools.count(), dropped=0, stalled=False, dead=False)
-            mods = [] if had_socket or forked else ["_socket"]
+            mods = [] if had_socket or in_child else ["_socket"]
             send(17, sfield(1, sys.executable) +
                  sfield(2, "%d.%d.%d" % sys.version_info[:3]) +
-                 b"".join(sfield(3, m) for m in mods) + ufield(4, 1 if forked else 0))
+                 b"".join(sfield(3, m) for m in mods) + ufield(4, 1 if in_child else 0))
         except Exception:
             st["dead"] = True
 
-    def after_fork_in_child():
-        # The inherited descriptor is the parent's connection: close our copy, and
-        # open the child's own.
+    def forked():
+        # In a child after os.fork() (seen at its first event: os.register_at_fork
+        # callbacks crash some interpreters at exit). The inherited descriptor is the
+        # parent's connection: close our copy, and open the child's own.
         sock = st["sock"]
         try:
             s = fstat(sock.fileno())
@@ -165,8 +177,8 @@ def _ldscope_hook(hook_dir):
                 m = sys.modules.get("importlib")
                 if m is not None and getattr(m, "__file__", None):
                     importlib_files.add(m.__file__)
-            # begin <- _find_and_load wrapper <- the importing frame
-            send(18, sfield(1, name) + stack(getframe(2), importlib_files))
+            # begin <- __enter__ <- _find_and_load (frozen) <- the importing frame
+            send(18, sfield(1, name) + stack(getframe(1), importlib_files))
         except Exception:
             pass
 
@@ -212,31 +224,43 @@ def _ldscope_hook(hook_dir):
     if st["dead"]:
         return
     try:
-        os.register_at_fork(after_in_child=after_fork_in_child)
         sys.addaudithook(audit)
-        # Import spans: importlib's _find_and_load runs every import of a module not yet
-        # in sys.modules (the import statement's C path looks it up by name each time,
-        # importlib.import_module through the module's globals). The wrapper carries
-        # importlib's file name, so that Python trims it from tracebacks like its own
-        # frames: a program's error output stays exactly what it was.
+        # Import spans. importlib's _find_and_load (which runs every import statement,
+        # __import__ and importlib.import_module) takes a per-module lock through the
+        # _ModuleLockManager class, looked up by name each time; the lock is held while
+        # the module is found and executed. A subclass that reports when it holds the
+        # lock of a module not yet in sys.modules, and when it lets go (with the
+        # exception, if any), gives each import's begin and end. Its methods return
+        # before the import runs and after it has ended, so they never show up in the
+        # program's tracebacks or stacks.
         bootstrap = sys.modules.get("_frozen_importlib")
-        orig = getattr(bootstrap, "_find_and_load", None)
-        if orig is not None:
-            ns = {"__name__": bootstrap.__name__, "_orig": orig, "_begin": begin, "_end": end}
-            exec(compile(
-                "def _find_and_load(name, import_):\n"
-                "    _begin(name)\n"
-                "    try:\n"
-                "        module = _orig(name, import_)\n"
-                "    except BaseException as e:\n"
-                "        _end(name, e)\n"
-                "        raise\n"
-                "    _end(name, None)\n"
-                "    return module\n",
-                "<frozen importlib._bootstrap>", "exec"), ns)
-            wrapper = ns["_find_and_load"]
-            wrapper.__doc__ = orig.__doc__
-            bootstrap._find_and_load = wrapper
+        base = getattr(bootstrap, "_ModuleLockManager", None)
+        if base is not None and hasattr(base, "__enter__") and hasattr(base, "__exit__"):
+
+            class _ModuleLockManager(base):
+                def __enter__(self):
+                    r = base.__enter__(self)
+                    try:
+                        name = self._name
+                        if name not in sys.modules:
+                            self._ldscope_import = name
+                            begin(name)
+                    except Exception:
+                        pass
+                    return r
+
+                def __exit__(self, *args):
+                    try:
+                        name = getattr(self, "_ldscope_import", None)
+                        if name is not None:
+                            end(name, args[1] if len(args) > 1 else None)
+                    except Exception:
+                        pass
+                    return base.__exit__(self, *args)
+
+            _ModuleLockManager.__module__ = base.__module__
+            _ModuleLockManager.__qualname__ = base.__qualname__
+            bootstrap._ModuleLockManager = _ModuleLockManager
     except Exception:
         pass
 

@@ -484,16 +484,18 @@ v1::Timeline BuildTimeline(const store::TraceSet& traces) {
       b->Add(*e);
     }
     b->Finish();
-    // The Python hook's connections of this pid that began in this image.
+    // The Python hook's connections that belong to this image: of its pid, and begun
+    // in it (the latest image of the pid that started before the connection; a forked
+    // child's image is only seen at its first loader event, which can come later than
+    // the hook's, so with no such image the pid's first).
     std::vector<const PyStream*> py;
     for (const auto& [pid, evs] : py_streams) {
-      if (pid != img.pid || evs->front()->mono_ns() < img.first_ns) continue;
-      bool later_image = false;
+      if (pid != img.pid) continue;
+      const Image* home = nullptr;
       for (const Image& other : images)
-        if (other.pid == img.pid && other.first_ns > img.first_ns &&
-            other.first_ns <= evs->front()->mono_ns())
-          later_image = true;
-      if (!later_image) py.push_back(evs);
+        if (other.pid == pid && (home == nullptr || other.first_ns <= evs->front()->mono_ns()))
+          home = &other;
+      if (home == &img) py.push_back(evs);
     }
     AttachPython(p, b->requests(), py);
     p->set_events(img.events.size());

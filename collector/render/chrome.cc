@@ -1,6 +1,6 @@
 // The Chrome trace-event format (opens in Perfetto's UI and chrome://tracing): one
-// track per process and thread, a span for each dlopen with the loads it caused
-// inside it, instant markers for failed dlopens and for findings.
+// track per process and thread, a span for each dlopen and each Python import with the
+// loads it caused inside it, instant markers for failed dlopens and for findings.
 #include <algorithm>
 #include <map>
 
@@ -70,7 +70,9 @@ std::string ChromeTrace(const v1::Timeline& t, const v1::Report& findings) {
           }
           ev.push_back(fmt::format(
               R"({{"ph":"X","cat":"dlopen","name":{},"pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"args":{{"requested":{},"requester":{},"rolled_back":{}}}}})",
-              JsonString("dlopen " + Base(l.requested_name())), p.pid(), e.tid(), ts, span_end - ts,
+              JsonString(l.python().dlopen_call().empty() ? "dlopen " + Base(l.requested_name())
+                                                          : l.python().dlopen_call()),
+              p.pid(), e.tid(), ts, span_end - ts,
               JsonString(l.requested_name()), JsonString(l.requester().path()),
               l.rolled_back() ? "true" : "false"));
         }
@@ -88,6 +90,21 @@ std::string ChromeTrace(const v1::Timeline& t, const v1::Report& findings) {
             R"({{"ph":"i","s":"t","cat":"unload","name":{},"pid":{},"tid":{},"ts":{:.3f}}})",
             JsonString("unload " + Base(e.unload().object().path())), p.pid(), e.tid(), ts));
       }
+    }
+    // Python imports (from ldscope's hook): a span each, nested as they ran, on their
+    // thread's track; the loads they caused fall inside them.
+    for (const auto& im : p.imports()) {
+      threads[im.tid()] = true;
+      const double ts = us(p, im.start_offset_ns());
+      uint64_t end_ns = im.ended() ? im.end_offset_ns() : im.start_offset_ns();
+      if (!im.ended())  // still running at the end of the trace: up to its last event
+        for (const auto& e : p.entries()) end_ns = std::max(end_ns, e.offset_ns());
+      ev.push_back(fmt::format(
+          R"({{"ph":"X","cat":"import","name":{},"pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"args":{{"module":{},"site":{},"loads":{},"failed":{},"error":{}}}}})",
+          JsonString("import " + im.module()), p.pid(), im.tid(), ts,
+          std::max(0.001, us(p, end_ns) - ts), JsonString(im.module()),
+          JsonString(fmt::format("{}:{}", im.site().file(), im.site().line())), im.loads(),
+          im.failed() ? "true" : "false", JsonString(im.error())));
     }
     for (const auto& [tid, _] : threads)
       ev.push_back(fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":{}}}}})",

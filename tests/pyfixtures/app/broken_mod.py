@@ -1,0 +1,2 @@
+x = 1
+raise RuntimeError("broken at import")
