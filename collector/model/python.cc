@@ -87,6 +87,16 @@ void AttachPython(v1::ProcessTimeline* p, const std::vector<EntryRequest>& reque
     }
   }
   info->set_streams(static_cast<uint32_t>(streams.size()));
+  for (const PyStream* s : streams) {
+    uint64_t max_seq = 0, dropped = 0;
+    for (const v1::Event* e : *s) {
+      max_seq = std::max(max_seq, e->seq());
+      dropped = std::max(dropped, e->dropped());
+    }
+    info->set_events(info->events() + s->size());
+    info->set_dropped(info->dropped() + dropped);
+    info->set_missing_seqs(info->missing_seqs() + max_seq + 1 - s->size());
+  }
   std::stable_sort(events.begin(), events.end(), [](const v1::Event* a, const v1::Event* b) {
     return a->mono_ns() < b->mono_ns();
   });

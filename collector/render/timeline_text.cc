@@ -100,8 +100,12 @@ void RenderProcess(std::string& out, const v1::ProcessTimeline& p, const TextOpt
   if (p.has_python()) {
     size_t failed = 0;
     for (const auto& i : p.imports()) failed += i.failed();
-    out += fmt::format("  python {} ({}): {} imports, {} failed\n", p.python().version(),
-                       p.python().executable(), p.imports_size(), failed);
+    out += fmt::format("  python {} ({}): {} imports, {} failed{}\n", p.python().version(),
+                       p.python().executable(), p.imports_size(), failed,
+                       p.python().dropped() + p.python().missing_seqs() == 0
+                           ? ""
+                           : fmt::format("; hook events dropped {}, missing {}",
+                                         p.python().dropped(), p.python().missing_seqs()));
   }
 
   size_t exit_unloads = 0;

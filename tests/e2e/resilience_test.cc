@@ -159,6 +159,38 @@ TEST(Resilience, StalledCollectorCostsBoundedTimeAndCountsDrops) {
   EXPECT_NE(summary.find(std::to_string(p.dropped()) + " dropped"), std::string::npos) << summary;
 }
 
+// The Python hook with a collector that stops (SIGSTOP) or dies (SIGKILL) mid-run: the
+// program's output and status stay its own; while stopped, the hook waits once, then
+// drops, and every drop is counted exactly.
+TEST(Resilience, PythonHookWithStoppedOrKilledCollector) {
+  const std::string script = PYFIXTURES_DIR "/app/collector_faults.py";
+  const auto bare = RunCmd({"/usr/bin/python3", script, "stop", "0"});
+  ASSERT_EQ(bare.code, 0) << bare.err;
+  ASSERT_EQ(bare.out, "done 7\n");
+  for (const std::string mode : {"stop", "kill"}) {
+    SCOPED_TRACE(mode);
+    Collector c(testing::ScratchDir("resilience_python_" + mode));
+    const auto r = RunCmd({"/usr/bin/python3", script, mode, std::to_string(c.pid)},
+                          {"LD_AUDIT=" AUDIT_LIB, "LDSCOPE_SOCKET=" + c.socket,
+                           "PYTHONPATH=" PYTHON_HOOK_DIR});
+    EXPECT_EQ(r.code, 0);
+    EXPECT_EQ(r.out, bare.out);
+    EXPECT_EQ(r.err, bare.err);
+    c.Stop();
+    if (mode == "kill") continue;
+    const auto t = testing::TimelineOf({c.trace});
+    const v1::ProcessTimeline* p = nullptr;
+    for (const auto& q : t.processes())
+      if (q.start_reason() == "exec") p = &q;
+    ASSERT_NE(p, nullptr);
+    EXPECT_GT(p->python().dropped(), 0u) << "the queue overflowed while the collector was stopped";
+    EXPECT_EQ(p->python().dropped(), p->python().missing_seqs()) << "every drop counted exactly";
+    bool resumed = false;
+    for (const auto& im : p->imports()) resumed |= im.module() == "wave" && im.ended();
+    EXPECT_TRUE(resumed) << "the import after the collector resumed arrived";
+  }
+}
+
 // Rogue clients are disconnected and counted; a real program's trace beside them is
 // intact.
 TEST(Resilience, RogueClientsAreDisconnectedOthersUnharmed) {
