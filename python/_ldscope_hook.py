@@ -101,8 +101,8 @@ def _stack(f, skip, limit):
 
 
 def _send(key, body):
-    # key: the body's field key byte in Event (field << 3 | 2; all bodies are < 16).
-    global _dead, _dropped, _stalled
+    # key: the body's key in Event (field << 3 | 2, as a varint).
+    global _dropped, _stalled
     try:
         if _getpid() != _pid:
             _forked()
@@ -110,8 +110,7 @@ def _send(key, body):
                 return
         s = _fstat(_fd)
         if (s.st_dev, s.st_ino) != _ino:
-            _sock.detach()   # no longer ours (the program closed or reused the number)
-            _dead = True
+            _die()   # no longer ours (the program closed or reused the number)
             return
         ev = (_head + b"\x10" + _uv(_native_id()) + b"\x18" + _uv(next(_seq)) + b"\x20" +
               _uv(_monotonic_ns()) + (b"\x28" + _uv(_dropped) if _dropped else b"") +
@@ -134,7 +133,24 @@ def _send(key, body):
             finally:
                 _sock.settimeout(None)
     except Exception:
-        _dead = True  # the collector is gone: stay out of the way from now on
+        _die()  # the collector is gone: stay out of the way from now on
+
+
+def _die():
+    # Go quiet for good. Forget the descriptor unless it is still ours, so that the
+    # socket object, when Python finalizes it, never closes the program's descriptor.
+    global _dead
+    _dead = True
+    try:
+        s = _fstat(_fd)
+        if (s.st_dev, s.st_ino) == _ino:
+            return
+    except Exception:
+        pass
+    try:
+        _sock.detach()
+    except Exception:
+        pass
 
 
 def _connect(in_child):

@@ -3,6 +3,7 @@
 # in <prefix>/lib/ldscope; the portable build depends on nothing but libc.
 # usage: packaging_test.sh SOURCE_DIR BUILD_DIR SCRATCH_DIR
 set -euo pipefail
+trap 'echo "packaging_test: line $LINENO failed: $BASH_COMMAND" >&2' ERR
 src=$1 build=$2 scratch=$3
 rm -rf "$scratch" && mkdir -p "$scratch"
 
@@ -11,11 +12,15 @@ test -x "$scratch/prefix/bin/ldscope"
 test -f "$scratch/prefix/lib/ldscope/libldscope_audit.so"
 out=$("$scratch/prefix/bin/ldscope" run -q -o "$scratch/t.ldscope" -- /bin/echo installed)
 test "$out" = "installed"
-"$scratch/prefix/bin/ldscope" show "$scratch/t.ldscope" | grep -q "executable  /usr/bin/echo\|executable  /bin/echo"
+# (grep reads the whole output: grep -q would end the pipe early, and pipefail would
+# then fail on ldscope's SIGPIPE)
+"$scratch/prefix/bin/ldscope" show "$scratch/t.ldscope" | grep "executable  /usr/bin/echo\|executable  /bin/echo" >/dev/null
 # The installed Python hook is found and attributes imports.
 test -f "$scratch/prefix/share/ldscope/python/sitecustomize.py"
+test -f "$scratch/prefix/share/ldscope/python/_ldscope_hook.py"
+ls "$scratch/prefix/share/ldscope/python/__pycache__/"_ldscope_hook.cpython-*.pyc >/dev/null
 "$scratch/prefix/bin/ldscope" run -q --no-report -o "$scratch/py.ldscope" -- /usr/bin/python3 -c "import json"
-"$scratch/prefix/bin/ldscope" show --format json "$scratch/py.ldscope" | grep -q '"module": "json"'
+"$scratch/prefix/bin/ldscope" show --format json "$scratch/py.ldscope" | grep '"module": "json"' >/dev/null
 echo "install: ok"
 
 LDSCOPE_BUILD_DIR="$scratch/portable" "$src/scripts/build" -DLDSCOPE_PORTABLE=ON -DLDSCOPE_TESTS=OFF >/dev/null
@@ -29,5 +34,5 @@ done
 test -f "$scratch/portable/bin/python/sitecustomize.py"
 out=$("$scratch/portable/bin/ldscope" run -q -o "$scratch/p.ldscope" -- /bin/echo portable)
 test "$out" = "portable"
-"$scratch/portable/bin/ldscope" show --format json "$scratch/p.ldscope" | grep -q '"reason": "LOAD_EXECUTABLE"'
+"$scratch/portable/bin/ldscope" show --format json "$scratch/p.ldscope" | grep '"reason": "LOAD_EXECUTABLE"' >/dev/null
 echo "portable: ok"

@@ -179,6 +179,19 @@ TEST(Python, InertWhenNotCollecting) {
   }
 }
 
+// The program closes the hook's descriptor and puts a socket of its own at that number:
+// the hook notices (inode) and never writes to it.
+TEST(Python, NeverWritesToADescriptorNoLongerItsOwn) {
+  const std::string dir = testing::ScratchDir("python_fd");
+  for (const auto& py : Interpreters()) {
+    SCOPED_TRACE(py);
+    const auto r = RunInApp({"run", "-q", "--no-report", "-o", dir + "/t.ldscope"}, py, {"fd_reuse.py"});
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out, "[b'mine']\n");
+    EXPECT_EQ(r.err, "");
+  }
+}
+
 // cupy imported in a thread, torch through importlib.import_module in a forked child:
 // each load attributed on its own thread and in its own process.
 TEST(Python, ThreadsForkAndImportModule) {
