@@ -22,7 +22,14 @@ import ctypes  # noqa: E402
 ctypes.CDLL("libm.so.6")
 if collector and mode == "stop":
     os.kill(collector, signal.SIGCONT)
-    import wave  # noqa: F401  (after the collector resumed: carries the drop count)
+    # The hook drops without waiting until a send works again: give the collector time
+    # to drain its queue, then import once more (that event carries the drop count).
+    import time
+    for _ in range(100):
+        time.sleep(0.01)
+        sys.modules.pop("colorsys")
+        __import__("colorsys")
+    import wave  # noqa: F401
 child = os.fork()
 if child == 0:
     import plistlib  # noqa: F401
