@@ -48,9 +48,12 @@ void Libraries(Context& ctx, const ProcessIndex& pi, std::map<std::string, Lib>*
     if (!family_seq.count(fam) || o.open_seq < family_seq[fam]) {
       family_seq[fam] = o.open_seq;
       auto req = pi.objects.find(o.requester);
+      // Who loaded it: how, from which object, and in Python during which top-level
+      // import (not the line: an edited script moves lines without changing anything).
       (*first_of_family)[fam] = {
-          fmt::format("{}|{}", static_cast<int>(o.load->reason()),
-                      req == pi.objects.end() ? std::string() : NormalPath(req->second.path)),
+          fmt::format("{}|{}|{}", static_cast<int>(o.load->reason()),
+                      req == pi.objects.end() ? std::string() : NormalPath(req->second.path),
+                      o.load->python().top_module()),
           fmt::format("{} loaded {}", l.path, ctx.HowLoaded(pi, o))};
     }
   }

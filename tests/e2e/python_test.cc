@@ -179,6 +179,32 @@ TEST(Python, InertWhenNotCollecting) {
   }
 }
 
+// The same script with the import order swapped: `ldscope diff` says which import now
+// loads the first NCCL, and which finding that brought.
+TEST(Python, DiffNamesTheImportThatNowLoadsALibraryFirst) {
+  const std::string dir = testing::ScratchDir("python_diff");
+  for (const std::string order : {"torch,cupy", "cupy,torch"}) {
+    const auto r = RunCmd({"/usr/bin/env", "-C", kApp, "ORDER=" + order, LDSCOPE_BIN, "run", "-q",
+                           "--no-report", "-o", dir + "/" + order + ".ldscope", "--",
+                           "/usr/bin/python3", "ordered.py"},
+                          {"PYTHONPATH=" + kSitePackages});
+    ASSERT_EQ(r.code, 0) << r.err;
+  }
+  const auto d = RunCmd({LDSCOPE_BIN, "diff", "--fail-on", "new-findings", dir + "/torch,cupy.ldscope",
+                         dir + "/cupy,torch.ldscope"});
+  EXPECT_EQ(d.code, 3) << d.err;
+  const std::string out = testing::ReplaceAll(d.out, FIXTURES, "${FIXTURES}");
+  EXPECT_NE(out.find("  ~ first libnccl library: was ${FIXTURES}/site-packages/nvidia/nccl/lib/"
+                     "libnccl.so.2 loaded as a NEEDED of ${FIXTURES}/site-packages/torch/lib/"
+                     "libtorch_cuda.so (found via RPATH), for import torch._C at torch/__init__.py:4, "
+                     "during import torch at ordered.py:8; now ${FIXTURES}/system/lib/"
+                     "libnccl.so.2.16.2 loaded by ctypes.CDLL('${FIXTURES}/system/lib/"
+                     "libnccl.so.2.16.2') at cupy/_environment.py:11, during import cupy at "
+                     "ordered.py:8\n"),
+            std::string::npos) << out;
+  EXPECT_NE(out.find("new error [missing-symbol]"), std::string::npos) << out;
+}
+
 // The program closes the hook's descriptor and puts a socket of its own at that number:
 // the hook notices (inode) and never writes to it.
 TEST(Python, NeverWritesToADescriptorNoLongerItsOwn) {
