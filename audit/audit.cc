@@ -3,6 +3,7 @@
 // never throw, never abort, no heap, no stdio, bounded waits, and return the value
 // that changes nothing whenever anything goes wrong.
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <gnu/libc-version.h>
 #include <link.h>
@@ -24,6 +25,9 @@
 #define LDSCOPE_EXPORT extern "C" __attribute__((visibility("default")))
 
 extern char** environ;
+// ld.so's debugger interface for the base namespace (r_state says whether a loader
+// transaction is in progress). Weak: where it cannot be found, events are not held.
+#pragma weak _r_debug
 
 namespace ldscope::audit {
 namespace {
@@ -47,28 +51,62 @@ Cookie Decode(const uintptr_t* cookie) {
   return {true, (v & kAuditBit) != 0, static_cast<uint64_t>(v >> 1)};
 }
 
-// Spin lock whose holder is a tid: a child forked while another thread held it
-// sees a foreign owner and takes it over instead of waiting forever.
+// Spin lock whose holder is a thread (its pthread_self, which needs no system call):
+// a child forked while another thread held it sees a foreign owner and takes it over
+// instead of waiting forever.
 class OwnerLock {
  public:
-  bool Lock(uint32_t tid, uint32_t pid, uint32_t owner_pid) {
+  bool Lock(uintptr_t self, uint32_t pid, uint32_t owner_pid) {
     for (int spins = 0; spins < 200000; ++spins) {
-      uint32_t expected = 0;
-      if (__atomic_compare_exchange_n(&owner_, &expected, tid, false, __ATOMIC_ACQUIRE,
+      uintptr_t expected = 0;
+      if (__atomic_compare_exchange_n(&owner_, &expected, self, false, __ATOMIC_ACQUIRE,
                                       __ATOMIC_RELAXED))
         return true;
       if (pid != owner_pid) {  // forked child: the holder does not exist here
-        __atomic_store_n(&owner_, tid, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&owner_, self, __ATOMIC_SEQ_CST);
         return true;
       }
       if (spins > 64) sched_yield();
     }
     return false;  // give up (the event is dropped) rather than hang
   }
-  void Unlock() { __atomic_store_n(&owner_, 0, __ATOMIC_RELEASE); }
+  void Unlock() { __atomic_store_n(&owner_, uintptr_t{0}, __ATOMIC_RELEASE); }
 
  private:
-  uint32_t owner_ = 0;
+  uintptr_t owner_ = 0;
+};
+
+// The events of one loader transaction, framed for the transport, waiting to leave
+// together: one datagram or one write instead of one per event (a system call and a
+// collector wake-up each, most of ldscope's cost in a process that loads thousands of
+// objects). Static storage; guarded by the OwnerLock like the rest of State.
+class Batch {
+ public:
+  static constexpr size_t kBytes = 32 * 1024;
+  bool empty() const { return events_ == 0; }
+  uint32_t events() const { return events_; }
+  const uint8_t* data() const { return buf_; }
+  size_t size() const { return len_; }
+  // Appends one encoded event; false when it does not fit.
+  bool Add(const Transport& t, const uint8_t* event, size_t len) {
+    uint8_t head[Transport::kMaxFrameHeader];
+    const size_t hn = t.FrameInBatch(head, len);
+    if (hn + len > kBytes - len_) return false;
+    std::memcpy(buf_ + len_, head, hn);
+    std::memcpy(buf_ + len_ + hn, event, len);
+    len_ += hn + len;
+    ++events_;
+    return true;
+  }
+  void Clear() {
+    len_ = 0;
+    events_ = 0;
+  }
+
+ private:
+  uint8_t buf_[kBytes] = {};
+  size_t len_ = 0;
+  uint32_t events_ = 0;
 };
 
 struct State {
@@ -82,6 +120,17 @@ struct State {
   uint64_t dropped = 0;
   uint64_t next_id = 1;
   bool main_seen = false;
+  uint64_t main_id = 0;           // the executable's object id: la_activity's cookie for
+                                  // the base namespace
+  // Inside a loader transaction of the base namespace (from its ADD or DELETE activity
+  // to its CONSISTENT), events are held in `batch`; the thread that opened it, and its
+  // tid, so that its events need no gettid.
+  bool window = false;
+  bool window_add = false;        // opened by ADD (else DELETE)
+  uintptr_t window_thread = 0;
+  uint32_t window_tid = 0;
+  bool exited = false;            // the exit event is out: nothing is held any more
+  Batch batch;
   uint64_t audit_lmids = 0;       // bit per namespace id that belongs to auditors
   ProcessAux aux;
   ElfW(Dyn)* vdso_dynamic = nullptr;
@@ -184,30 +233,52 @@ ElfW(Dyn)* FindVdsoDynamic(ElfW(Addr) ehdr_addr) {
 void SendStart(uint32_t reason, int32_t parent_pid, uint64_t parent_image_start_ns,
                uint64_t parent_seq);
 
-// Runs with g.lock held. Returns false when the event cannot be delivered.
-bool EnsureConnection(uint32_t pid) {
-  if (pid != g.pid) {
-    // Forked child without exec: same memory, new process. Its inherited objects are
-    // the parent's open ones before parent_seq; tell the collector so.
-    const uint32_t parent_pid = g.pid;
-    const uint64_t parent_start = g.image_start_ns;
-    const uint64_t parent_seq = g.seq;
-    g.transport.Abandon();
-    g.pid = pid;
-    g.image_start_ns = NowNs();
-    g.seq = 0;
-    g.dropped = 0;
-    if (!g.transport.Open(pid, g.image_start_ns)) return false;
-    SendStart(2 /* START_FORK */, static_cast<int32_t>(parent_pid), parent_start, parent_seq);
-    return true;
-  }
+// Runs with g.lock held. A forked child (same memory, new process) opens its own
+// connection; the events its parent was holding are the parent's to send. Returns
+// false when the child's events cannot be delivered.
+bool HandleFork(uint32_t pid) {
+  if (pid == g.pid) return true;
+  // Its inherited objects are the parent's open ones before parent_seq; tell the
+  // collector so.
+  const uint32_t parent_pid = g.pid;
+  const uint64_t parent_start = g.image_start_ns;
+  const uint64_t parent_seq = g.seq;
+  g.transport.Abandon();
+  g.batch.Clear();
+  g.window = false;
+  g.pid = pid;
+  g.image_start_ns = NowNs();
+  g.seq = 0;
+  g.dropped = 0;
+  if (!g.transport.Open(pid, g.image_start_ns)) return false;
+  SendStart(2 /* START_FORK */, static_cast<int32_t>(parent_pid), parent_start, parent_seq);
+  return true;
+}
+
+// Runs with g.lock held, right before anything is written. Returns false when
+// nothing can be delivered.
+bool EnsureDescriptor() {
   if (g.transport.dead()) return false;
   if (!g.transport.StillOurs()) {
     // The program closed or reused our descriptor number: open a new one.
-    if (!g.transport.Open(pid, g.image_start_ns)) return false;
+    if (!g.transport.Open(g.pid, g.image_start_ns)) return false;
     SendStart(3 /* START_RECONNECT */, 0, 0, 0);
   }
   return true;
+}
+
+// Sends the held events as one datagram (or write). A lost batch counts each of its
+// events as dropped; their sequence numbers are the gap a reader sees. Lock held.
+void FlushBatch() {
+  if (g.batch.empty()) return;
+  const uint32_t n = g.batch.events();
+  const bool sent = EnsureDescriptor() &&
+                    g.transport.SendBatch(g.batch.data(), g.batch.size()) == Transport::Result::kSent;
+  g.batch.Clear();
+  if (!sent) {
+    g.dropped += n;
+    g_dirs.Reset();  // definitions in the lost batch never arrived
+  }
 }
 
 template <size_t N, typename Encode>
@@ -275,20 +346,107 @@ uint32_t CurrentPid() {
   return pid;
 }
 
-// The common path of every hook after it decided to record something.
+// Whether a loader transaction of the base namespace is in progress. ld.so sets
+// r_state back to RT_CONSISTENT when it ends one, also where it gives up on a failed
+// load without telling the auditors (older glibc's lose() after LA_ACT_ADD): then the
+// held events go at the next hook instead of waiting for a CONSISTENT that never comes.
+bool BaseTransactionOpen() {
+  const r_debug* r = &_r_debug;
+  if (r == nullptr) return false;
+  const volatile auto* state = &r->r_state;  // written by the thread in the transaction
+  return *state != r_debug::RT_CONSISTENT;
+}
+
+uintptr_t Self() { return static_cast<uintptr_t>(pthread_self()); }
+
+// How an event travels: as it happens (kNow), or held with the rest of its loader
+// transaction until the transaction's CONSISTENT (kOpenAdd / kOpenDelete start holding,
+// kClose ends it). kFinal (the exit event) sends everything held, then itself, and holds
+// nothing after.
+enum class Delivery { kNow, kOpenAdd, kOpenDelete, kClose, kFinal };
+
+// Whether an event that is not a transaction's ADD, DELETE or CONSISTENT is held. A
+// DELETE always reaches its CONSISTENT (dlclose, a failed dlopen's roll-back, and at
+// exit _dl_fini, whose closes are the transaction: r_state stays RT_CONSISTENT there).
+// An ADD does not on older glibc when loading the dlopen'ed object itself fails (lose()
+// resets r_state without telling auditors), so ADD windows hold only while ld.so's
+// r_state says the transaction is open.
+bool WindowStillOpen() { return g.window && (!g.window_add || BaseTransactionOpen()); }
+
+// The common path of every hook after it decided to record something. Events are held
+// only inside a base-namespace loader transaction (see WindowStillOpen); anything else (a
+// search for a dlopen that finds nothing, the exit event, events of other namespaces)
+// first sends what is held, then itself.
 template <size_t N, typename Encode>
-void Record(Encode&& encode) {
+void Record(Encode&& encode, Delivery how = Delivery::kNow) {
   const uint32_t pid = CurrentPid();
-  const uint32_t tid = Tid();
-  if (!g.lock.Lock(tid, pid, g.pid)) {
+  const uintptr_t self = Self();
+  if (!g.lock.Lock(self, pid, g.pid)) {
     __atomic_fetch_add(&g.dropped, 1, __ATOMIC_RELAXED);
     return;
   }
-  if (EnsureConnection(pid)) {
-    EncodeAndSend<N>(encode, tid);
-  } else {
+  if (!HandleFork(pid)) {
     ++g.seq;
     ++g.dropped;
+    g.lock.Unlock();
+    return;
+  }
+  // Only events that fit a batch by themselves are ever held.
+  constexpr bool kHoldable = N + Transport::kMaxFrameHeader <= Batch::kBytes;
+  bool hold = false;
+  if (kHoldable && !g.exited) {
+    if (how == Delivery::kOpenAdd || how == Delivery::kOpenDelete) {
+      if (!g.window) {
+        g.window = true;
+        g.window_thread = self;
+        g.window_tid = Tid();
+      }
+      g.window_add = how == Delivery::kOpenAdd;
+      hold = true;
+    } else if (how == Delivery::kClose) {
+      hold = g.window;
+    } else if (how == Delivery::kNow) {
+      hold = WindowStillOpen();
+    }
+  }
+  if (!hold) {
+    g.window = false;
+    FlushBatch();  // what is held goes first: the stream stays in sequence order
+  }
+  if (how == Delivery::kFinal) g.exited = true;
+  if (hold ? g.transport.dead() : !EnsureDescriptor()) {
+    ++g.seq;
+    ++g.dropped;
+    if (how == Delivery::kClose) {
+      g.window = false;
+      FlushBatch();  // cannot be sent either: counts what it held
+    }
+    g.lock.Unlock();
+    return;
+  }
+  const uint32_t tid = hold && self == g.window_thread ? g.window_tid : Tid();
+  if (!hold) {
+    EncodeAndSend<N>(encode, tid);
+    g.lock.Unlock();
+    return;
+  }
+  uint8_t buf[Transport::kPrefixRoom + N];
+  wire::Writer w(buf + Transport::kPrefixRoom, N);
+  EventHead h;
+  h.pid = g.pid;
+  h.tid = tid;
+  h.seq = g.seq++;
+  h.mono_ns = NowNs();
+  h.image_start_ns = g.image_start_ns;
+  h.dropped = g.dropped;
+  encode(w, h);
+  if (!g.batch.Add(g.transport, w.data(), w.size())) {
+    FlushBatch();  // full: send what is held, start a new batch
+    g.batch.Add(g.transport, w.data(), w.size());  // fits an empty batch (kHoldable)
+  }
+  if (how == Delivery::kClose) {
+    g.window = false;
+    FlushBatch();
   }
   g.lock.Unlock();
 }
@@ -383,8 +541,11 @@ LDSCOPE_EXPORT unsigned int la_objopen(struct link_map* map, Lmid_t lmid, uintpt
     // Before the executable's objopen, only auditors' namespaces are being built.
     if (lmid >= 0 && lmid < 64) g.audit_lmids |= uint64_t{1} << lmid;
   }
-  if (is_main) g.main_seen = true;
   const uint64_t id = __atomic_fetch_add(&g.next_id, 1, __ATOMIC_RELAXED);
+  if (is_main) {
+    g.main_seen = true;
+    g.main_id = id;
+  }
   const bool audit = AuditNamespace(lmid);
   *cookie = MakeCookie(id, audit);
   if (audit) return 0;
@@ -447,9 +608,21 @@ LDSCOPE_EXPORT void la_activity(uintptr_t* cookie, unsigned int flag) {
     g.n_recent = 0;
     g.recent_checked = false;
   }
+  // The base namespace's transactions are held and sent whole (its head is the
+  // executable); other namespaces' events go as they happen. An ADD is held only where
+  // ld.so's r_state can tell when it ended (see WindowStillOpen).
+  Delivery how = Delivery::kNow;
+  if (c.ours && g.main_id != 0 && c.id == g.main_id) {
+    if (flag == LA_ACT_CONSISTENT)
+      how = Delivery::kClose;
+    else if (flag == LA_ACT_DELETE)
+      how = Delivery::kOpenDelete;
+    else if (flag == LA_ACT_ADD && &_r_debug != nullptr)
+      how = Delivery::kOpenAdd;
+  }
   Record<256>([&](ldscope::wire::Writer& w, const EventHead& h) {
     EncodeActivity(w, h, flag, c.id);
-  });
+  }, how);
 }
 
 LDSCOPE_EXPORT void la_preinit(uintptr_t* /*cookie*/) {
@@ -460,5 +633,6 @@ LDSCOPE_EXPORT void la_preinit(uintptr_t* /*cookie*/) {
 // At a normal exit (not _exit or a crash), report the final drop count.
 __attribute__((destructor)) static void OnUnload() {
   if (!g.active) return;
-  Record<256>([&](ldscope::wire::Writer& w, const EventHead& h) { EncodeExit(w, h); });
+  Record<256>([&](ldscope::wire::Writer& w, const EventHead& h) { EncodeExit(w, h); },
+              Delivery::kFinal);
 }
