@@ -148,6 +148,7 @@ struct State {
   uintptr_t recent_relro[64] = {};
   bool recent_writable[64] = {};
   size_t n_recent = 0;
+  uint64_t recent_min = 0, recent_max = 0;  // so that most closes skip the search
   bool recent_checked = false;
 };
 
@@ -572,6 +573,8 @@ LDSCOPE_EXPORT unsigned int la_objopen(struct link_map* map, Lmid_t lmid, uintpt
     }
     ReadMappedObject(map, is_main, g.aux, &o);
     if (o.relro_start != 0 && g.n_recent < sizeof g.recent_id / sizeof g.recent_id[0]) {
+      if (g.n_recent == 0 || id < g.recent_min) g.recent_min = id;
+      if (g.n_recent == 0 || id > g.recent_max) g.recent_max = id;
       g.recent_id[g.n_recent] = id;
       g.recent_relro[g.n_recent++] = o.relro_start;
     }
@@ -585,7 +588,8 @@ LDSCOPE_EXPORT unsigned int la_objclose(uintptr_t* cookie) {
   const Cookie c = Decode(cookie);
   if (!c.ours || c.audit) return 0;
   bool unrelocated = false;
-  for (size_t i = 0; i < g.n_recent; ++i) {
+  const bool maybe_recent = g.n_recent > 0 && c.id >= g.recent_min && c.id <= g.recent_max;
+  for (size_t i = 0; maybe_recent && i < g.n_recent; ++i) {
     if (g.recent_id[i] != c.id) continue;
     if (!g.recent_checked) {
       PagesWritable(g.recent_relro, g.recent_writable, g.n_recent);
