@@ -130,6 +130,10 @@ struct State {
   uintptr_t window_thread = 0;
   uint32_t window_tid = 0;
   bool exited = false;            // the exit event is out: nothing is held any more
+  // la_preinit was called: start-up is over. Nothing is held before: when a library the
+  // program needs is missing, ld.so prints its error and _exits in the middle of the
+  // start-up transaction, and its searches are what the trace is for.
+  bool started = false;
   Batch batch;
   uint64_t audit_lmids = 0;       // bit per namespace id that belongs to auditors
   ProcessAux aux;
@@ -612,11 +616,11 @@ LDSCOPE_EXPORT void la_activity(uintptr_t* cookie, unsigned int flag) {
     g.n_recent = 0;
     g.recent_checked = false;
   }
-  // The base namespace's transactions are held and sent whole (its head is the
-  // executable); other namespaces' events go as they happen. An ADD is held only where
-  // ld.so's r_state can tell when it ended (see WindowStillOpen).
+  // The base namespace's transactions after start-up are held and sent whole (its head
+  // is the executable); other namespaces' events go as they happen. An ADD is held only
+  // where ld.so's r_state can tell when it ended (see WindowStillOpen).
   Delivery how = Delivery::kNow;
-  if (c.ours && g.main_id != 0 && c.id == g.main_id) {
+  if (g.started && c.ours && g.main_id != 0 && c.id == g.main_id) {
     if (flag == LA_ACT_CONSISTENT)
       how = Delivery::kClose;
     else if (flag == LA_ACT_DELETE)
@@ -632,6 +636,7 @@ LDSCOPE_EXPORT void la_activity(uintptr_t* cookie, unsigned int flag) {
 LDSCOPE_EXPORT void la_preinit(uintptr_t* /*cookie*/) {
   if (!g.active) return;
   Record<256>([&](ldscope::wire::Writer& w, const EventHead& h) { EncodePreinit(w, h); });
+  g.started = true;
 }
 
 // At a normal exit (not _exit or a crash), report the final drop count.

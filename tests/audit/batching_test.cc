@@ -208,13 +208,40 @@ TEST(Batching, TransactionsTravelWholeAndMissesAtOnce) {
   EXPECT_TRUE(ds.back().events.back().has_exit()) << "the exit event comes last";
 }
 
-// A transaction bigger than one batch (a startup and a dlopen that search 400 empty
-// directories of LD_LIBRARY_PATH for every library) goes out as several full batches, in
-// order, in both transports.
+// When a library the program needs is missing, ld.so prints its error and _exits in the
+// middle of the start-up transaction: start-up events are never held, so the searches
+// that explain the failure are all there.
+TEST(Batching, StartupThatFailsIsStreamed) {
+  const auto dir = testing::ScratchDir("batching_startup");
+  Receiver rx(dir + "/s");
+  const pid_t pid = Spawn({FIXTURES "/bin/needs_gone"}, {"LD_AUDIT=" AUDIT_LIB, "LDSCOPE_SOCKET=" + dir + "/s"});
+  EXPECT_TRUE(rx.ReadAll());
+  int st = 0;
+  ASSERT_EQ(waitpid(pid, &st, 0), pid);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 127) << st;
+  ExpectCompleteInOrder(rx.datagrams);
+  size_t searches = 0;
+  bool orphan = false;
+  for (const auto& d : rx.datagrams)
+    for (const auto& e : d.events) {
+      searches += IsSearchFor(e, "libfix_gone.so") || (e.has_search() && e.search().name().empty());
+      orphan |= IsOpenOf(e, FIXTURES "/lib/libfix_orphan.so");
+    }
+  EXPECT_TRUE(orphan);
+  EXPECT_GE(searches, 3u) << "the search for libfix_gone.so and its candidates";
+  bool gone_searched = false;
+  for (const auto& d : rx.datagrams)
+    for (const auto& e : d.events) gone_searched |= IsSearchFor(e, "libfix_gone.so");
+  EXPECT_TRUE(gone_searched);
+}
+
+// A transaction bigger than one batch (a dlopen whose dependency is searched for in 800
+// empty directories of LD_LIBRARY_PATH) goes out as several full batches, in order, in
+// both transports.
 TEST(Batching, BigTransactionFillsSeveralBatches) {
   const auto dir = testing::ScratchDir("batching_big");
   std::string path;
-  for (int i = 0; i < 400; ++i) {
+  for (int i = 0; i < 800; ++i) {
     const std::string d = dir + "/nowhere/some/long/directory/name/" + std::to_string(i);
     std::filesystem::create_directories(d);
     path += (i ? ":" : "") + d;
@@ -230,10 +257,10 @@ TEST(Batching, BigTransactionFillsSeveralBatches) {
   size_t big = 0, candidates = 0;
   for (const auto& d : rx.datagrams) {
     EXPECT_LE(d.size, ipc::kMaxDatagram);
-    big += d.batch && d.size > 16 * 1024;
+    big += d.batch && d.size > 24 * 1024;
     for (const auto& e : d.events) candidates += e.has_search() && e.search().name().empty();
   }
-  EXPECT_GE(candidates, 400u);
+  EXPECT_GE(candidates, 2 * 800u) << "libc.so.6 at start-up, libfix_b.so in the dlopen";
   EXPECT_GE(big, 2u) << "the held events were sent whenever the batch was full";
 
   // The same through LDSCOPE_DIR: one file, every record an event, nothing missing.
@@ -254,7 +281,7 @@ TEST(Batching, BigTransactionFillsSeveralBatches) {
   }
   EXPECT_EQ(seqs.size(), f.events.size());
   EXPECT_EQ(*seqs.rbegin() + 1, f.events.size()) << "no gaps";
-  EXPECT_GE(dir_candidates, 400u);
+  EXPECT_GE(dir_candidates, 2 * 800u);
   EXPECT_TRUE(f.events.back().has_exit() || std::any_of(f.events.begin(), f.events.end(),
                                                          [](const v1::Event& e) { return e.has_exit(); }));
 }
