@@ -134,16 +134,10 @@ struct State {
   // program needs is missing, ld.so prints its error and _exits in the middle of the
   // start-up transaction, and its searches are what the trace is for.
   bool started = false;
-  Batch batch;
   uint64_t audit_lmids = 0;       // bit per namespace id that belongs to auditors
   ProcessAux aux;
   ElfW(Dyn)* vdso_dynamic = nullptr;
-  char exe[4096] = {};
-  char main_path[4096] = {};      // the executable's file (differs from exe under `ld.so prog`)
   bool ldso_seen = false;
-  char cmdline[8192] = {};
-  size_t cmdline_len = 0;
-  char search_name[4096] = {};    // name of the search in progress (from its ORIG call)
   // Objects opened since the last ADD activity, with the RELRO page ld.so protects
   // once relocation is done: a close that finds it still writable is a roll-back.
   // Read at the first close after the batch, once for all of them: /proc/self/maps
@@ -157,6 +151,19 @@ struct State {
 };
 
 State g;
+
+// The large parts of the state, apart so that they are all-zero and land in .bss: pages
+// a process never touches cost it nothing (State, with its few non-zero defaults, is
+// file-backed .data, where a touched page is read from the file and then copied).
+struct Buffers {
+  Batch batch;
+  char exe[4096] = {};
+  char main_path[4096] = {};      // the executable's file (differs from exe under `ld.so prog`)
+  char cmdline[8192] = {};
+  size_t cmdline_len = 0;
+  char search_name[4096] = {};    // name of the search in progress (from its ORIG call)
+};
+Buffers g_buf;
 
 // Candidate directories already sent on this connection, so that later candidates in
 // them travel as a small number (a search tries the same few directories for every
@@ -203,18 +210,18 @@ uint64_t NowNs() {
 uint32_t Tid() { return static_cast<uint32_t>(syscall(SYS_gettid)); }
 
 void ReadProcessIdentity() {
-  const ssize_t n = readlink("/proc/self/exe", g.exe, sizeof g.exe - 1);
-  g.exe[n > 0 ? n : 0] = '\0';
+  const ssize_t n = readlink("/proc/self/exe", g_buf.exe, sizeof g_buf.exe - 1);
+  g_buf.exe[n > 0 ? n : 0] = '\0';
   const int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
   if (fd >= 0) {
     size_t len = 0;
-    while (len < sizeof g.cmdline) {
-      const ssize_t r = read(fd, g.cmdline + len, sizeof g.cmdline - len);
+    while (len < sizeof g_buf.cmdline) {
+      const ssize_t r = read(fd, g_buf.cmdline + len, sizeof g_buf.cmdline - len);
       if (r <= 0) break;
       len += static_cast<size_t>(r);
     }
     close(fd);
-    g.cmdline_len = len;
+    g_buf.cmdline_len = len;
   }
 }
 
@@ -249,7 +256,7 @@ bool HandleFork(uint32_t pid) {
   const uint64_t parent_start = g.image_start_ns;
   const uint64_t parent_seq = g.seq;
   g.transport.Abandon();
-  g.batch.Clear();
+  g_buf.batch.Clear();
   g.window = false;
   g.pid = pid;
   g.image_start_ns = NowNs();
@@ -275,11 +282,11 @@ bool EnsureDescriptor() {
 // Sends the held events as one datagram (or write). A lost batch counts each of its
 // events as dropped; their sequence numbers are the gap a reader sees. Lock held.
 void FlushBatch() {
-  if (g.batch.empty()) return;
-  const uint32_t n = g.batch.events();
+  if (g_buf.batch.empty()) return;
+  const uint32_t n = g_buf.batch.events();
   const bool sent = EnsureDescriptor() &&
-                    g.transport.SendBatch(g.batch.data(), g.batch.size()) == Transport::Result::kSent;
-  g.batch.Clear();
+                    g.transport.SendBatch(g_buf.batch.data(), g_buf.batch.size()) == Transport::Result::kSent;
+  g_buf.batch.Clear();
   if (!sent) {
     g.dropped += n;
     g_dirs.Reset();  // definitions in the lost batch never arrived
@@ -313,9 +320,9 @@ void SendStart(uint32_t reason, int32_t parent_pid, uint64_t parent_image_start_
     ProcessStartInfo p;
     p.reason = reason;
     p.ppid = static_cast<int32_t>(getppid());
-    p.exe = g.exe;
-    p.cmdline = g.cmdline;
-    p.cmdline_len = g.cmdline_len;
+    p.exe = g_buf.exe;
+    p.cmdline = g_buf.cmdline;
+    p.cmdline_len = g_buf.cmdline_len;
     p.cwd = cwd;
     p.glibc_version = gnu_get_libc_version();
     p.environ = environ;
@@ -362,7 +369,8 @@ bool BaseTransactionOpen() {
   return *state != r_debug::RT_CONSISTENT;
 }
 
-uintptr_t Self() { return static_cast<uintptr_t>(pthread_self()); }
+// Never 0 (the lock's "free"): pthread_self is an aligned address.
+uintptr_t Self() { return static_cast<uintptr_t>(pthread_self()) | 1; }
 
 // How an event travels: as it happens (kNow), or held with the rest of its loader
 // transaction until the transaction's CONSISTENT (kOpenAdd / kOpenDelete start holding,
@@ -445,9 +453,9 @@ void Record(Encode&& encode, Delivery how = Delivery::kNow) {
   h.image_start_ns = g.image_start_ns;
   h.dropped = g.dropped;
   encode(w, h);
-  if (!g.batch.Add(g.transport, w.data(), w.size())) {
+  if (!g_buf.batch.Add(g.transport, w.data(), w.size())) {
     FlushBatch();  // full: send what is held, start a new batch
-    g.batch.Add(g.transport, w.data(), w.size());  // fits an empty batch (kHoldable)
+    g_buf.batch.Add(g.transport, w.data(), w.size());  // fits an empty batch (kHoldable)
   }
   if (how == Delivery::kClose) {
     g.window = false;
@@ -487,8 +495,8 @@ LDSCOPE_EXPORT unsigned int la_version(unsigned int version) {
   ReadProcessIdentity();
   // ld.so run as a program: /proc/self/exe is ld.so; the program is what is mapped
   // at AT_PHDR.
-  if (g.aux.ldso_base != 0 || !MappedFile(g.aux.main_phdr, g.main_path, sizeof g.main_path))
-    std::memcpy(g.main_path, g.exe, sizeof g.exe);
+  if (g.aux.ldso_base != 0 || !MappedFile(g.aux.main_phdr, g_buf.main_path, sizeof g_buf.main_path))
+    std::memcpy(g_buf.main_path, g_buf.exe, strnlen(g_buf.exe, sizeof g_buf.exe - 1) + 1);
   if (!g.transport.Open(g.pid, g.image_start_ns)) return 0;
   SetUpForkMarker();
   g.lav_version = version;
@@ -502,9 +510,9 @@ LDSCOPE_EXPORT char* la_objsearch(const char* name, uintptr_t* cookie, unsigned 
   const Cookie c = Decode(cookie);
   if (c.audit || (!c.ours && !g.main_seen)) return const_cast<char*>(name);
   if (flag == LA_SER_ORIG) {
-    const size_t n = strnlen(name, sizeof g.search_name - 1);
-    std::memcpy(g.search_name, name, n);
-    g.search_name[n] = '\0';
+    const size_t n = strnlen(name, sizeof g_buf.search_name - 1);
+    std::memcpy(g_buf.search_name, name, n);
+    g_buf.search_name[n] = '\0';
     Record<8192>([&](ldscope::wire::Writer& w, const EventHead& h) {
       SearchInfo s;
       s.name = name;
@@ -530,7 +538,7 @@ LDSCOPE_EXPORT char* la_objsearch(const char* name, uintptr_t* cookie, unsigned 
           s.dir = name;
           s.dir_len = dir_len;
         }
-        if (std::strcmp(slash + 1, g.search_name) != 0) s.base = slash + 1;
+        if (std::strcmp(slash + 1, g_buf.search_name) != 0) s.base = slash + 1;
       }
       EncodeSearch(w, h, s);
     });
@@ -561,7 +569,7 @@ LDSCOPE_EXPORT unsigned int la_objopen(struct link_map* map, Lmid_t lmid, uintpt
     o.lmid = lmid;
     o.base = map->l_addr;
     o.is_main = is_main;
-    o.path = is_main ? g.main_path : map->l_name;
+    o.path = is_main ? g_buf.main_path : map->l_name;
     o.is_vdso = g.vdso_dynamic != nullptr && map->l_ld == g.vdso_dynamic;
     // ld.so is opened right after the executable; AT_BASE names it, except when ld.so
     // was run as a program (AT_BASE is 0): then it is the first object after it.
