@@ -281,8 +281,9 @@ bool EnsureDescriptor() {
 
 // Sends the held events as one datagram (or write). A lost batch counts each of its
 // events as dropped; their sequence numbers are the gap a reader sees. Lock held.
-void FlushBatch() {
-  if (g_buf.batch.empty()) return;
+// Returns false when held events were lost.
+bool FlushBatch() {
+  if (g_buf.batch.empty()) return true;
   const uint32_t n = g_buf.batch.events();
   const bool sent = EnsureDescriptor() &&
                     g.transport.SendBatch(g_buf.batch.data(), g_buf.batch.size()) == Transport::Result::kSent;
@@ -291,6 +292,7 @@ void FlushBatch() {
     g.dropped += n;
     g_dirs.Reset();  // definitions in the lost batch never arrived
   }
+  return sent;
 }
 
 template <size_t N, typename Encode>
@@ -454,8 +456,14 @@ void Record(Encode&& encode, Delivery how = Delivery::kNow) {
   h.dropped = g.dropped;
   encode(w, h);
   if (!g_buf.batch.Add(g.transport, w.data(), w.size())) {
-    FlushBatch();  // full: send what is held, start a new batch
-    g_buf.batch.Add(g.transport, w.data(), w.size());  // fits an empty batch (kHoldable)
+    // Full: send what is held, start a new batch with this event (it fits an empty one:
+    // kHoldable). When the held batch was lost, this event may refer to a directory only
+    // that batch defined: it is dropped too (and counted) rather than reach a reader
+    // with a reference the reader cannot resolve.
+    if (FlushBatch())
+      g_buf.batch.Add(g.transport, w.data(), w.size());
+    else
+      ++g.dropped;
   }
   if (how == Delivery::kClose) {
     g.window = false;
