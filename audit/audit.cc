@@ -3,6 +3,7 @@
 // never throw, never abort, no heap, no stdio, bounded waits, and return the value
 // that changes nothing whenever anything goes wrong.
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <gnu/libc-version.h>
 #include <link.h>
@@ -24,6 +25,9 @@
 #define LDSCOPE_EXPORT extern "C" __attribute__((visibility("default")))
 
 extern char** environ;
+// ld.so's debugger interface for the base namespace (r_state says whether a loader
+// transaction is in progress). Weak: where it cannot be found, events are not held.
+#pragma weak _r_debug
 
 namespace ldscope::audit {
 namespace {
@@ -47,28 +51,62 @@ Cookie Decode(const uintptr_t* cookie) {
   return {true, (v & kAuditBit) != 0, static_cast<uint64_t>(v >> 1)};
 }
 
-// Spin lock whose holder is a tid: a child forked while another thread held it
-// sees a foreign owner and takes it over instead of waiting forever.
+// Spin lock whose holder is a thread (its pthread_self, which needs no system call):
+// a child forked while another thread held it sees a foreign owner and takes it over
+// instead of waiting forever.
 class OwnerLock {
  public:
-  bool Lock(uint32_t tid, uint32_t pid, uint32_t owner_pid) {
+  bool Lock(uintptr_t self, uint32_t pid, uint32_t owner_pid) {
     for (int spins = 0; spins < 200000; ++spins) {
-      uint32_t expected = 0;
-      if (__atomic_compare_exchange_n(&owner_, &expected, tid, false, __ATOMIC_ACQUIRE,
+      uintptr_t expected = 0;
+      if (__atomic_compare_exchange_n(&owner_, &expected, self, false, __ATOMIC_ACQUIRE,
                                       __ATOMIC_RELAXED))
         return true;
       if (pid != owner_pid) {  // forked child: the holder does not exist here
-        __atomic_store_n(&owner_, tid, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&owner_, self, __ATOMIC_SEQ_CST);
         return true;
       }
       if (spins > 64) sched_yield();
     }
     return false;  // give up (the event is dropped) rather than hang
   }
-  void Unlock() { __atomic_store_n(&owner_, 0, __ATOMIC_RELEASE); }
+  void Unlock() { __atomic_store_n(&owner_, uintptr_t{0}, __ATOMIC_RELEASE); }
 
  private:
-  uint32_t owner_ = 0;
+  uintptr_t owner_ = 0;
+};
+
+// The events of one loader transaction, framed for the transport, waiting to leave
+// together: one datagram or one write instead of one per event (a system call and a
+// collector wake-up each, most of ldscope's cost in a process that loads thousands of
+// objects). Static storage; guarded by the OwnerLock like the rest of State.
+class Batch {
+ public:
+  static constexpr size_t kBytes = 32 * 1024;
+  bool empty() const { return events_ == 0; }
+  uint32_t events() const { return events_; }
+  const uint8_t* data() const { return buf_; }
+  size_t size() const { return len_; }
+  // Appends one encoded event; false when it does not fit.
+  bool Add(const Transport& t, const uint8_t* event, size_t len) {
+    uint8_t head[Transport::kMaxFrameHeader];
+    const size_t hn = t.FrameInBatch(head, len);
+    if (hn + len > kBytes - len_) return false;
+    std::memcpy(buf_ + len_, head, hn);
+    std::memcpy(buf_ + len_ + hn, event, len);
+    len_ += hn + len;
+    ++events_;
+    return true;
+  }
+  void Clear() {
+    len_ = 0;
+    events_ = 0;
+  }
+
+ private:
+  uint8_t buf_[kBytes] = {};
+  size_t len_ = 0;
+  uint32_t events_ = 0;
 };
 
 struct State {
@@ -82,15 +120,24 @@ struct State {
   uint64_t dropped = 0;
   uint64_t next_id = 1;
   bool main_seen = false;
+  uint64_t main_id = 0;           // the executable's object id: la_activity's cookie for
+                                  // the base namespace
+  // Inside a loader transaction of the base namespace (from its ADD or DELETE activity
+  // to its CONSISTENT), events are held in `batch`; the thread that opened it, and its
+  // tid, so that its events need no gettid.
+  bool window = false;
+  bool window_add = false;        // opened by ADD (else DELETE)
+  uintptr_t window_thread = 0;
+  uint32_t window_tid = 0;
+  bool exited = false;            // the exit event is out: nothing is held any more
+  // la_preinit was called: start-up is over. Nothing is held before: when a library the
+  // program needs is missing, ld.so prints its error and _exits in the middle of the
+  // start-up transaction, and its searches are what the trace is for.
+  bool started = false;
   uint64_t audit_lmids = 0;       // bit per namespace id that belongs to auditors
   ProcessAux aux;
   ElfW(Dyn)* vdso_dynamic = nullptr;
-  char exe[4096] = {};
-  char main_path[4096] = {};      // the executable's file (differs from exe under `ld.so prog`)
   bool ldso_seen = false;
-  char cmdline[8192] = {};
-  size_t cmdline_len = 0;
-  char search_name[4096] = {};    // name of the search in progress (from its ORIG call)
   // Objects opened since the last ADD activity, with the RELRO page ld.so protects
   // once relocation is done: a close that finds it still writable is a roll-back.
   // Read at the first close after the batch, once for all of them: /proc/self/maps
@@ -99,10 +146,24 @@ struct State {
   uintptr_t recent_relro[64] = {};
   bool recent_writable[64] = {};
   size_t n_recent = 0;
+  uint64_t recent_min = 0, recent_max = 0;  // so that most closes skip the search
   bool recent_checked = false;
 };
 
 State g;
+
+// The large parts of the state, apart so that they are all-zero and land in .bss: pages
+// a process never touches cost it nothing (State, with its few non-zero defaults, is
+// file-backed .data, where a touched page is read from the file and then copied).
+struct Buffers {
+  Batch batch;
+  char exe[4096] = {};
+  char main_path[4096] = {};      // the executable's file (differs from exe under `ld.so prog`)
+  char cmdline[8192] = {};
+  size_t cmdline_len = 0;
+  char search_name[4096] = {};    // name of the search in progress (from its ORIG call)
+};
+Buffers g_buf;
 
 // Candidate directories already sent on this connection, so that later candidates in
 // them travel as a small number (a search tries the same few directories for every
@@ -149,18 +210,18 @@ uint64_t NowNs() {
 uint32_t Tid() { return static_cast<uint32_t>(syscall(SYS_gettid)); }
 
 void ReadProcessIdentity() {
-  const ssize_t n = readlink("/proc/self/exe", g.exe, sizeof g.exe - 1);
-  g.exe[n > 0 ? n : 0] = '\0';
+  const ssize_t n = readlink("/proc/self/exe", g_buf.exe, sizeof g_buf.exe - 1);
+  g_buf.exe[n > 0 ? n : 0] = '\0';
   const int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
   if (fd >= 0) {
     size_t len = 0;
-    while (len < sizeof g.cmdline) {
-      const ssize_t r = read(fd, g.cmdline + len, sizeof g.cmdline - len);
+    while (len < sizeof g_buf.cmdline) {
+      const ssize_t r = read(fd, g_buf.cmdline + len, sizeof g_buf.cmdline - len);
       if (r <= 0) break;
       len += static_cast<size_t>(r);
     }
     close(fd);
-    g.cmdline_len = len;
+    g_buf.cmdline_len = len;
   }
 }
 
@@ -184,30 +245,54 @@ ElfW(Dyn)* FindVdsoDynamic(ElfW(Addr) ehdr_addr) {
 void SendStart(uint32_t reason, int32_t parent_pid, uint64_t parent_image_start_ns,
                uint64_t parent_seq);
 
-// Runs with g.lock held. Returns false when the event cannot be delivered.
-bool EnsureConnection(uint32_t pid) {
-  if (pid != g.pid) {
-    // Forked child without exec: same memory, new process. Its inherited objects are
-    // the parent's open ones before parent_seq; tell the collector so.
-    const uint32_t parent_pid = g.pid;
-    const uint64_t parent_start = g.image_start_ns;
-    const uint64_t parent_seq = g.seq;
-    g.transport.Abandon();
-    g.pid = pid;
-    g.image_start_ns = NowNs();
-    g.seq = 0;
-    g.dropped = 0;
-    if (!g.transport.Open(pid, g.image_start_ns)) return false;
-    SendStart(2 /* START_FORK */, static_cast<int32_t>(parent_pid), parent_start, parent_seq);
-    return true;
-  }
+// Runs with g.lock held. A forked child (same memory, new process) opens its own
+// connection; the events its parent was holding are the parent's to send. Returns
+// false when the child's events cannot be delivered.
+bool HandleFork(uint32_t pid) {
+  if (pid == g.pid) return true;
+  // Its inherited objects are the parent's open ones before parent_seq; tell the
+  // collector so.
+  const uint32_t parent_pid = g.pid;
+  const uint64_t parent_start = g.image_start_ns;
+  const uint64_t parent_seq = g.seq;
+  g.transport.Abandon();
+  g_buf.batch.Clear();
+  g.window = false;
+  g.pid = pid;
+  g.image_start_ns = NowNs();
+  g.seq = 0;
+  g.dropped = 0;
+  if (!g.transport.Open(pid, g.image_start_ns)) return false;
+  SendStart(2 /* START_FORK */, static_cast<int32_t>(parent_pid), parent_start, parent_seq);
+  return true;
+}
+
+// Runs with g.lock held, right before anything is written. Returns false when
+// nothing can be delivered.
+bool EnsureDescriptor() {
   if (g.transport.dead()) return false;
   if (!g.transport.StillOurs()) {
     // The program closed or reused our descriptor number: open a new one.
-    if (!g.transport.Open(pid, g.image_start_ns)) return false;
+    if (!g.transport.Open(g.pid, g.image_start_ns)) return false;
     SendStart(3 /* START_RECONNECT */, 0, 0, 0);
   }
   return true;
+}
+
+// Sends the held events as one datagram (or write). A lost batch counts each of its
+// events as dropped; their sequence numbers are the gap a reader sees. Lock held.
+// Returns false when held events were lost.
+bool FlushBatch() {
+  if (g_buf.batch.empty()) return true;
+  const uint32_t n = g_buf.batch.events();
+  const bool sent = EnsureDescriptor() &&
+                    g.transport.SendBatch(g_buf.batch.data(), g_buf.batch.size()) == Transport::Result::kSent;
+  g_buf.batch.Clear();
+  if (!sent) {
+    g.dropped += n;
+    g_dirs.Reset();  // definitions in the lost batch never arrived
+  }
+  return sent;
 }
 
 template <size_t N, typename Encode>
@@ -237,9 +322,9 @@ void SendStart(uint32_t reason, int32_t parent_pid, uint64_t parent_image_start_
     ProcessStartInfo p;
     p.reason = reason;
     p.ppid = static_cast<int32_t>(getppid());
-    p.exe = g.exe;
-    p.cmdline = g.cmdline;
-    p.cmdline_len = g.cmdline_len;
+    p.exe = g_buf.exe;
+    p.cmdline = g_buf.cmdline;
+    p.cmdline_len = g_buf.cmdline_len;
     p.cwd = cwd;
     p.glibc_version = gnu_get_libc_version();
     p.environ = environ;
@@ -275,20 +360,114 @@ uint32_t CurrentPid() {
   return pid;
 }
 
-// The common path of every hook after it decided to record something.
+// Whether a loader transaction of the base namespace is in progress. ld.so sets
+// r_state back to RT_CONSISTENT when it ends one, also where it gives up on a failed
+// load without telling the auditors (older glibc's lose() after LA_ACT_ADD): then the
+// held events go at the next hook instead of waiting for a CONSISTENT that never comes.
+bool BaseTransactionOpen() {
+  const r_debug* r = &_r_debug;
+  if (r == nullptr) return false;
+  const volatile auto* state = &r->r_state;  // written by the thread in the transaction
+  return *state != r_debug::RT_CONSISTENT;
+}
+
+// Never 0 (the lock's "free"): pthread_self is an aligned address.
+uintptr_t Self() { return static_cast<uintptr_t>(pthread_self()) | 1; }
+
+// How an event travels: as it happens (kNow), or held with the rest of its loader
+// transaction until the transaction's CONSISTENT (kOpenAdd / kOpenDelete start holding,
+// kClose ends it). kFinal (the exit event) sends everything held, then itself, and holds
+// nothing after.
+enum class Delivery { kNow, kOpenAdd, kOpenDelete, kClose, kFinal };
+
+// Whether an event that is not a transaction's ADD, DELETE or CONSISTENT is held. A
+// DELETE always reaches its CONSISTENT (dlclose, a failed dlopen's roll-back, and at
+// exit _dl_fini, whose closes are the transaction: r_state stays RT_CONSISTENT there).
+// An ADD does not on older glibc when loading the dlopen'ed object itself fails (lose()
+// resets r_state without telling auditors), so ADD windows hold only while ld.so's
+// r_state says the transaction is open.
+bool WindowStillOpen() { return g.window && (!g.window_add || BaseTransactionOpen()); }
+
+// The common path of every hook after it decided to record something. Events are held
+// only inside a base-namespace loader transaction (see WindowStillOpen); anything else (a
+// search for a dlopen that finds nothing, the exit event, events of other namespaces)
+// first sends what is held, then itself.
 template <size_t N, typename Encode>
-void Record(Encode&& encode) {
+void Record(Encode&& encode, Delivery how = Delivery::kNow) {
   const uint32_t pid = CurrentPid();
-  const uint32_t tid = Tid();
-  if (!g.lock.Lock(tid, pid, g.pid)) {
+  const uintptr_t self = Self();
+  if (!g.lock.Lock(self, pid, g.pid)) {
     __atomic_fetch_add(&g.dropped, 1, __ATOMIC_RELAXED);
     return;
   }
-  if (EnsureConnection(pid)) {
-    EncodeAndSend<N>(encode, tid);
-  } else {
+  if (!HandleFork(pid)) {
     ++g.seq;
     ++g.dropped;
+    g.lock.Unlock();
+    return;
+  }
+  // Only events that fit a batch by themselves are ever held.
+  constexpr bool kHoldable = N + Transport::kMaxFrameHeader <= Batch::kBytes;
+  bool hold = false;
+  if (kHoldable && !g.exited) {
+    if (how == Delivery::kOpenAdd || how == Delivery::kOpenDelete) {
+      if (!g.window) {
+        g.window = true;
+        g.window_thread = self;
+        g.window_tid = Tid();
+      }
+      g.window_add = how == Delivery::kOpenAdd;
+      hold = true;
+    } else if (how == Delivery::kClose) {
+      hold = g.window;
+    } else if (how == Delivery::kNow) {
+      hold = WindowStillOpen();
+    }
+  }
+  if (!hold) {
+    g.window = false;
+    FlushBatch();  // what is held goes first: the stream stays in sequence order
+  }
+  if (how == Delivery::kFinal) g.exited = true;
+  if (hold ? g.transport.dead() : !EnsureDescriptor()) {
+    ++g.seq;
+    ++g.dropped;
+    if (how == Delivery::kClose) {
+      g.window = false;
+      FlushBatch();  // cannot be sent either: counts what it held
+    }
+    g.lock.Unlock();
+    return;
+  }
+  const uint32_t tid = hold && self == g.window_thread ? g.window_tid : Tid();
+  if (!hold) {
+    EncodeAndSend<N>(encode, tid);
+    g.lock.Unlock();
+    return;
+  }
+  uint8_t buf[Transport::kPrefixRoom + N];
+  wire::Writer w(buf + Transport::kPrefixRoom, N);
+  EventHead h;
+  h.pid = g.pid;
+  h.tid = tid;
+  h.seq = g.seq++;
+  h.mono_ns = NowNs();
+  h.image_start_ns = g.image_start_ns;
+  h.dropped = g.dropped;
+  encode(w, h);
+  if (!g_buf.batch.Add(g.transport, w.data(), w.size())) {
+    // Full: send what is held, start a new batch with this event (it fits an empty one:
+    // kHoldable). When the held batch was lost, this event may refer to a directory only
+    // that batch defined: it is dropped too (and counted) rather than reach a reader
+    // with a reference the reader cannot resolve.
+    if (FlushBatch())
+      g_buf.batch.Add(g.transport, w.data(), w.size());
+    else
+      ++g.dropped;
+  }
+  if (how == Delivery::kClose) {
+    g.window = false;
+    FlushBatch();
   }
   g.lock.Unlock();
 }
@@ -324,8 +503,8 @@ LDSCOPE_EXPORT unsigned int la_version(unsigned int version) {
   ReadProcessIdentity();
   // ld.so run as a program: /proc/self/exe is ld.so; the program is what is mapped
   // at AT_PHDR.
-  if (g.aux.ldso_base != 0 || !MappedFile(g.aux.main_phdr, g.main_path, sizeof g.main_path))
-    std::memcpy(g.main_path, g.exe, sizeof g.exe);
+  if (g.aux.ldso_base != 0 || !MappedFile(g.aux.main_phdr, g_buf.main_path, sizeof g_buf.main_path))
+    std::memcpy(g_buf.main_path, g_buf.exe, strnlen(g_buf.exe, sizeof g_buf.exe - 1) + 1);
   if (!g.transport.Open(g.pid, g.image_start_ns)) return 0;
   SetUpForkMarker();
   g.lav_version = version;
@@ -339,9 +518,9 @@ LDSCOPE_EXPORT char* la_objsearch(const char* name, uintptr_t* cookie, unsigned 
   const Cookie c = Decode(cookie);
   if (c.audit || (!c.ours && !g.main_seen)) return const_cast<char*>(name);
   if (flag == LA_SER_ORIG) {
-    const size_t n = strnlen(name, sizeof g.search_name - 1);
-    std::memcpy(g.search_name, name, n);
-    g.search_name[n] = '\0';
+    const size_t n = strnlen(name, sizeof g_buf.search_name - 1);
+    std::memcpy(g_buf.search_name, name, n);
+    g_buf.search_name[n] = '\0';
     Record<8192>([&](ldscope::wire::Writer& w, const EventHead& h) {
       SearchInfo s;
       s.name = name;
@@ -367,7 +546,7 @@ LDSCOPE_EXPORT char* la_objsearch(const char* name, uintptr_t* cookie, unsigned 
           s.dir = name;
           s.dir_len = dir_len;
         }
-        if (std::strcmp(slash + 1, g.search_name) != 0) s.base = slash + 1;
+        if (std::strcmp(slash + 1, g_buf.search_name) != 0) s.base = slash + 1;
       }
       EncodeSearch(w, h, s);
     });
@@ -383,8 +562,11 @@ LDSCOPE_EXPORT unsigned int la_objopen(struct link_map* map, Lmid_t lmid, uintpt
     // Before the executable's objopen, only auditors' namespaces are being built.
     if (lmid >= 0 && lmid < 64) g.audit_lmids |= uint64_t{1} << lmid;
   }
-  if (is_main) g.main_seen = true;
   const uint64_t id = __atomic_fetch_add(&g.next_id, 1, __ATOMIC_RELAXED);
+  if (is_main) {
+    g.main_seen = true;
+    g.main_id = id;
+  }
   const bool audit = AuditNamespace(lmid);
   *cookie = MakeCookie(id, audit);
   if (audit) return 0;
@@ -395,7 +577,7 @@ LDSCOPE_EXPORT unsigned int la_objopen(struct link_map* map, Lmid_t lmid, uintpt
     o.lmid = lmid;
     o.base = map->l_addr;
     o.is_main = is_main;
-    o.path = is_main ? g.main_path : map->l_name;
+    o.path = is_main ? g_buf.main_path : map->l_name;
     o.is_vdso = g.vdso_dynamic != nullptr && map->l_ld == g.vdso_dynamic;
     // ld.so is opened right after the executable; AT_BASE names it, except when ld.so
     // was run as a program (AT_BASE is 0): then it is the first object after it.
@@ -411,6 +593,8 @@ LDSCOPE_EXPORT unsigned int la_objopen(struct link_map* map, Lmid_t lmid, uintpt
     }
     ReadMappedObject(map, is_main, g.aux, &o);
     if (o.relro_start != 0 && g.n_recent < sizeof g.recent_id / sizeof g.recent_id[0]) {
+      if (g.n_recent == 0 || id < g.recent_min) g.recent_min = id;
+      if (g.n_recent == 0 || id > g.recent_max) g.recent_max = id;
       g.recent_id[g.n_recent] = id;
       g.recent_relro[g.n_recent++] = o.relro_start;
     }
@@ -424,7 +608,8 @@ LDSCOPE_EXPORT unsigned int la_objclose(uintptr_t* cookie) {
   const Cookie c = Decode(cookie);
   if (!c.ours || c.audit) return 0;
   bool unrelocated = false;
-  for (size_t i = 0; i < g.n_recent; ++i) {
+  const bool maybe_recent = g.n_recent > 0 && c.id >= g.recent_min && c.id <= g.recent_max;
+  for (size_t i = 0; maybe_recent && i < g.n_recent; ++i) {
     if (g.recent_id[i] != c.id) continue;
     if (!g.recent_checked) {
       PagesWritable(g.recent_relro, g.recent_writable, g.n_recent);
@@ -447,18 +632,32 @@ LDSCOPE_EXPORT void la_activity(uintptr_t* cookie, unsigned int flag) {
     g.n_recent = 0;
     g.recent_checked = false;
   }
+  // The base namespace's transactions after start-up are held and sent whole (its head
+  // is the executable); other namespaces' events go as they happen. An ADD is held only
+  // where ld.so's r_state can tell when it ended (see WindowStillOpen).
+  Delivery how = Delivery::kNow;
+  if (g.started && c.ours && g.main_id != 0 && c.id == g.main_id) {
+    if (flag == LA_ACT_CONSISTENT)
+      how = Delivery::kClose;
+    else if (flag == LA_ACT_DELETE)
+      how = Delivery::kOpenDelete;
+    else if (flag == LA_ACT_ADD && &_r_debug != nullptr)
+      how = Delivery::kOpenAdd;
+  }
   Record<256>([&](ldscope::wire::Writer& w, const EventHead& h) {
     EncodeActivity(w, h, flag, c.id);
-  });
+  }, how);
 }
 
 LDSCOPE_EXPORT void la_preinit(uintptr_t* /*cookie*/) {
   if (!g.active) return;
   Record<256>([&](ldscope::wire::Writer& w, const EventHead& h) { EncodePreinit(w, h); });
+  g.started = true;
 }
 
 // At a normal exit (not _exit or a crash), report the final drop count.
 __attribute__((destructor)) static void OnUnload() {
   if (!g.active) return;
-  Record<256>([&](ldscope::wire::Writer& w, const EventHead& h) { EncodeExit(w, h); });
+  Record<256>([&](ldscope::wire::Writer& w, const EventHead& h) { EncodeExit(w, h); },
+              Delivery::kFinal);
 }

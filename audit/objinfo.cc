@@ -1,11 +1,15 @@
 // See objinfo.h. Every pointer derived from the object is checked with mincore()
-// before it is read: an auditor that faults takes the traced program down with it.
+// before it is read (the dynamic section aside: ld.so has read it already): an auditor
+// that faults takes the traced program down with it.
 #include "objinfo.h"
 
 #include <elf.h>
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <cstring>
 
@@ -21,9 +25,37 @@ uintptr_t HexVal(char c) {
 // True when every page of [p, p+len) is mapped (mincore fails with ENOMEM otherwise).
 uintptr_t kPage = 4096;  // set from ProcessAux on each call
 
+// Page ranges already found mapped while reading the current object: the ELF header,
+// program headers and notes usually share a page, so most checks need no system call.
+// Reset for each object (a page is only trusted for as long as that object's hook).
+struct MappedCache {
+  static constexpr size_t kSlots = 4;
+  uintptr_t lo[kSlots] = {};
+  uintptr_t hi[kSlots] = {};
+  size_t next = 0;
+  void Reset() {
+    for (size_t i = 0; i < kSlots; ++i) lo[i] = hi[i] = 0;
+    next = 0;
+  }
+  bool Has(uintptr_t start, uintptr_t end) const {
+    for (size_t i = 0; i < kSlots; ++i)
+      if (start >= lo[i] && end <= hi[i]) return true;
+    return false;
+  }
+  void Add(uintptr_t start, uintptr_t end) {
+    lo[next] = start;
+    hi[next] = end;
+    next = (next + 1) % kSlots;
+  }
+};
+MappedCache g_mapped;
+
 bool Mapped(uintptr_t p, size_t len) {
   if (p == 0 || len == 0 || p + len < p) return false;
-  uintptr_t start = p & ~(kPage - 1);
+  const uintptr_t first = p & ~(kPage - 1);
+  const uintptr_t last = (p + len + kPage - 1) & ~(kPage - 1);
+  if (last < first || g_mapped.Has(first, last)) return last >= first;
+  uintptr_t start = first;
   const uintptr_t end = p + len;
   unsigned char vec[64];
   while (start < end) {
@@ -32,6 +64,7 @@ bool Mapped(uintptr_t p, size_t len) {
     start = chunk_end;
     start = (start + kPage - 1) & ~(kPage - 1);
   }
+  g_mapped.Add(first, last);
   return true;
 }
 
@@ -103,6 +136,32 @@ void ReadBuildId(const struct link_map* map, const ElfW(Phdr)* phdr, size_t phnu
 void ReadMappedObject(const struct link_map* map, bool is_main, const ProcessAux& aux,
                       ObjectInfo* out) {
   kPage = aux.page_size;
+  g_mapped.Reset();
+  // The dynamic section needs no check: ld.so read all of it, up to DT_NULL, before it
+  // reported the object (elf_get_dynamic_info, for the executable, the vDSO and every
+  // object it maps alike).
+  const ElfW(Dyn)* dyn = map->l_ld;
+  uintptr_t strtab = 0;
+  size_t strsz = 0;
+  constexpr size_t kMaxDyn = 4096;
+  size_t count = 0;
+  while (dyn != nullptr && count < kMaxDyn && dyn[count].d_tag != DT_NULL) {
+    if (dyn[count].d_tag == DT_STRTAB) strtab = dyn[count].d_un.d_ptr;
+    if (dyn[count].d_tag == DT_STRSZ) strsz = dyn[count].d_un.d_val;
+    if (dyn[count].d_tag == DT_FLAGS_1) out->flags_1 = dyn[count].d_un.d_val;
+    ++count;
+  }
+  // ld.so relocates DT_STRTAB in place in a writable dynamic section; a read-only
+  // one (the vDSO) keeps the link-time address, which lies below the load bias.
+  if (strtab != 0 && strtab < map->l_addr) strtab += map->l_addr;
+  // Headers, notes and the string table usually lie together at the start of the
+  // first segment: one check for all of them when they are close (else, or when it
+  // fails, each is checked on its own below).
+  const uintptr_t head = map->l_addr & ~(kPage - 1);
+  if (!is_main && head != 0 && strtab > head && strsz != 0 && strtab + strsz > strtab &&
+      strtab + strsz - head <= 64 * kPage)
+    (void)Mapped(head, strtab + strsz - head);
+
   const ElfW(Phdr)* phdr = nullptr;
   size_t phnum = 0;
   if (FindPhdrs(map, is_main, aux, &phdr, &phnum)) {
@@ -119,25 +178,6 @@ void ReadMappedObject(const struct link_map* map, bool is_main, const ProcessAux
     }
   }
 
-  const ElfW(Dyn)* dyn = map->l_ld;
-  if (dyn == nullptr || !Mapped(reinterpret_cast<uintptr_t>(dyn), sizeof(ElfW(Dyn))))
-    return;
-  uintptr_t strtab = 0;
-  size_t strsz = 0;
-  constexpr size_t kMaxDyn = 4096;
-  size_t count = 0;
-  while (count < kMaxDyn && dyn[count].d_tag != DT_NULL) {
-    if (((count + 1) * sizeof(ElfW(Dyn))) % 4096 == 0 &&
-        !Mapped(reinterpret_cast<uintptr_t>(&dyn[count + 1]), sizeof(ElfW(Dyn))))
-      break;
-    if (dyn[count].d_tag == DT_STRTAB) strtab = dyn[count].d_un.d_ptr;
-    if (dyn[count].d_tag == DT_STRSZ) strsz = dyn[count].d_un.d_val;
-    if (dyn[count].d_tag == DT_FLAGS_1) out->flags_1 = dyn[count].d_un.d_val;
-    ++count;
-  }
-  // ld.so relocates DT_STRTAB in place in a writable dynamic section; a read-only
-  // one (the vDSO) keeps the link-time address, which lies below the load bias.
-  if (strtab != 0 && strtab < map->l_addr) strtab += map->l_addr;
   if (strtab == 0 || strsz == 0 || !Mapped(strtab, strsz)) return;
   const auto str = [&](ElfW(Xword) off) -> const char* {
     if (off >= strsz) return nullptr;
@@ -217,7 +257,59 @@ bool MappedFile(uintptr_t addr, char* out, size_t cap) {
   return found;
 }
 
+namespace {
+
+// Linux 6.11's PROCMAP_QUERY (linux/fs.h, absent from older headers): asks
+// /proc/self/maps about the mapping at one address, without generating its text, which in
+// a process with thousands of objects is hundreds of KiB for the kernel to format.
+struct ProcmapQuery {
+  uint64_t size;
+  uint64_t query_flags;
+  uint64_t query_addr;
+  uint64_t vma_start;
+  uint64_t vma_end;
+  uint64_t vma_flags;
+  uint64_t vma_page_size;
+  uint64_t vma_offset;
+  uint64_t inode;
+  uint32_t dev_major;
+  uint32_t dev_minor;
+  uint32_t vma_name_size;
+  uint32_t build_id_size;
+  uint64_t vma_name_addr;
+  uint64_t build_id_addr;
+};
+constexpr unsigned long kProcmapQuery = _IOWR('f', 17, ProcmapQuery);
+constexpr uint64_t kProcmapVmaWritable = 0x02;
+
+}  // namespace
+
+bool PagesWritableByQuery(const uintptr_t* addrs, bool* writable, size_t n) {
+  const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool ok = true;
+  for (size_t k = 0; k < n && ok; ++k) {
+    ProcmapQuery q{};
+    q.size = sizeof q;
+    q.query_addr = addrs[k];
+    if (ioctl(fd, kProcmapQuery, &q) == 0) {
+      writable[k] = (q.vma_flags & kProcmapVmaWritable) != 0;
+    } else if (errno == ENOENT) {
+      writable[k] = false;  // not mapped at all
+    } else {
+      ok = false;  // ENOTTY, EINVAL: an older kernel
+    }
+  }
+  close(fd);
+  return ok;
+}
+
 void PagesWritable(const uintptr_t* addrs, bool* writable, size_t n) {
+  if (n == 0 || PagesWritableByQuery(addrs, writable, n)) return;
+  PagesWritableByMaps(addrs, writable, n);
+}
+
+void PagesWritableByMaps(const uintptr_t* addrs, bool* writable, size_t n) {
   for (size_t k = 0; k < n; ++k) writable[k] = false;
   ForEachMapping([&](uintptr_t lo, uintptr_t hi, const char* perms, size_t perms_len, const char*,
                      size_t) {

@@ -22,9 +22,16 @@ struct ProcessAux {
 void ReadMappedObject(const struct link_map* map, bool is_main, const ProcessAux& aux,
                       ObjectInfo* out);
 
-// For each of n addresses, whether its page is mapped writable, from one read of
-// /proc/self/maps (used once per batch of closes, for the objects the batch opened).
+// For each of n addresses, whether its page is mapped writable (used once per batch of
+// closes, for the objects the batch opened): PagesWritableByQuery where the kernel has
+// PROCMAP_QUERY (Linux 6.11), else PagesWritableByMaps.
 void PagesWritable(const uintptr_t* addrs, bool* writable, size_t n);
+// One PROCMAP_QUERY ioctl per address on /proc/self/maps; false (nothing filled in
+// reliably) when the kernel does not know it.
+bool PagesWritableByQuery(const uintptr_t* addrs, bool* writable, size_t n);
+// One read of /proc/self/maps' text (in a process with thousands of objects, hundreds
+// of KiB for the kernel to format).
+void PagesWritableByMaps(const uintptr_t* addrs, bool* writable, size_t n);
 
 // The file mapped at addr, from /proc/self/maps, into out (cap bytes); false if none.
 // For the executable when ld.so was run as a program (`ld.so ./prog`): then

@@ -149,16 +149,32 @@ void Transport::Abandon() {
 }
 
 Transport::Result Transport::Send(uint8_t* data, size_t len) {
+  if (mode_ != Mode::kDir) return Deliver(data, len);
+  // A file record: the length in front (one write() per record or batch: O_APPEND
+  // keeps them whole even with threads).
+  uint8_t prefix[kPrefixRoom];
+  const size_t plen = static_cast<size_t>(wire::PutVarint(prefix, len) - prefix);
+  uint8_t* start = data - plen;
+  std::memcpy(start, prefix, plen);
+  return Deliver(start, plen + len);
+}
+
+Transport::Result Transport::SendBatch(const uint8_t* data, size_t len) {
+  return Deliver(data, len);
+}
+
+size_t Transport::FrameInBatch(uint8_t* out, size_t event_len) const {
+  uint8_t* p = out;
+  if (mode_ == Mode::kSocket) *p++ = 0x0a;  // field 1, length-delimited
+  p = wire::PutVarint(p, event_len);
+  return static_cast<size_t>(p - out);
+}
+
+Transport::Result Transport::Deliver(const uint8_t* data, size_t len) {
   if (fd_ < 0 || dead_) return Result::kDropped;
   if (mode_ == Mode::kDir) {
-    // One write() per record: O_APPEND keeps records whole even with threads.
-    uint8_t prefix[kPrefixRoom];
-    const size_t plen = static_cast<size_t>(wire::PutVarint(prefix, len) - prefix);
-    uint8_t* start = data - plen;
-    std::memcpy(start, prefix, plen);
-    const size_t total = plen + len;
-    const ssize_t r = write(fd_, start, total);
-    if (r == static_cast<ssize_t>(total)) return Result::kSent;
+    const ssize_t r = write(fd_, data, len);
+    if (r == static_cast<ssize_t>(len)) return Result::kSent;
     if (r >= 0) dead_ = true;  // a short write would leave a torn record: stop here
     return Result::kDropped;
   }

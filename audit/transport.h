@@ -1,7 +1,8 @@
-// Delivers encoded events from the traced process: one SOCK_SEQPACKET datagram per
-// event to the collector (LDSCOPE_SOCKET), or one length-prefixed record per event
-// appended to a per-process file (LDSCOPE_DIR). Never blocks for long, never raises
-// SIGPIPE, and never touches a descriptor that is no longer its own.
+// Delivers encoded events from the traced process: SOCK_SEQPACKET datagrams to the
+// collector (LDSCOPE_SOCKET), or length-prefixed records appended to a per-process
+// file (LDSCOPE_DIR). A datagram or write carries one event, or a batch of them (the
+// events of one loader transaction). Never blocks for long, never raises SIGPIPE, and
+// never touches a descriptor that is no longer its own.
 #pragma once
 
 #include <cstddef>
@@ -38,11 +39,24 @@ class Transport {
   void Abandon();
   bool dead() const { return dead_; }
 
-  // `data` must have kPrefixRoom writable bytes before it for the file record prefix.
+  // One event. `data` must have kPrefixRoom writable bytes before it for the file
+  // record prefix.
   static constexpr size_t kPrefixRoom = 10;
   Result Send(uint8_t* data, size_t len);
+  // Bytes already framed by FrameInBatch, event after event: one datagram (an
+  // EventBatch, see below) or one write (trace records), delivered whole or not at all.
+  Result SendBatch(const uint8_t* data, size_t len);
+  // Writes the frame header that precedes an event of event_len bytes inside a batch
+  // into out (at most kMaxFrameHeader bytes); returns its length. Socket: the tag of
+  // field 1 (length-delimited) and the length, so a batch datagram is the encoding of
+  // `message EventBatch { repeated Event event = 1; }`, told apart from a one-event
+  // datagram by its first byte (an Event's field 1, pid, is a varint). Directory: the
+  // length, as every record of a trace file.
+  static constexpr size_t kMaxFrameHeader = 11;
+  size_t FrameInBatch(uint8_t* out, size_t event_len) const;
 
  private:
+  Result Deliver(const uint8_t* data, size_t len);
   bool OpenSocket();
   bool OpenFile(uint32_t pid, uint64_t image_start_ns);
   void Adopt(int fd);

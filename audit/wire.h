@@ -36,6 +36,7 @@ class Writer {
   // which every protobuf parser accepts), so they can be written in one pass.
   static constexpr size_t kNestedLenBytes = 3;
   static constexpr size_t kMaxNested = (1u << 21) - 1;
+  static constexpr size_t kMaxVarint = 10;
 
   Writer(uint8_t* buf, size_t cap) : begin_(buf), pos_(buf), end_(buf + cap) {}
 
@@ -46,6 +47,10 @@ class Writer {
 
   void Varint(uint32_t field, uint64_t v) {
     const uint64_t tag = Tag(field, kVarint);
+    if (static_cast<size_t>(end_ - pos_) >= 2 * kMaxVarint) {  // the common case: room
+      pos_ = PutVarint(PutVarint(pos_, tag), v);
+      return;
+    }
     if (!Room(VarintSize(tag) + VarintSize(v))) return;
     pos_ = PutVarint(pos_, tag);
     pos_ = PutVarint(pos_, v);

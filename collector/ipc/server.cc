@@ -14,8 +14,24 @@
 
 namespace ldscope::ipc {
 namespace {
-// The audit library never sends more than this in one event.
-constexpr size_t kMaxDatagram = 64 * 1024;
+
+// Reads a varint at data[*pos]; false if it runs past size or over 10 bytes.
+bool ReadVarint(const uint8_t* data, size_t size, size_t* pos, uint64_t* out) {
+  uint64_t v = 0;
+  for (int shift = 0; shift < 64; shift += 7) {
+    if (*pos >= size) return false;
+    const uint8_t b = data[(*pos)++];
+    v |= static_cast<uint64_t>(b & 0x7f) << shift;
+    if ((b & 0x80) == 0) {
+      *out = v;
+      return true;
+    }
+  }
+  return false;
+}
+
+constexpr uint8_t kBatchEntryTag = 0x0a;  // field 1, wire type 2 (length-delimited)
+
 }  // namespace
 
 Server::~Server() { Shutdown(); }
@@ -94,6 +110,25 @@ void Server::Drop(int fd, bool bad) {
   conns_.erase(fd);
 }
 
+bool SplitFrame(const uint8_t* data, size_t size, std::vector<FrameSlice>* out) {
+  out->clear();
+  if (size > kMaxDatagram) return false;
+  if (size == 0 || data[0] != kBatchEntryTag) {
+    out->push_back({data, size});  // one event
+    return true;
+  }
+  size_t pos = 0;
+  while (pos < size) {
+    uint64_t tag = 0, len = 0;
+    if (!ReadVarint(data, size, &pos, &tag) || tag != kBatchEntryTag ||
+        !ReadVarint(data, size, &pos, &len) || len > size - pos)
+      return false;
+    out->push_back({data + pos, static_cast<size_t>(len)});
+    pos += static_cast<size_t>(len);
+  }
+  return true;
+}
+
 bool ParseFrame(const uint8_t* data, size_t size, v1::Event* out) {
   return size <= kMaxDatagram && out->ParseFromArray(data, static_cast<int>(size)) &&
          out->pid() != 0 && out->stream() == 0;
@@ -149,8 +184,12 @@ void Server::ReadFrom(int fd) {
     }
     auto it = conns_.find(fd);
     if (it == conns_.end()) return;
-    if ((msg.msg_flags & MSG_TRUNC) != 0 || static_cast<size_t>(r) > kMaxDatagram ||
-        !HandleEvent(it->second, buf.data(), static_cast<size_t>(r))) {
+    ++stats_.datagrams;
+    bool ok = (msg.msg_flags & MSG_TRUNC) == 0 && static_cast<size_t>(r) <= kMaxDatagram &&
+              SplitFrame(buf.data(), static_cast<size_t>(r), &slices_);
+    for (size_t i = 0; ok && i < slices_.size(); ++i)
+      ok = HandleEvent(it->second, slices_[i].data, slices_[i].size);
+    if (!ok) {  // the events before the bad one in a batch are kept, as earlier datagrams are
       Drop(fd, true);
       return;
     }

@@ -1,12 +1,15 @@
-// The collector's socket server: a SOCK_SEQPACKET listener served by one epoll loop,
-// one datagram per event. Peers of another uid are refused (SO_PEERCRED); a peer that
-// breaks the protocol is disconnected and counted, without disturbing the others.
+// The collector's socket server: a SOCK_SEQPACKET listener served by one epoll loop.
+// A datagram holds one event, or a batch of them (the audit library sends the events of
+// one loader transaction together). Peers of another uid are refused (SO_PEERCRED); a
+// peer that breaks the protocol is disconnected and counted, without disturbing the
+// others.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "store/trace_file.h"
 
@@ -14,6 +17,7 @@ namespace ldscope::ipc {
 
 struct ServerStats {
   uint64_t connections = 0;
+  uint64_t datagrams = 0;
   uint64_t events = 0;
   uint64_t event_bytes = 0;
   uint64_t rejected_peers = 0;   // wrong uid
@@ -22,8 +26,27 @@ struct ServerStats {
   uint64_t dropped_reported = 0; // sum over streams of the audit library's drop counts
 };
 
-// Parses one datagram as an Event and applies the protocol's rules (a pid, and no
-// stream number: streams are the collector's to assign). False for anything else.
+// The largest datagram a sender may send.
+constexpr size_t kMaxDatagram = 64 * 1024;
+
+// One event's bytes inside a datagram.
+struct FrameSlice {
+  const uint8_t* data;
+  size_t size;
+};
+
+// Splits a datagram into its events. A datagram is either one serialized Event, or a
+// batch: the serialization of `message EventBatch { repeated Event event = 1; }`, i.e.
+// entries of field 1, length-delimited, each one whole Event. The first byte tells them
+// apart: a batch starts with 0x0a, which no Event can (its field 1, pid, is a varint).
+// Appends the events to out (cleared first); false when the datagram is too big, an
+// entry is not field 1 or runs past the end, or the batch is empty. The events
+// themselves are not parsed here (ParseFrame does that).
+bool SplitFrame(const uint8_t* data, size_t size, std::vector<FrameSlice>* out);
+
+// Parses one event (a whole one-event datagram, or one slice of a batch) and applies
+// the protocol's rules (a pid, and no stream number: streams are the collector's to
+// assign). False for anything else.
 bool ParseFrame(const uint8_t* data, size_t size, v1::Event* out);
 
 class Server {
@@ -67,6 +90,7 @@ class Server {
   // (pid, image start) -> stream, so a reconnecting image keeps its stream.
   std::unordered_map<std::string, uint32_t> streams_;
   std::unordered_map<uint32_t, uint64_t> dropped_by_stream_;
+  std::vector<FrameSlice> slices_;
   ServerStats stats_;
 };
 

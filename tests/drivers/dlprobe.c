@@ -4,6 +4,9 @@
  *   threads N PATH... (N threads released at once; thread k dlopens PATH number k) |
  *   cycles N PATH (N times dlopen+dlclose of PATH; prints how many succeeded) |
  *   mark PATH (creates the file PATH: a signal to a test) |
+ *   waitfile PATH (waits until the file PATH exists, 20 s at most) |
+ *   bgopen PATH (dlopens PATH in a background thread) | join (waits for that thread,
+ *   in the process that started it) |
  *   fork (the child runs the remaining steps; the parent waits, then runs them too) |
  *   exec PROG ARGS... | exit N | _exit N
  * It prints one line per step on stdout, so tests can compare outputs. */
@@ -19,6 +22,10 @@
 
 static void* handles[256];
 static int nhandles;
+
+static pthread_t bg_thread;
+static pid_t bg_owner;  /* the process whose thread it is (a forked child has none) */
+static void* bg_open(void* path) { return dlopen(path, RTLD_NOW); }
 
 struct job {
   char** paths;
@@ -82,6 +89,24 @@ int main(int argc, char** argv) {
       FILE* f = fopen(a, "w");
       if (f != NULL) fclose(f);
       ++i;
+    } else if (!strcmp(s, "waitfile")) {
+      for (int k = 0; k < 2000 && access(a, F_OK) != 0; ++k) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+      }
+      ++i;
+    } else if (!strcmp(s, "bgopen")) {
+      bg_owner = getpid();
+      pthread_create(&bg_thread, NULL, bg_open, (void*)a);
+      ++i;
+    } else if (!strcmp(s, "join")) {
+      if (bg_owner == getpid()) {
+        void* h = NULL;
+        pthread_join(bg_thread, &h);
+        printf("bgopen: %s\n", h != NULL ? "ok" : "failed");
+      } else {
+        printf("bgopen: not ours\n");
+      }
     } else if (!strcmp(s, "sleep")) {
       struct timespec ts = {atoi(a) / 1000, (atoi(a) % 1000) * 1000000L};
       nanosleep(&ts, NULL);

@@ -1,19 +1,26 @@
-// Fuzz target: one datagram through the collector's frame decoder, then (when
-// accepted) through the model as a one-event stream.
+// Fuzz target: one datagram through the collector's frame decoder (split into its
+// events when it is a batch, each event checked), then the accepted events through the
+// model as one stream.
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "ipc/server.h"
 #include "model/timeline.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  ldscope::v1::Event e;
-  if (!ldscope::ipc::ParseFrame(data, size, &e)) return 0;
+  std::vector<ldscope::ipc::FrameSlice> slices;
+  if (!ldscope::ipc::SplitFrame(data, size, &slices)) return 0;
   ldscope::store::TraceSet set;
   ldscope::store::TraceFile f;
   f.header.set_format_version(1);
-  e.set_stream(1);
-  f.events.push_back(e);
+  for (const auto& s : slices) {
+    ldscope::v1::Event e;
+    if (!ldscope::ipc::ParseFrame(s.data, s.size, &e)) break;  // the server stops here too
+    e.set_stream(1);
+    f.events.push_back(e);
+  }
+  if (f.events.empty()) return 0;
   set.files.push_back(f);
   (void)ldscope::model::BuildTimeline(set);
   return 0;
