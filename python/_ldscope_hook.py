@@ -23,7 +23,9 @@
 # Never changes the program: prints nothing, lets no exception of its own escape (a
 # failure makes it go quiet for good), waits at most 500 ms for a stalled collector
 # and then drops (counted), never writes to a descriptor that is no longer its own,
-# and keeps its descriptor away from the low numbers.
+# and keeps its descriptor away from the low numbers. Events go out in batches, at the
+# latest when the top-level import they belong to ends; a ctypes dlopen's event goes out
+# at once, before the dlopen.
 import os
 import sys
 import _socket
@@ -33,6 +35,7 @@ import time
 
 _monotonic_ns = time.monotonic_ns
 _native_id = _thread.get_native_id
+_get_ident = _thread.get_ident
 _getframe = sys._getframe
 _fstat = os.fstat
 _getpid = os.getpid
@@ -56,6 +59,11 @@ _dropped = 0
 _stalled = False
 _dead = True
 _hook_modules = ()
+_queue = []          # encoded events not sent yet (see _send)
+_queued_bytes = 0
+_depth = {}          # thread ident -> imports in progress on it
+_BATCH_BYTES = 16 * 1024
+_MAX_DATAGRAM = 60 * 1024   # the collector takes up to 64 KiB
 
 
 # The protobuf wire format (field numbers: proto/events.proto).
@@ -100,40 +108,74 @@ def _stack(f, skip, limit):
     return b"".join(out)
 
 
-def _send(key, body):
-    # key: the body's key in Event (field << 3 | 2, as a varint).
-    global _dropped, _stalled
+def _send(key, body, flush=False):
+    # Encodes one event (key: the body's key in Event, field << 3 | 2 as a varint) and
+    # queues it; the queue goes out as one datagram (an EventBatch: entries of field 1)
+    # when asked, when it is big, and whenever a top-level import ends (_end), so that
+    # only the events of an import still in progress can wait in it.
+    global _queued_bytes
     try:
         if _getpid() != _pid:
             _forked()
             if _dead:
                 return
+        ev = (_head + b"\x10" + _uv(_native_id()) + b"\x18" + _uv(next(_seq)) + b"\x20" +
+              _uv(_monotonic_ns()) + (b"\x28" + _uv(_dropped) if _dropped else b"") +
+              key + _uv(len(body)) + body)
+        _queue.append(b"\x0a" + _uv(len(ev)) + ev)
+        _queued_bytes += len(ev)
+        if flush or _queued_bytes >= _BATCH_BYTES:
+            _flush()
+    except Exception:
+        _die()  # stay out of the way from now on
+
+
+def _flush():
+    # Without a lock (a signal handler or another thread may add events meanwhile):
+    # slicing and deleting a list prefix are each atomic, and appends go after it.
+    global _queued_bytes
+    n = len(_queue)
+    if n == 0 or _dead:
+        return
+    events = _queue[:n]
+    del _queue[:n]
+    _queued_bytes = 0
+    try:
         s = _fstat(_fd)
         if (s.st_dev, s.st_ino) != _ino:
             _die()   # no longer ours (the program closed or reused the number)
             return
-        ev = (_head + b"\x10" + _uv(_native_id()) + b"\x18" + _uv(next(_seq)) + b"\x20" +
-              _uv(_monotonic_ns()) + (b"\x28" + _uv(_dropped) if _dropped else b"") +
-              key + _uv(len(body)) + body)
-        try:
-            _sock.send(ev, _SEND_FLAGS)
-            _stalled = False
-        except (BlockingIOError, InterruptedError):
-            # The collector's queue is full: wait for room, at most _WAIT_S, unless the
-            # last event already waited in vain (then drop at once until a send works).
-            if _stalled:
-                _dropped += 1
-                return
-            try:
-                _sock.settimeout(_WAIT_S)
-                _sock.send(ev, _MSG_NOSIGNAL)
-            except (BlockingIOError, InterruptedError, TimeoutError, _socket.timeout):
-                _dropped += 1
-                _stalled = True
-            finally:
-                _sock.settimeout(None)
+        start = 0
+        while start < n:  # datagrams of at most _MAX_DATAGRAM bytes
+            end, size = start, 0
+            while end < n and (end == start or size + len(events[end]) <= _MAX_DATAGRAM):
+                size += len(events[end])
+                end += 1
+            _deliver(b"".join(events[start:end]), end - start)
+            start = end
     except Exception:
-        _die()  # the collector is gone: stay out of the way from now on
+        _die()
+
+
+def _deliver(data, count):
+    # One datagram. A full collector queue gets at most _WAIT_S to make room, unless the
+    # last datagram already waited in vain: then drop at once until a send works again.
+    global _dropped, _stalled
+    try:
+        _sock.send(data, _SEND_FLAGS)
+        _stalled = False
+    except (BlockingIOError, InterruptedError):
+        if _stalled:
+            _dropped += count
+            return
+        try:
+            _sock.settimeout(_WAIT_S)
+            _sock.send(data, _MSG_NOSIGNAL)
+        except (BlockingIOError, InterruptedError, TimeoutError, _socket.timeout):
+            _dropped += count
+            _stalled = True
+        finally:
+            _sock.settimeout(None)
 
 
 def _die():
@@ -182,14 +224,19 @@ def _connect(in_child):
         mods = () if in_child else _hook_modules
         _send(b"\x8a\x01", _str(b"\x0a", sys.executable) +  # PyStart, field 17
               _str(b"\x12", "%d.%d.%d" % sys.version_info[:3]) +
-              b"".join(_str(b"\x1a", m) for m in mods) + (b"\x20\x01" if in_child else b""))
+              b"".join(_str(b"\x1a", m) for m in mods) + (b"\x20\x01" if in_child else b""),
+              flush=True)
     except Exception:
         _dead = True
 
 
 def _forked():
     # The first event of a child after os.fork(): the inherited descriptor is the
-    # parent's connection. Close our copy; open the child's own.
+    # parent's connection, and the queued events are the parent's to send. Close our
+    # copy; open the child's own.
+    global _queued_bytes
+    del _queue[:]
+    _queued_bytes = 0
     try:
         s = _fstat(_fd)
         if (s.st_dev, s.st_ino) == _ino:
@@ -211,6 +258,8 @@ def _begin(name):
     if not _dead and name != "sitecustomize":  # (our own chaining to the original)
         if _importlib_file is None:
             _importlib_file = getattr(_modules.get("importlib"), "__file__", None)
+        t = _get_ident()
+        _depth[t] = _depth.get(t, 0) + 1
         _send(b"\x92\x01", _str(b"\x0a", name) +
               _stack(_getframe(2), _importlib_file, 1))  # PyImportBegin, field 18
 
@@ -225,7 +274,13 @@ def _end(name, exc):
         if t.__module__ == "builtins":  # never run the program's own __str__
             text = "%s: %s" % (text, exc)
         err = b"\x10\x01" + _str(b"\x1a", text)
-    _send(b"\x9a\x01", _str(b"\x0a", name) + err)  # PyImportEnd, field 19
+    t = _get_ident()
+    depth = _depth.get(t, 1) - 1
+    if depth > 0:
+        _depth[t] = depth
+    else:
+        _depth.pop(t, None)
+    _send(b"\x9a\x01", _str(b"\x0a", name) + err, flush=depth <= 0)  # PyImportEnd, field 19
     if name == "ctypes" and exc is None:
         _patch_ctypes()
 
@@ -259,7 +314,7 @@ def _dlopen(lib, name, ctypes_file):
     via = ("ctypes." + t.__name__) if t.__module__ == "ctypes" else (t.__module__ + "." + t.__qualname__)
     # <- __setattr__ <- CDLL.__init__ (ctypes) <- the call site
     _send(b"\xa2\x01", _str(b"\x0a", name) + _stack(_getframe(2), ctypes_file, _MAX_FRAMES) +
-          _str(b"\x1a", via))  # PyDlopen, field 20
+          _str(b"\x1a", via), flush=True)  # PyDlopen, field 20: sent before the dlopen
 
 
 def install(path, hook_modules):
