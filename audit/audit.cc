@@ -295,10 +295,8 @@ bool FlushBatch() {
   return sent;
 }
 
-template <size_t N, typename Encode>
-void EncodeAndSend(Encode&& encode, uint32_t tid = Tid()) {
-  uint8_t buf[Transport::kPrefixRoom + N];
-  wire::Writer w(buf + Transport::kPrefixRoom, N);
+// The head of the next event of this process image (takes its sequence number).
+EventHead NextHead(uint32_t tid) {
   EventHead h;
   h.pid = g.pid;
   h.tid = tid;
@@ -306,6 +304,14 @@ void EncodeAndSend(Encode&& encode, uint32_t tid = Tid()) {
   h.mono_ns = NowNs();
   h.image_start_ns = g.image_start_ns;
   h.dropped = g.dropped;
+  return h;
+}
+
+template <size_t N, typename Encode>
+void EncodeAndSend(Encode&& encode, uint32_t tid = Tid()) {
+  uint8_t buf[Transport::kPrefixRoom + N];
+  wire::Writer w(buf + Transport::kPrefixRoom, N);
+  const EventHead h = NextHead(tid);
   encode(w, h);
   if (g.transport.Send(buf + Transport::kPrefixRoom, w.size()) != Transport::Result::kSent) {
     ++g.dropped;
@@ -447,13 +453,7 @@ void Record(Encode&& encode, Delivery how = Delivery::kNow) {
   }
   uint8_t buf[Transport::kPrefixRoom + N];
   wire::Writer w(buf + Transport::kPrefixRoom, N);
-  EventHead h;
-  h.pid = g.pid;
-  h.tid = tid;
-  h.seq = g.seq++;
-  h.mono_ns = NowNs();
-  h.image_start_ns = g.image_start_ns;
-  h.dropped = g.dropped;
+  const EventHead h = NextHead(tid);
   encode(w, h);
   if (!g_buf.batch.Add(g.transport, w.data(), w.size())) {
     // Full: send what is held, start a new batch with this event (it fits an empty one:

@@ -15,21 +15,6 @@
 namespace ldscope::ipc {
 namespace {
 
-// Reads a varint at data[*pos]; false if it runs past size or over 10 bytes.
-bool ReadVarint(const uint8_t* data, size_t size, size_t* pos, uint64_t* out) {
-  uint64_t v = 0;
-  for (int shift = 0; shift < 64; shift += 7) {
-    if (*pos >= size) return false;
-    const uint8_t b = data[(*pos)++];
-    v |= static_cast<uint64_t>(b & 0x7f) << shift;
-    if ((b & 0x80) == 0) {
-      *out = v;
-      return true;
-    }
-  }
-  return false;
-}
-
 constexpr uint8_t kBatchEntryTag = 0x0a;  // field 1, wire type 2 (length-delimited)
 
 }  // namespace
@@ -120,8 +105,8 @@ bool SplitFrame(const uint8_t* data, size_t size, std::vector<FrameSlice>* out) 
   size_t pos = 0;
   while (pos < size) {
     uint64_t tag = 0, len = 0;
-    if (!ReadVarint(data, size, &pos, &tag) || tag != kBatchEntryTag ||
-        !ReadVarint(data, size, &pos, &len) || len > size - pos)
+    if (!store::ReadVarint(data, size, &pos, &tag) || tag != kBatchEntryTag ||
+        !store::ReadVarint(data, size, &pos, &len) || len > size - pos)
       return false;
     out->push_back({data + pos, static_cast<size_t>(len)});
     pos += static_cast<size_t>(len);

@@ -22,21 +22,6 @@ namespace {
 // Largest record we accept; anything bigger is corruption, not data.
 constexpr uint64_t kMaxRecord = 64u << 20;
 
-// Reads a varint at data[*pos]; false if it runs past size or over 10 bytes.
-bool ReadVarint(const uint8_t* data, size_t size, size_t* pos, uint64_t* out) {
-  uint64_t v = 0;
-  for (int shift = 0; shift < 64; shift += 7) {
-    if (*pos >= size) return false;
-    const uint8_t b = data[(*pos)++];
-    v |= static_cast<uint64_t>(b & 0x7f) << shift;
-    if ((b & 0x80) == 0) {
-      *out = v;
-      return true;
-    }
-  }
-  return false;
-}
-
 std::string ErrnoText(int err) { return std::strerror(err); }
 
 // Undoes the audit library's wire economies, per process image in sequence order:
@@ -246,6 +231,20 @@ std::string TraceWriter::Close() {
   f_ = nullptr;
   if (!ok || !closed) return fmt::format("writing {} failed: {}", path_, ErrnoText(err));
   return "";
+}
+
+bool ReadVarint(const uint8_t* data, size_t size, size_t* pos, uint64_t* out) {
+  uint64_t v = 0;
+  for (int shift = 0; shift < 64; shift += 7) {
+    if (*pos >= size) return false;
+    const uint8_t b = data[(*pos)++];
+    v |= static_cast<uint64_t>(b & 0x7f) << shift;
+    if ((b & 0x80) == 0) {
+      *out = v;
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace ldscope::store

@@ -29,6 +29,9 @@ struct TraceFile {
 };
 
 TraceFile ReadTraceFile(const std::string& path);
+// Reads a protobuf varint at data[*pos] and advances *pos; false if it runs past size or
+// over 10 bytes.
+bool ReadVarint(const uint8_t* data, size_t size, size_t* pos, uint64_t* out);
 // Parses an in-memory image of a trace file (for tests and fuzzing).
 TraceFile ParseTrace(const std::string& name, const uint8_t* data, size_t size);
 
