@@ -47,7 +47,8 @@ int main(int argc, char** argv) {
   auto* collect_cmd = app.add_subcommand(
       "collect", "Serve a socket and record what traced programs send, until SIGINT or "
                  "SIGTERM. Start programs with LD_AUDIT=<audit library> "
-                 "LDSCOPE_SOCKET=<socket>.");
+                 "LDSCOPE_SOCKET=<socket> (and, to attribute Python's loads to imports, "
+                 "PYTHONPATH=<ldscope's python directory>; both paths are printed at start).");
   collect_cmd->add_option("--socket", collect.socket, "Socket path to create")->required();
   collect_cmd->add_option("-o,--output", collect.output, "Trace file to write")->required();
   collect_cmd->add_flag("-q,--quiet", collect.quiet, "No start/stop messages");
