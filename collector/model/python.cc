@@ -181,34 +181,23 @@ void AttachPython(v1::ProcessTimeline* p, const std::vector<EntryRequest>& reque
   for (int i = 0; i < p->entries_size(); ++i) {
     v1::Entry* en = p->mutable_entries(i);
     const uint64_t at = t0 + en->offset_ns();
-    const std::string& request = i < static_cast<int>(requests.size()) ? requests[i].name : "";
-    v1::PyCause* slot = nullptr;
-    if (en->has_load()) {
-      if (at < hook_ready_ns && is_hook_module(en->load().object().path())) {
-        en->mutable_load()->mutable_python()->set_by_hook(true);
-        continue;
-      }
-      slot = en->mutable_load()->mutable_python();
-    } else if (en->has_failed_dlopen()) {
-      slot = en->mutable_failed_dlopen()->mutable_python();
-    } else if (en->has_search()) {
-      slot = en->mutable_search()->mutable_python();
-    } else {
+    if (!en->has_load() && !en->has_failed_dlopen() && !en->has_search()) continue;
+    if (en->has_load() && at < hook_ready_ns && is_hook_module(en->load().object().path())) {
+      en->mutable_load()->mutable_python()->set_by_hook(true);
       continue;
     }
+    const std::string& request = i < static_cast<int>(requests.size()) ? requests[i].name : "";
     v1::PyCause c = cause_at(at, en->tid(), request);
-    if (c.import_index() != 0 && en->has_load())
-      spans[c.import_index() - 1].out->set_loads(spans[c.import_index() - 1].out->loads() + 1);
-    *slot = std::move(c);
-  }
-  // An empty cause is no cause: leave the field unset.
-  for (auto& en : *p->mutable_entries()) {
-    auto clear_if_empty = [](auto* holder) {
-      if (holder->has_python() && holder->python().ByteSizeLong() == 0) holder->clear_python();
-    };
-    if (en.has_load()) clear_if_empty(en.mutable_load());
-    if (en.has_failed_dlopen()) clear_if_empty(en.mutable_failed_dlopen());
-    if (en.has_search()) clear_if_empty(en.mutable_search());
+    if (c.ByteSizeLong() == 0) continue;  // no cause: the field stays unset
+    if (en->has_load()) {
+      if (c.import_index() != 0)
+        spans[c.import_index() - 1].out->set_loads(spans[c.import_index() - 1].out->loads() + 1);
+      *en->mutable_load()->mutable_python() = std::move(c);
+    } else if (en->has_failed_dlopen()) {
+      *en->mutable_failed_dlopen()->mutable_python() = std::move(c);
+    } else {
+      *en->mutable_search()->mutable_python() = std::move(c);
+    }
   }
 }
 
