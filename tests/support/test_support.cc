@@ -94,7 +94,8 @@ Proc RunCmd(const std::vector<std::string>& argv, const std::vector<std::string>
 }
 
 std::string ScratchDir(const std::string& name) {
-  const auto dir = std::filesystem::current_path() / "scratch" / name;
+  // Always under the build tree, whatever directory the test binary runs from.
+  const auto dir = std::filesystem::path(TEST_SCRATCH_ROOT) / name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();

@@ -21,7 +21,7 @@ struct Proc {
 Proc RunCmd(const std::vector<std::string>& argv, const std::vector<std::string>& set = {},
          const std::vector<std::string>& unset = {}, int timeout_s = 120);
 
-// A fresh empty directory for one test (under the build tree's Testing folder).
+// A fresh empty directory for one test, under the build tree (tests/scratch/NAME).
 std::string ScratchDir(const std::string& name);
 std::string ReadFile(const std::string& path);
 void WriteFile(const std::string& path, const std::string& content);
