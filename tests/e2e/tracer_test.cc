@@ -9,7 +9,10 @@
 #include <map>
 #include <set>
 
+#include <gnu/libc-version.h>
+
 #include "store/trace_file.h"
+#include "support/hwcaps.h"
 #include "support/test_support.h"
 
 namespace ldscope {
@@ -206,7 +209,8 @@ TEST(Tracer, FailedDlopenShowsOpenAndRollBack) {
   EXPECT_EQ(unloads, 1);
 }
 
-// The whole `show` text, against a golden file (paths and pids normalised).
+// The whole `show` text, against a golden file (paths, pids, the glibc version and
+// the CPU's hwcaps subdirectories normalised).
 TEST(Tracer, ShowTextGolden) {
   const auto dir = testing::ScratchDir("tracer_golden");
   const auto trace = dir + "/t.ldscope";
@@ -226,6 +230,9 @@ TEST(Tracer, ShowTextGolden) {
   text = testing::ReplaceAll(text, "process " + std::to_string(p.pid()) + ":", "process ${PID}:");
   text = testing::ReplaceAll(text, "parent pid " + std::to_string(p.ppid()), "parent pid ${PPID}");
   text = testing::ReplaceAll(text, "cwd " + p.cwd(), "cwd ${CWD}");
+  text = testing::ReplaceAll(text, std::string("glibc ") + gnu_get_libc_version() + " ·", "glibc ${GLIBC} ·");
+  // The subdirectories glibc tries depend on the CPU (hwcaps_test checks them exactly).
+  text = testing::NormaliseHwcaps(text);
   const std::string golden = GOLDEN_DIR "/show_dlprobe.txt";
   if (getenv("LDSCOPE_UPDATE_GOLDEN") != nullptr) testing::WriteFile(golden, text);
   EXPECT_EQ(text, testing::ReadFile(golden));
