@@ -347,12 +347,15 @@ void SendStart(uint32_t reason, int32_t parent_pid, uint64_t parent_image_start_
 
 // Fork detection without a system call per event: a page that the kernel zeroes in a
 // forked child (MADV_WIPEONFORK). Where that is not available, getpid() each time.
+// qemu-user answers every madvise with success and does nothing (the child would keep
+// the marker and pass for its parent): an advice no kernel knows must fail first.
 volatile uint32_t* g_fork_marker = nullptr;
 
 void SetUpForkMarker() {
   void* p = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return;
-  if (madvise(p, 4096, MADV_WIPEONFORK) != 0) {
+  constexpr int kNoSuchAdvice = 0x7ead;
+  if (madvise(p, 4096, kNoSuchAdvice) == 0 || madvise(p, 4096, MADV_WIPEONFORK) != 0) {
     munmap(p, 4096);
     return;
   }

@@ -4,10 +4,11 @@
 # unpacked from the Debian archive with `apt-get download` + `dpkg-deb -x`, never
 # installed, and the dlprobe test driver built against that glibc. Later runs reuse
 # the cache. An unreachable archive is an error, never a skip.
-# usage: sysroot.sh CACHE_DIR CC DLPROBE_SOURCE SUITE...
-# Result: CACHE_DIR/SUITE/root (the sysroot), CACHE_DIR/SUITE/dlprobe.
+# usage: sysroot.sh CACHE_DIR CC DLPROBE_SOURCE SUITE[:ARCH]...   (ARCH: amd64 or arm64;
+# arm64's dlprobe is built with Debian's aarch64-linux-gnu-gcc)
+# Result: CACHE_DIR/SUITE[-ARCH]/root (the sysroot), CACHE_DIR/SUITE[-ARCH]/dlprobe.
 set -euo pipefail
-cache=$1 cc=$2 dlprobe_src=$3
+cache=$(realpath -m "$1") cc=$2 dlprobe_src=$(realpath "$3")
 shift 3
 
 packages_for() {
@@ -22,26 +23,32 @@ packages_for() {
 }
 
 make_sysroot() {
-  local suite=$1 dir=$cache/$1
+  local suite=${1%%:*} arch=amd64 dir=$cache/$1 driver_cc=$cc triplet=x86_64-linux-gnu
+  if [[ $1 == *:* ]]; then arch=${1#*:} dir=$cache/$suite-$arch; fi
+  case $arch in
+    amd64) ;;
+    arm64) triplet=aarch64-linux-gnu driver_cc=aarch64-linux-gnu-gcc ;;
+    *) echo "sysroot.sh: unknown architecture $arch" >&2; return 1 ;;
+  esac
   local packages
   packages=$(packages_for "$suite")
   local stamp="$packages $(sha256sum "$dlprobe_src" | cut -d' ' -f1)"
   if [[ -f $dir/complete && $(cat "$dir/complete") == "$stamp" ]]; then
-    echo "sysroot $suite: cached in $dir"
+    echo "sysroot $1: cached in $dir"
     return
   fi
   rm -rf "$dir"
   local apt=$dir/apt
-  mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$apt/debs" "$dir/root"
+  mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$apt/debs" "$apt/sources.list.d" "$dir/root"
   : >"$apt/status"
   echo "deb http://deb.debian.org/debian $suite main" >"$apt/sources.list"
   # Its own index, cache and an empty dpkg status: the machine's apt state is neither
   # used (apt would offer the installed versions) nor changed.
   local opts=(-o "Dir::State::status=$apt/status" -o "Dir::Etc::sourcelist=$apt/sources.list"
-              -o "Dir::Etc::sourceparts=-" -o "Dir::State::Lists=$apt/lists"
-              -o "Dir::Cache=$apt/cache" -o "APT::Architecture=amd64" -o "Debug::NoLocking=1"
+              -o "Dir::Etc::sourceparts=$apt/sources.list.d" -o "Dir::State::Lists=$apt/lists"
+              -o "Dir::Cache=$apt/cache" -o "APT::Architecture=$arch" -o "Debug::NoLocking=1"
               -o "APT::Sandbox::User=$(id -un)")
-  echo "sysroot $suite: fetching $packages"
+  echo "sysroot $1: fetching $packages"
   if ! apt-get "${opts[@]}" -qq update >"$apt/update.log" 2>&1 || grep -q '^[EW]: ' "$apt/update.log"; then
     echo "sysroot $suite: cannot read the Debian archive's $suite index (deb.debian.org):" >&2
     cat "$apt/update.log" >&2
@@ -66,12 +73,12 @@ make_sysroot() {
   done
   # The driver against this glibc: crt files and libraries from the sysroot first, so it
   # needs only what this glibc has (built here, it would need GLIBC_2.34's dlopen).
-  local lib=$dir/root/usr/lib/x86_64-linux-gnu
-  "$cc" --sysroot="$dir/root" -B"$lib" -L"$lib" -L"$dir/root/lib/x86_64-linux-gnu" -O1 \
+  local lib=$dir/root/usr/lib/$triplet
+  "$driver_cc" --sysroot="$dir/root" -B"$lib" -L"$lib" -L"$dir/root/lib/$triplet" -O1 \
     -o "$dir/dlprobe" "$dlprobe_src" -ldl -lpthread
   rm -rf "$apt/lists" "$apt/cache"
   echo "$stamp" >"$dir/complete"
-  echo "sysroot $suite: made in $dir ($(ls "$apt/debs" | tr '\n' ' '))"
+  echo "sysroot $1: made in $dir ($(ls "$apt/debs" | tr '\n' ' '))"
 }
 
 mkdir -p "$cache"
