@@ -19,6 +19,7 @@
 
 #include "encode.h"
 #include "objinfo.h"
+#include "rawstat.h"
 #include "transport.h"
 #include "wire.h"
 
@@ -346,12 +347,15 @@ void SendStart(uint32_t reason, int32_t parent_pid, uint64_t parent_image_start_
 
 // Fork detection without a system call per event: a page that the kernel zeroes in a
 // forked child (MADV_WIPEONFORK). Where that is not available, getpid() each time.
+// qemu-user answers every madvise with success and does nothing (the child would keep
+// the marker and pass for its parent): an advice no kernel knows must fail first.
 volatile uint32_t* g_fork_marker = nullptr;
 
 void SetUpForkMarker() {
   void* p = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return;
-  if (madvise(p, 4096, MADV_WIPEONFORK) != 0) {
+  constexpr int kNoSuchAdvice = 0x7ead;
+  if (madvise(p, 4096, kNoSuchAdvice) == 0 || madvise(p, 4096, MADV_WIPEONFORK) != 0) {
     munmap(p, 4096);
     return;
   }
@@ -485,6 +489,13 @@ bool AuditNamespace(Lmid_t lmid) {
 
 using namespace ldscope::audit;
 
+// The rtld-audit interface version ldscope implements, whatever LAV_CURRENT the headers
+// it was built with say: it exports none of the hooks whose ABI version 2 changed
+// (la_symbind*, la_*_gnu_pltenter), so 1 and 2 are both right. la_version answers the
+// loader's offer capped at this: glibc before 2.35 offers 1 and ignores an auditor
+// answering more; aarch64 glibc 2.35+ offers 2 and accepts exactly 2.
+constexpr unsigned int kLavSupported = 2;
+
 LDSCOPE_EXPORT unsigned int la_version(unsigned int version) {
   if (version == 0) return 0;
   const char* sock = getenv("LDSCOPE_SOCKET");
@@ -510,7 +521,7 @@ LDSCOPE_EXPORT unsigned int la_version(unsigned int version) {
   g.lav_version = version;
   g.active = true;
   SendStart(1 /* START_EXEC */, 0, 0, 0);
-  return version < LAV_CURRENT ? version : LAV_CURRENT;
+  return version < kLavSupported ? version : kLavSupported;
 }
 
 LDSCOPE_EXPORT char* la_objsearch(const char* name, uintptr_t* cookie, unsigned int flag) {
@@ -586,7 +597,7 @@ LDSCOPE_EXPORT unsigned int la_objopen(struct link_map* map, Lmid_t lmid, uintpt
     if (o.is_ldso) g.ldso_seen = true;
     if (!o.is_vdso && o.path != nullptr && o.path[0] != '\0') {
       struct stat st;
-      if (stat(o.path, &st) == 0) {
+      if (RawStat(o.path, &st) == 0) {
         o.dev = st.st_dev;
         o.ino = st.st_ino;
       }

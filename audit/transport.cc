@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "encode.h"
+#include "rawstat.h"
 #include "wire.h"
 
 namespace ldscope::audit {
@@ -66,7 +67,7 @@ void Transport::Adopt(int fd) {
     fd = high;
   }
   struct stat st;
-  if (fstat(fd, &st) != 0) {
+  if (RawFstat(fd, &st) != 0) {
     close(fd);
     return;
   }
@@ -140,7 +141,7 @@ bool Transport::Open(uint32_t pid, uint64_t image_start_ns) {
 bool Transport::StillOurs() const {
   if (fd_ < 0) return false;
   struct stat st;
-  return fstat(fd_, &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_;
+  return RawFstat(fd_, &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_;
 }
 
 void Transport::Abandon() {

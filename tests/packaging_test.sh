@@ -31,6 +31,8 @@ for f in ldscope libldscope_audit.so; do
     case $d in libc.so.6|libm.so.6|ld-linux-x86-64.so.2) ;; *) echo "unexpected dependency $d" >&2; exit 1 ;; esac
   done
 done
+# ... and on glibc 2.28 and later.
+"$src/tests/glibc/symbol_versions.sh" 2.28 "$scratch/portable/bin/ldscope" "$scratch/portable/bin/libldscope_audit.so"
 test -f "$scratch/portable/bin/python/sitecustomize.py"
 out=$("$scratch/portable/bin/ldscope" run -q -o "$scratch/p.ldscope" -- /bin/echo portable)
 test "$out" = "portable"

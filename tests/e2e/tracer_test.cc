@@ -9,7 +9,11 @@
 #include <map>
 #include <set>
 
+#include <gnu/libc-version.h>
+
 #include "store/trace_file.h"
+#include "support/hwcaps.h"
+#include "support/sequence.h"
 #include "support/test_support.h"
 
 namespace ldscope {
@@ -21,54 +25,8 @@ const std::string kLibA = FIXTURES "/lib/libfix_a.so";
 const std::string kLibB = FIXTURES "/lib/libfix_b.so";
 const std::string kBad = FIXTURES "/lib/libfix_bad.so";
 
-// Raw events of the one traced process, in sequence order.
-std::vector<v1::Event> EventsOf(const std::string& trace) {
-  auto t = store::ReadTraceFile(trace);
-  EXPECT_TRUE(t.ok) << t.problem.message;
-  std::sort(t.events.begin(), t.events.end(),
-            [](const v1::Event& a, const v1::Event& b) { return a.seq() < b.seq(); });
-  return t.events;
-}
-
-// A compact, exact rendering of one event: what tst-audit23-style checks compare.
-std::string Describe(const v1::Event& e, const std::map<uint64_t, std::string>& names) {
-  auto name = [&](uint64_t id) {
-    auto it = names.find(id);
-    return it == names.end() ? std::to_string(id) : it->second;
-  };
-  switch (e.body_case()) {
-    case v1::Event::kProcessStart: return "start";
-    case v1::Event::kSearch: return "";  // searches are checked by the timeline tests
-    case v1::Event::kObjopen: {
-      const auto& o = e.objopen();
-      std::string p = o.is_main() ? "MAIN" : o.is_ldso() ? "LDSO" : o.is_vdso() ? "VDSO" : o.path();
-      p = p.substr(p.rfind('/') + 1);
-      return "open " + p + (o.lmid() == 0 ? "" : " ns=N");
-    }
-    case v1::Event::kObjclose:
-      return "close " + name(e.objclose().id()) + (e.objclose().unrelocated() ? " unrelocated" : "");
-    case v1::Event::kActivity:
-      return std::string("activity ") + v1::ActivityKind_Name(e.activity().kind());
-    case v1::Event::kPreinit: return "preinit";
-    case v1::Event::kExit: return "exit";
-    default: return "?";
-  }
-}
-
-std::vector<std::string> Sequence(const std::vector<v1::Event>& events) {
-  std::map<uint64_t, std::string> names;
-  std::vector<std::string> out;
-  for (const auto& e : events) {
-    if (e.has_objopen()) {
-      const auto& o = e.objopen();
-      std::string p = o.is_main() ? "MAIN" : o.is_ldso() ? "LDSO" : o.is_vdso() ? "VDSO" : o.path();
-      names[o.id()] = p.substr(p.rfind('/') + 1) + (o.lmid() == 0 ? "" : " ns=N");
-    }
-    std::string d = Describe(e, names);
-    if (!d.empty()) out.push_back(d);
-  }
-  return out;
-}
+using testing::EventsOf;
+using testing::Sequence;
 
 TEST(Tracer, StartupDlopenDlmopenDlcloseExitSequence) {
   const auto dir = testing::ScratchDir("tracer_sequence");
@@ -206,7 +164,8 @@ TEST(Tracer, FailedDlopenShowsOpenAndRollBack) {
   EXPECT_EQ(unloads, 1);
 }
 
-// The whole `show` text, against a golden file (paths and pids normalised).
+// The whole `show` text, against a golden file (paths, pids, the glibc version and
+// the CPU's hwcaps subdirectories normalised).
 TEST(Tracer, ShowTextGolden) {
   const auto dir = testing::ScratchDir("tracer_golden");
   const auto trace = dir + "/t.ldscope";
@@ -226,6 +185,9 @@ TEST(Tracer, ShowTextGolden) {
   text = testing::ReplaceAll(text, "process " + std::to_string(p.pid()) + ":", "process ${PID}:");
   text = testing::ReplaceAll(text, "parent pid " + std::to_string(p.ppid()), "parent pid ${PPID}");
   text = testing::ReplaceAll(text, "cwd " + p.cwd(), "cwd ${CWD}");
+  text = testing::ReplaceAll(text, std::string("glibc ") + gnu_get_libc_version() + " ·", "glibc ${GLIBC} ·");
+  // The subdirectories glibc tries depend on the CPU (hwcaps_test checks them exactly).
+  text = testing::NormaliseHwcaps(text);
   const std::string golden = GOLDEN_DIR "/show_dlprobe.txt";
   if (getenv("LDSCOPE_UPDATE_GOLDEN") != nullptr) testing::WriteFile(golden, text);
   EXPECT_EQ(text, testing::ReadFile(golden));
