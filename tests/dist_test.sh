@@ -19,6 +19,9 @@ wheel=${wheels[0]}
 test -f "$tarball" && test -f "$deb" && test -f "$wheel"
 printf '%s\n' "$tarball" "$wheel" "$deb" | diff - "$scratch/dist.out"
 (cd "$scratch/dist" && sha256sum --quiet -c SHA256SUMS)
+# Reproducible: the same build gives the same bytes.
+"$src/scripts/dist" --build-dir "$portable" -o "$scratch/again" >/dev/null
+diff "$scratch/dist/SHA256SUMS" "$scratch/again/SHA256SUMS"
 
 # The listings, whole (version and the Python hook's bytecode tag normalised).
 norm() { sed -e "s/${version//./\\.}/VERSION/g" -e 's/cpython-[0-9]*/cpython-XY/' -e "s/$arch/ARCH/g"; }
