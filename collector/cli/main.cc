@@ -36,7 +36,8 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   run_cmd->add_option("--junit", run.report.junit,
                       "Also write the diagnosis as JUnit XML (a test suite per program, a test "
-                      "case per process; error findings fail) to this file, even with --no-report");
+                      "case per process; error findings and those --fail-on names fail) to this "
+                      "file, even with --no-report");
   run_cmd->add_flag("--github", run.report.github,
                     "GitHub Actions annotations (on stderr) and step summary (also when "
                     "GITHUB_ACTIONS=true)");
@@ -96,7 +97,8 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   report_cmd->add_option("--junit", report.report.junit,
                          "Also write the diagnosis as JUnit XML (a test suite per program, a "
-                         "test case per process; error findings fail) to this file");
+                         "test case per process; error findings and those --fail-on names fail) to "
+                         "this file");
   report_cmd->add_flag("--github", report.report.github,
                        "GitHub Actions annotations (on stdout) and step summary (also when "
                        "GITHUB_ACTIONS=true)");
