@@ -1,7 +1,9 @@
 // One function per sub-command; main.cc wires them to CLI11.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,8 @@ struct ReportOptions {
   // GitHub Actions output (annotations, step summary): --github, or GITHUB_ACTIONS=true.
   bool github = false;
   std::string title;                   // the summary's heading (the command, the traces)
+  std::string junit;                   // --junit FILE: JUnit XML for CI systems
+  std::map<uint32_t, std::string> trace_of_stream;  // for --junit's trace property
 };
 
 struct RunOptions {
@@ -84,6 +88,7 @@ enum class PrintWhen {
   kAlways,    // `report`
   kFindings,  // `run`: when there is any finding or note
   kProblems,  // `run -q`: only for warnings, errors and notes
+  kNever,     // `run --no-report --junit FILE`: the files only
 };
 // Analyses a timeline and writes the report (to opt.output, else default_out as `when`
 // says). Returns kFindings when a finding matches opt.fail_on, kUsage when the report

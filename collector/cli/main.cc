@@ -34,6 +34,10 @@ int main(int argc, char** argv) {
                       "search-order-shadowing, duplicate-library, duplicate-info, or error, "
                       "warning, any)")
       ->delimiter(',');
+  run_cmd->add_option("--junit", run.report.junit,
+                      "Also write the diagnosis as JUnit XML (a test suite per program, a test "
+                      "case per process; error findings and those --fail-on names fail) to this "
+                      "file, even with --no-report");
   run_cmd->add_flag("--github", run.report.github,
                     "GitHub Actions annotations (on stderr) and step summary (also when "
                     "GITHUB_ACTIONS=true)");
@@ -91,6 +95,10 @@ int main(int argc, char** argv) {
   report_cmd->add_option("--fail-on", report.report.fail_on,
                          "Exit with status 3 when findings of these kinds exist (as for run)")
       ->delimiter(',');
+  report_cmd->add_option("--junit", report.report.junit,
+                         "Also write the diagnosis as JUnit XML (a test suite per program, a "
+                         "test case per process; error findings and those --fail-on names fail) to "
+                         "this file");
   report_cmd->add_flag("--github", report.report.github,
                        "GitHub Actions annotations (on stdout) and step summary (also when "
                        "GITHUB_ACTIONS=true)");

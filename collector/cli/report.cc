@@ -1,6 +1,8 @@
 // `ldscope report`, and the diagnosis `run` prints after the command: analyse traces,
 // render the findings, and decide the --fail-on exit status.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -30,6 +32,30 @@ bool Matches(const v1::Finding& f, const std::string& word) {
   return render::FindingKindName(f.kind()) == word;
 }
 
+// JUnit: error findings fail their process's test case, and so does anything
+// --fail-on names (CI then shows in red what made the job fail).
+std::string WriteJunit(const v1::Timeline& timeline, const v1::Report& report,
+                       const ReportOptions& opt) {
+  render::JunitInput in;
+  in.trace_of_stream = opt.trace_of_stream;
+  in.fails = [&opt](const v1::Finding& f) {
+    if (f.severity() == v1::ERROR) return true;
+    for (const auto& w : opt.fail_on)
+      if (Matches(f, w)) return true;
+    return false;
+  };
+  const std::string xml = render::Junit(timeline, report, in);
+  std::FILE* f = std::fopen(opt.junit.c_str(), "w");
+  if (f == nullptr)
+    return fmt::format("cannot write the JUnit report to {}: {}", opt.junit, std::strerror(errno));
+  const bool written = std::fwrite(xml.data(), 1, xml.size(), f) == xml.size();
+  const int write_errno = errno;
+  if (std::fclose(f) != 0 || !written)
+    return fmt::format("cannot write the JUnit report to {}: {}", opt.junit,
+                       std::strerror(written ? errno : write_errno));
+  return "";
+}
+
 }  // namespace
 
 std::string CheckFailOn(const std::vector<std::string>& words) {
@@ -45,6 +71,13 @@ std::string CheckFailOn(const std::vector<std::string>& words) {
 int EmitReport(const v1::Timeline& timeline, const ReportOptions& opt, std::FILE* default_out,
                PrintWhen when) {
   const v1::Report report = analysis::Analyze(timeline);
+  if (!opt.junit.empty()) {
+    if (std::string e = WriteJunit(timeline, report, opt); !e.empty()) {
+      Complain(e);
+      return kUsage;
+    }
+  }
+  if (when == PrintWhen::kNever) return kOk;
   const std::string text =
       opt.format == "json" ? render::Json(report) : render::ReportText(report);
   bool worth_printing = when == PrintWhen::kAlways || opt.format == "json" || report.notes_size() > 0;
@@ -88,6 +121,7 @@ int Report(const ReportCommandOptions& opt) {
   for (const auto& t : opt.traces) ropt.title += (ropt.title.empty() ? "" : " ") + t;
   const store::TraceSet traces = store::LoadTraces(opt.traces);
   const v1::Timeline timeline = model::BuildTimeline(traces);
+  ropt.trace_of_stream = render::TraceFilesByStream(traces);
   for (const auto& p : timeline.problems())
     Complain(p.file().empty() ? p.message()
                               : fmt::format("{}: at byte offset {}: {} (analysing what precedes it)",

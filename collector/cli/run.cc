@@ -20,6 +20,7 @@
 #include "cli/commands.h"
 #include "cli/session.h"
 #include "model/timeline.h"
+#include "render/render.h"
 #include "store/trace_file.h"
 
 extern char** environ;
@@ -202,12 +203,16 @@ int Run(const RunOptions& opt) {
   if (!opt.quiet || !finish_err.empty())
     Complain(fmt::format("{}: {}; trace {} ({})", opt.command.front(), ExitText(status), output,
                          summary));
-  if (opt.analyse && finish_err.empty()) {
-    const v1::Timeline timeline = model::BuildTimeline(store::LoadTraces({output}));
+  if ((opt.analyse || !opt.report.junit.empty()) && finish_err.empty()) {
+    const store::TraceSet traces = store::LoadTraces({output});
+    const v1::Timeline timeline = model::BuildTimeline(traces);
     ReportOptions ropt = opt.report;
+    ropt.trace_of_stream = render::TraceFilesByStream(traces);
     for (const auto& a : opt.command) ropt.title += (ropt.title.empty() ? "" : " ") + a;
     const int rc = EmitReport(timeline, ropt, stderr,
-                              opt.quiet ? PrintWhen::kProblems : PrintWhen::kFindings);
+                              !opt.analyse ? PrintWhen::kNever
+                              : opt.quiet  ? PrintWhen::kProblems
+                                           : PrintWhen::kFindings);
     if (rc != kOk) return rc;
   }
   return ExitStatusOf(status);

@@ -2,6 +2,9 @@
 // for machines. No analysis happens here; nothing else prints.
 #pragma once
 
+#include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 
 #include <google/protobuf/message.h>
@@ -9,6 +12,10 @@
 #include "ldscope_proto/diff.pb.h"
 #include "ldscope_proto/report.pb.h"
 #include "ldscope_proto/timeline.pb.h"
+
+namespace ldscope::store {
+struct TraceSet;
+}
 
 namespace ldscope::render {
 
@@ -31,6 +38,17 @@ std::string DiffText(const v1::Diff& d);
 // notice), and a Markdown section for $GITHUB_STEP_SUMMARY.
 std::string GithubAnnotations(const v1::Report& r);
 std::string GithubSummary(const v1::Report& r, const std::string& title);
+// JUnit XML (GitLab, Jenkins, Buildkite, Azure Pipelines): a <testsuite> per traced
+// program, a <testcase> per process with pid, rank and trace file as properties; a
+// <failure> with the failing findings' text and evidence, the other findings in
+// <system-out>; damaged traces as <error>s.
+struct JunitInput {
+  std::map<uint32_t, std::string> trace_of_stream;   // TraceFilesByStream
+  std::function<bool(const v1::Finding&)> fails;     // which findings fail their case
+};
+std::string Junit(const v1::Timeline& t, const v1::Report& r, const JunitInput& in);
+// The trace file each stream of a loaded trace set came from.
+std::map<uint32_t, std::string> TraceFilesByStream(const store::TraceSet& traces);
 // The Chrome trace-event format of a timeline, with findings as markers.
 std::string ChromeTrace(const v1::Timeline& t, const v1::Report& findings);
 // "missing-symbol", "duplicate-library", ... (the names --fail-on takes).

@@ -187,6 +187,25 @@ TEST(Conformance, ProcessStartKeepsOnlyLoaderRelevantValues) {
   EXPECT_EQ(e.SerializeAsString().find("hunter2"), std::string::npos);
 }
 
+TEST(Conformance, ProcessStartKeepsRankVariables) {
+  char e1[] = "RANK=3";
+  char e2[] = "LOCAL_RANK=1";
+  char e3[] = "SLURM_PROCID=7";
+  char e4[] = "OMPI_COMM_WORLD_RANK=2";
+  char e5[] = "FRANK=secret";
+  char* env[] = {e1, e2, e3, e4, e5, nullptr};
+  audit::ProcessStartInfo p;
+  p.environ = env;
+  auto e = EncodeAndParse([&](wire::Writer& w) { audit::EncodeProcessStart(w, Head(), p); });
+  const auto& s = e.process_start();
+  ASSERT_EQ(s.env_size(), 5);
+  EXPECT_EQ(s.env(0).value(), "3");
+  EXPECT_EQ(s.env(1).value(), "1");
+  EXPECT_EQ(s.env(2).value(), "7");
+  EXPECT_EQ(s.env(3).value(), "2");
+  EXPECT_TRUE(s.env(4).redacted()) << "FRANK is not RANK";
+}
+
 TEST(Conformance, TimestampAsOffsetFromTheImageStart) {
   auto h = Head();
   h.image_start_ns = 123456000000000ull;
