@@ -154,11 +154,12 @@ TEST(Collect, RestartedOnAStaleSocketAndProgramsReconnect) {
   ASSERT_TRUE(std::filesystem::exists(a.socket));  // stale
   // A live collector's socket is not taken over, and its would-be trace is not touched.
   Collector b(dir, "b");
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  Collector clash(dir, "b");
-  EXPECT_EQ(Wait(clash.pid), 2);
-  EXPECT_EQ(ReadFile(dir + "/b/err"), "ldscope: cannot listen on " + a.socket +
-                                          ": another collector is serving it\n");
+  for (int i = 0; i < 2000 && ReadFile(dir + "/b/err").empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(ReadFile(dir + "/b/err").rfind("ldscope: collecting on ", 0), 0u) << ReadFile(dir + "/b/err");
+  const auto clash = RunCmd({kLdscope, "collect", "--socket", a.socket, "-o", b.trace});
+  EXPECT_EQ(clash.code, 2);
+  EXPECT_EQ(clash.err, "ldscope: cannot listen on " + a.socket + ": another collector is serving it\n");
   testing::WriteFile(dir + "/go", "");
   EXPECT_EQ(Wait(prog), 0);
   kill(b.pid, SIGTERM);
