@@ -22,6 +22,8 @@ namespace {
 
 // Largest record we accept; anything bigger is corruption, not data.
 constexpr uint64_t kMaxRecord = 64u << 20;
+// Files larger than this are mapped rather than copied into memory.
+constexpr size_t kMapAbove = 256u << 20;
 
 std::string ErrnoText(int err) { return std::strerror(err); }
 
@@ -125,8 +127,9 @@ TraceFile ReadTraceFile(const std::string& path) {
     t.problem = {path, 0, std::move(msg)};
     return t;
   };
-  // Non-blocking: a FIFO put where a trace was must not hang us; only regular files
-  // are read, through a mapping, so nothing is allocated for what the file cannot hold.
+  // Non-blocking: a FIFO put where a trace was must not hang us. Only regular files are
+  // read, large ones through a mapping, so nothing is allocated for what the file
+  // claims but does not hold (a sparse file of many GiB).
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return fail(ErrnoText(errno));
   struct stat st {};
@@ -144,13 +147,32 @@ TraceFile ReadTraceFile(const std::string& path) {
     close(fd);
     return fail("empty file: not an ldscope trace");
   }
-  void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int err = errno;
+  if (size > kMapAbove) {
+    void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    const int err = errno;
+    close(fd);
+    if (map == MAP_FAILED) return fail(ErrnoText(err));
+    t = ParseTrace(path, static_cast<const uint8_t*>(map), size);
+    munmap(map, size);
+    return t;
+  }
+  // Smaller files are copied: a mapping of a file truncated meanwhile (a new run
+  // writing the same path) would fault. Never more than the size seen at the start.
+  std::string buf(size, '\0');
+  size_t got = 0;
+  while (got < size) {
+    const ssize_t r = read(fd, buf.data() + got, size - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      const int err = errno;
+      close(fd);
+      return fail(ErrnoText(err));
+    }
+    if (r == 0) break;
+    got += static_cast<size_t>(r);
+  }
   close(fd);
-  if (map == MAP_FAILED) return fail(ErrnoText(err));
-  t = ParseTrace(path, static_cast<const uint8_t*>(map), size);
-  munmap(map, size);
-  return t;
+  return ParseTrace(path, reinterpret_cast<const uint8_t*>(buf.data()), got);
 }
 
 bool Readable(const TraceFile& f) { return f.ok || f.problem.offset > 0; }
