@@ -271,7 +271,15 @@ bool HandleFork(uint32_t pid) {
 // Runs with g.lock held, right before anything is written. Returns false when
 // nothing can be delivered.
 bool EnsureDescriptor() {
-  if (g.transport.dead()) return false;
+  if (g.transport.dead()) {
+    // The collector went away (EPIPE): a collector restarted on the same socket takes
+    // this process back at its next event. A dead file stays dead.
+    if (g.transport.mode() != Transport::Mode::kSocket) return false;
+    g.transport.Abandon();
+    if (!g.transport.Open(g.pid, g.image_start_ns)) return false;
+    SendStart(3 /* START_RECONNECT */, 0, 0, 0);
+    return true;
+  }
   if (!g.transport.StillOurs()) {
     // The program closed or reused our descriptor number: open a new one.
     if (!g.transport.Open(g.pid, g.image_start_ns)) return false;

@@ -2,7 +2,13 @@
 // programs are started elsewhere with LD_AUDIT and LDSCOPE_SOCKET set.
 #include <signal.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -10,6 +16,30 @@
 #include "cli/session.h"
 
 namespace ldscope::cli {
+namespace {
+
+// A socket left by a collector that was killed (SIGKILL, a crash) refuses connections:
+// remove it, so that a restarted collector can serve the same path. A live collector's
+// socket, or anything that is not a socket of ours, is an error. Returns "" or one.
+std::string ClearStaleSocket(const std::string& path) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) return "";
+  if (!S_ISSOCK(st.st_mode) || st.st_uid != geteuid())
+    return fmt::format("cannot listen on {}: it exists and is not a socket of ours", path);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  if (path.size() >= sizeof a.sun_path) return "";  // Listen says so
+  std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "";
+  const bool live = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 || errno != ECONNREFUSED;
+  close(fd);
+  if (live) return fmt::format("cannot listen on {}: another collector is serving it", path);
+  unlink(path.c_str());
+  return "";
+}
+
+}  // namespace
 
 int Collect(const CollectOptions& opt) {
   std::string err;
@@ -18,18 +48,27 @@ int Collect(const CollectOptions& opt) {
   sigemptyset(&stop);
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGHUP);  // a closed terminal or session: shut down cleanly too
   sigprocmask(SIG_BLOCK, &stop, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // an output pipe whose reader is gone is a write error
   const int sfd = signalfd(-1, &stop, SFD_CLOEXEC | SFD_NONBLOCK);
   Session session;
-  if (std::string e = session.Start(opt.socket, opt.output); !e.empty()) {
+  std::string e = ClearStaleSocket(opt.socket);
+  if (e.empty()) e = session.Start(opt.socket, opt.output, /*keep_copy=*/false);
+  if (!e.empty()) {
     Complain(e);
     return kUsage;
+  }
+  if (e = session.Begin(); !e.empty()) {
+    Complain(e);
+    session.Abandon();
+    return kWriteFailed;
   }
   session.server().WatchExtra(sfd);
   std::string hook_err;
   const std::string python_hook = FindPythonHook(&hook_err);
   if (!opt.quiet)
-    Complain(fmt::format("collecting on {} into {} until SIGINT/SIGTERM; trace programs with\n"
+    Complain(fmt::format("collecting on {} into {} until SIGINT/SIGTERM/SIGHUP; trace programs with\n"
                          "  LD_AUDIT={} LDSCOPE_SOCKET={} COMMAND\n"
                          "and, to attribute Python's loads to imports, also PYTHONPATH={}",
                          opt.socket, opt.output, audit_lib.empty() ? "<libldscope_audit.so>" : audit_lib,
@@ -44,7 +83,7 @@ int Collect(const CollectOptions& opt) {
   const std::string finish_err = session.Finish();
   if (!finish_err.empty()) {
     Complain(finish_err);
-    return kUsage;
+    return kWriteFailed;
   }
   if (!opt.quiet) Complain(fmt::format("stopped; trace {} ({})", opt.output, summary));
   return kOk;

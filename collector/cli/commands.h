@@ -17,6 +17,7 @@ enum Exit : int {
   kDamagedTrace = 1,  // show: a trace was truncated or corrupt (the rest is shown)
   kUsage = 2,         // bad arguments, unreadable input, cannot start
   kFindings = 3,      // run/report: findings matched --fail-on
+  kWriteFailed = 4,   // a trace, report or export could not be written completely
 };
 
 struct ReportOptions {
@@ -105,5 +106,13 @@ std::string FindPythonHook(std::string* error);
 
 // "ldscope: " + message on stderr.
 void Complain(const std::string& message);
+// Writes text to out (stdout or stderr), checking the write; on failure says so on
+// stderr and returns false.
+bool Print(std::FILE* out, const std::string& text);
+// "" or an error when output is the same file as one of the inputs (writing it would
+// destroy what is being read).
+std::string RefuseOverwrite(const std::string& output, const std::vector<std::string>& inputs);
+// Says "no trace could be read" and returns kUsage.
+int NoTrace();
 
 }  // namespace ldscope::cli

@@ -2,17 +2,41 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "store/output_file.h"
 
 namespace ldscope::cli {
 
 void Complain(const std::string& message) {
   std::fprintf(stderr, "ldscope: %s\n", message.c_str());
+}
+
+bool Print(std::FILE* out, const std::string& text) {
+  std::fflush(out);
+  const int err = store::WriteAll(fileno(out), text.data(), text.size());
+  if (err == 0) return true;
+  Complain(fmt::format("writing to {} failed: {}", out == stderr ? "standard error" : "standard output",
+                       std::strerror(err)));
+  return false;
+}
+
+std::string RefuseOverwrite(const std::string& output, const std::vector<std::string>& inputs) {
+  if (output.empty()) return "";
+  for (const auto& in : inputs)
+    if (store::SameFile(output, in))
+      return fmt::format("the output {} is the input {}: refusing to overwrite it", output, in);
+  return "";
+}
+
+int NoTrace() {
+  Complain("no trace could be read");
+  return kUsage;
 }
 
 namespace {

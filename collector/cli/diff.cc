@@ -26,13 +26,13 @@ int Diff(const DiffOptions& opt) {
       if (!f.ok)
         Complain(fmt::format("{}: at byte offset {}: {} (comparing what precedes it)", f.problem.file,
                              f.problem.offset, f.problem.message));
-    if (set->files.empty()) return kUsage;
+    if (!store::AnyReadable(*set)) return NoTrace();
     for (const auto& f : set->files)
       if (!f.ok) rc = kDamagedTrace;
   }
   const v1::Diff d = analysis::DiffTimelines(model::BuildTimeline(base), model::BuildTimeline(now));
-  std::fputs((opt.format == "json" ? render::Json(d) : render::DiffText(d)).c_str(), stdout);
-  std::fflush(stdout);
+  if (!Print(stdout, opt.format == "json" ? render::Json(d) : render::DiffText(d)))
+    return kWriteFailed;
   bool changed = false;
   for (const auto& p : d.processes()) changed |= p.changes_size() > 0;
   for (const auto& w : opt.fail_on)

@@ -3,11 +3,15 @@
 // interpreter under `ldscope run`; the matrix shows each order's outcome, duplicate
 // libraries and shadowed dependencies, and a conclusion sentence per problem.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <map>
 
@@ -24,20 +28,66 @@ namespace ldscope::cli {
 namespace {
 
 constexpr char kMarker[] = "LDSCOPE_IMPORT_FAILED ";
+constexpr char kMissing[] = "LDSCOPE_IMPORT_MISSING ";
 
-// Imports in order; the first failure is reported on one marked line.
-std::string Program(const std::vector<std::string>& modules) {
-  std::string list;
-  for (const auto& m : modules) list += fmt::format("{}'{}'", list.empty() ? "" : ", ", m);
+// Imports the modules named in sys.argv in order (names are data, never source); the
+// first failure is reported on one marked line, a module that does not exist at all
+// (ModuleNotFoundError for itself or a parent package) on another.
+std::string Program() {
   return fmt::format(
       "import sys\n"
-      "for m in [{}]:\n"
+      "for m in sys.argv[1:]:\n"
       "    try:\n"
       "        __import__(m)\n"
       "    except BaseException as e:\n"
-      "        sys.stderr.write('{}%s %s: %s\\n' % (m, type(e).__name__, str(e).replace('\\n', ' ')))\n"
+      "        n = getattr(e, 'name', None) if isinstance(e, ModuleNotFoundError) else None\n"
+      "        mark = '{}' if n and (m == n or m.startswith(n + '.')) else '{}'\n"
+      "        sys.stderr.write('%s%s %s: %s\\n' % (mark, m, type(e).__name__, str(e).replace('\\n', ' ')))\n"
       "        sys.exit(1)\n",
-      list, kMarker);
+      kMissing, kMarker);
+}
+
+// A dotted name of identifiers (ASCII letters, digits, '_', or non-ASCII UTF-8 bytes,
+// which Python allows in identifiers; no part starts with a digit).
+bool DottedName(const std::string& name) {
+  bool part_start = true;
+  for (const unsigned char c : name) {
+    if (c == '.') {
+      if (part_start) return false;
+      part_start = true;
+      continue;
+    }
+    const bool ident = std::isalpha(c) || c == '_' || c >= 0x80 || (!part_start && std::isdigit(c));
+    if (!ident) return false;
+    part_start = false;
+  }
+  return !part_start;
+}
+
+// "" when the interpreter exists and is executable, else why not.
+std::string CheckInterpreter(const std::string& python) {
+  std::string path = python;
+  if (python.find('/') == std::string::npos) {
+    const char* env = std::getenv("PATH");
+    const std::string dirs = env != nullptr ? env : "/usr/bin:/bin";
+    path.clear();
+    for (size_t at = 0; at <= dirs.size();) {
+      const size_t end = std::min(dirs.find(':', at), dirs.size());
+      const std::string c = (end > at ? dirs.substr(at, end - at) : ".") + "/" + python;
+      if (access(c.c_str(), X_OK) == 0) {
+        path = c;
+        break;
+      }
+      at = end + 1;
+    }
+    if (path.empty()) return fmt::format("the interpreter {} is not on PATH", python);
+  }
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0)
+    return fmt::format("the interpreter {}: {}", python, std::strerror(errno));
+  if (!S_ISREG(st.st_mode) || access(path.c_str(), X_OK) != 0)
+    return fmt::format("the interpreter {} is not an executable file", python);
+  return "";
 }
 
 // Runs argv, returning its exit status and stderr.
@@ -101,6 +151,16 @@ int Imports(const ImportsOptions& opt) {
     Complain("imports: name at least one module");
     return kUsage;
   }
+  for (const auto& m : opt.modules)
+    if (!DottedName(m)) {
+      Complain(fmt::format("imports: '{}' is not a module name (dotted Python identifiers, "
+                           "like os.path)", m));
+      return kUsage;
+    }
+  if (std::string e = CheckInterpreter(opt.python); !e.empty()) {
+    Complain("imports: " + e);
+    return kUsage;
+  }
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) return kUsage;
@@ -117,9 +177,20 @@ int Imports(const ImportsOptions& opt) {
   for (const auto& order : Orders(opt.modules)) {
     const std::string trace = fmt::format("{}/{}.ldscope", dir, k++);
     std::string err;
-    const int rc = Capture({self, "run", "-q", "--no-report", "-o", trace, "--", opt.python, "-c",
-                            Program(order)},
-                           &err);
+    std::vector<std::string> argv = {self, "run", "-q", "--no-report", "-o", trace, "--",
+                                     opt.python, "-c", Program()};
+    argv.insert(argv.end(), order.begin(), order.end());
+    const int rc = Capture(argv, &err);
+    if (const auto miss = err.find(kMissing); miss != std::string::npos) {
+      const std::string line = err.substr(miss + sizeof kMissing - 1,
+                                          err.find('\n', miss) - miss - sizeof kMissing + 1);
+      const auto sp = line.find(' ');
+      Complain(fmt::format("imports: module {} not found by {} ({})", line.substr(0, sp),
+                           opt.python, sp == std::string::npos ? "" : line.substr(sp + 1)));
+      unlink(trace.c_str());
+      rmdir(dir.c_str());
+      return kUsage;
+    }
     v1::OrderResult* r = rep.add_orders();
     for (const auto& m : order) r->add_modules(m);
     r->set_ok(rc == 0);
@@ -159,8 +230,7 @@ int Imports(const ImportsOptions& opt) {
     }
   }
   if (opt.format == "json") {
-    std::fputs(render::Json(rep).c_str(), stdout);
-    return kOk;
+    return Print(stdout, render::Json(rep)) ? kOk : kWriteFailed;
   }
   std::string out = fmt::format("{:<40} {:<8} {}\n", "order", "outcome", "findings");
   for (const auto& r : rep.orders()) {
@@ -173,8 +243,7 @@ int Imports(const ImportsOptions& opt) {
   out += "\n";
   if (rep.conclusions_size() == 0) out += "Every order works and loads no library twice.\n";
   for (const auto& c : rep.conclusions()) out += "- " + c + "\n";
-  std::fputs(out.c_str(), stdout);
-  return kOk;
+  return Print(stdout, out) ? kOk : kWriteFailed;
 }
 
 }  // namespace ldscope::cli

@@ -10,14 +10,21 @@ int main(int argc, char** argv) {
                "and explain what the dynamic loader did."};
   app.set_version_flag("--version", "ldscope " LDSCOPE_VERSION);
   app.require_subcommand(1);
+  app.footer("Exit statuses: run exits with the command's status (128+N if killed by signal N; "
+             "127/126 if it could not be found/executed, no trace written). Otherwise, and "
+             "over it: 2 bad arguments, cannot start, or no trace could be read; 1 a trace is "
+             "damaged; 3 --fail-on matched; 4 a trace, report or output could not be written "
+             "completely (disk full, size limit, I/O error).");
 
   // run: trace a command (and every process it starts) with the embedded collector.
   RunOptions run;
   auto* run_cmd = app.add_subcommand(
       "run", "Run COMMAND under the audit library and record a trace. Exits with the "
-             "command's status (128+N when killed by signal N).");
+             "command's status (128+N when killed by signal N), 4 when the trace or report "
+             "could not be written completely.");
   run_cmd->add_option("-o,--output", run.output,
-                      "Trace file to write (default: ldscope-<date>-<pid>.ldscope)");
+                      "Trace file to write (default: ldscope-<date>-<pid>.ldscope; - for "
+                      "standard output). Created 0600; emptied only once the command runs");
   run_cmd->add_flag("-q,--quiet", run.quiet,
                     "Print nothing of ldscope's own unless there are findings or errors");
   run_cmd->add_flag("!--no-report", run.analyse, "Do not analyse the trace after the command");
@@ -49,12 +56,14 @@ int main(int argc, char** argv) {
   // collect: the same server, standalone, for programs started elsewhere.
   CollectOptions collect;
   auto* collect_cmd = app.add_subcommand(
-      "collect", "Serve a socket and record what traced programs send, until SIGINT or "
-                 "SIGTERM. Start programs with LD_AUDIT=<audit library> "
+      "collect", "Serve a socket and record what traced programs send, until SIGINT, "
+                 "SIGTERM or SIGHUP. Start programs with LD_AUDIT=<audit library> "
                  "LDSCOPE_SOCKET=<socket> (and, to attribute Python's loads to imports, "
                  "PYTHONPATH=<ldscope's python directory>; both paths are printed at start).");
   collect_cmd->add_option("--socket", collect.socket, "Socket path to create")->required();
-  collect_cmd->add_option("-o,--output", collect.output, "Trace file to write")->required();
+  collect_cmd->add_option("-o,--output", collect.output,
+                          "Trace file to write (- for standard output; created 0600)")
+      ->required();
   collect_cmd->add_flag("-q,--quiet", collect.quiet, "No start/stop messages");
 
   // show: print a trace's per-process timeline.

@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "model/timeline.h"
 #include "render/render.h"
+#include "store/output_file.h"
 #include "store/trace_file.h"
 
 namespace ldscope::cli {
@@ -83,29 +84,28 @@ int EmitReport(const v1::Timeline& timeline, const ReportOptions& opt, std::FILE
   bool worth_printing = when == PrintWhen::kAlways || opt.format == "json" || report.notes_size() > 0;
   for (const auto& f : report.findings())
     worth_printing |= when == PrintWhen::kFindings || f.severity() >= v1::WARNING;
+  int rc = kOk;
   if (!opt.output.empty()) {
-    std::ofstream f(opt.output, std::ios::trunc);
-    f << text;
-    if (!f) {
-      Complain("cannot write the report to " + opt.output);
-      return kUsage;
+    if (std::string e = store::WriteTextFile(opt.output, text); !e.empty()) {
+      Complain("the report: " + e);
+      rc = kWriteFailed;
     }
-  } else if (worth_printing) {
-    std::fputs(text.c_str(), default_out);
-    std::fflush(default_out);
+  } else if (worth_printing && !Print(default_out, text)) {
+    rc = kWriteFailed;
   }
   const char* gha = std::getenv("GITHUB_ACTIONS");
   if (opt.github || (gha != nullptr && std::string(gha) == "true")) {
     // Annotations go where the diagnosis goes (stderr for run: the command's stdout
     // stays its own); the summary is appended to the step's summary file.
-    std::fputs(render::GithubAnnotations(report).c_str(), default_out);
-    std::fflush(default_out);
+    if (!Print(default_out, render::GithubAnnotations(report))) rc = kWriteFailed;
     if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY"); summary != nullptr && *summary) {
       std::ofstream s(summary, std::ios::app);
       s << render::GithubSummary(report, opt.title);
+      s.close();
       if (!s) Complain(fmt::format("cannot append to GITHUB_STEP_SUMMARY={}", summary));
     }
   }
+  if (rc != kOk) return rc;
   for (const auto& f : report.findings())
     for (const auto& w : opt.fail_on)
       if (Matches(f, w)) return kFindings;
@@ -119,14 +119,19 @@ int Report(const ReportCommandOptions& opt) {
   }
   ReportOptions ropt = opt.report;
   for (const auto& t : opt.traces) ropt.title += (ropt.title.empty() ? "" : " ") + t;
+  if (std::string e = RefuseOverwrite(opt.report.output, opt.traces); !e.empty()) {
+    Complain(e);
+    return kUsage;
+  }
   const store::TraceSet traces = store::LoadTraces(opt.traces);
   const v1::Timeline timeline = model::BuildTimeline(traces);
   ropt.trace_of_stream = render::TraceFilesByStream(traces);
   for (const auto& p : timeline.problems())
-    Complain(p.file().empty() ? p.message()
-                              : fmt::format("{}: at byte offset {}: {} (analysing what precedes it)",
+    Complain(p.file().empty() || p.offset() == 0
+                 ? fmt::format("{}{}{}", p.file(), p.file().empty() ? "" : ": ", p.message())
+                 : fmt::format("{}: at byte offset {}: {} (analysing what precedes it)",
                                             p.file(), p.offset(), p.message()));
-  if (traces.files.empty()) return kUsage;
+  if (!store::AnyReadable(traces)) return NoTrace();
   const int rc = EmitReport(timeline, ropt, stdout, PrintWhen::kAlways);
   if (rc != kOk) return rc;
   return timeline.problems_size() > 0 ? kDamagedTrace : kOk;

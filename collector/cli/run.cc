@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/run_dir.h"
 #include "cli/session.h"
 #include "model/timeline.h"
 #include "render/render.h"
@@ -33,6 +34,14 @@ pid_t g_child = -1;
 // SIGTERM/SIGHUP to ldscope go to the command; it decides how to end.
 void Forward(int sig) {
   if (g_child > 0) kill(g_child, sig);
+}
+
+// SIGINT from a terminal (Ctrl-C: the kernel sends it to the whole foreground process
+// group, the command included) is the command's business; SIGINT sent to ldscope by
+// a process (`kill -INT`) is passed on, as SIGTERM and SIGHUP are.
+void ForwardInt(int sig, siginfo_t* info, void*) {
+  if (info != nullptr && info->si_code == SI_KERNEL) return;
+  Forward(sig);
 }
 
 std::string DefaultOutput() {
@@ -111,21 +120,28 @@ int Run(const RunOptions& opt) {
       python_hook.clear();
     }
   }
-  const char* tmp = std::getenv("TMPDIR");
-  std::string dir_template = fmt::format("{}/ldscope-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  if (mkdtemp(dir_template.data()) == nullptr) {  // mkdtemp makes it 0700
-    Complain(fmt::format("cannot create a private directory {}: {}", dir_template,
-                         std::strerror(errno)));
+  const std::string output = opt.output.empty() ? DefaultOutput() : opt.output;
+  if (opt.analyse && !opt.report.output.empty() && store::SameFile(opt.report.output, output)) {
+    Complain(fmt::format("--report {} and the trace -o {} are the same file", opt.report.output,
+                         output));
     return kUsage;
   }
-  const std::string dir = dir_template;
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string tmpdir = tmp && *tmp ? tmp : "/tmp";
+  CleanStaleRunDirs(tmpdir);
+  std::string dir = MakeRunDir(tmpdir, &err);
+  if (dir.empty()) {
+    Complain(err);
+    return kUsage;
+  }
   const std::string socket = dir + "/events.sock";
-  const std::string output = opt.output.empty() ? DefaultOutput() : opt.output;
 
+  // The output is opened now (so that a bad -o stops us before anything runs) but only
+  // emptied once the command has started: a failure to start leaves it as it was.
   Session session;
-  if (std::string e = session.Start(socket, output); !e.empty()) {
+  if (std::string e = session.Start(socket, output, opt.analyse); !e.empty()) {
     Complain(e);
-    rmdir(dir.c_str());
+    RemoveRunDir(dir);
     return kUsage;
   }
 
@@ -138,11 +154,17 @@ int Run(const RunOptions& opt) {
   argv.push_back(nullptr);
 
   // While the command runs, terminal signals are its business; we wait like a shell.
-  struct sigaction ign {}, fwd {}, old_int {}, old_quit {}, old_term {}, old_hup {};
+  struct sigaction ign {}, fwd {}, fwd_int {}, old_int {}, old_quit {}, old_term {}, old_hup {},
+      old_pipe {};
   ign.sa_handler = SIG_IGN;
   fwd.sa_handler = Forward;
+  fwd_int.sa_sigaction = ForwardInt;
+  fwd_int.sa_flags = SA_SIGINFO;
   sigaction(SIGINT, &ign, &old_int);
   sigaction(SIGQUIT, &ign, &old_quit);
+  // A trace written to a pipe whose reader is gone is a write error to report, not a
+  // reason to die before the command does.
+  sigaction(SIGPIPE, &ign, &old_pipe);
 
   // A pipe closed on exec tells us whether exec worked (and errno if not).
   int exec_pipe[2];
@@ -158,6 +180,7 @@ int Run(const RunOptions& opt) {
   if (child == 0) {
     sigaction(SIGINT, &old_int, nullptr);
     sigaction(SIGQUIT, &old_quit, nullptr);
+    sigaction(SIGPIPE, &old_pipe, nullptr);
     close(exec_pipe[0]);
     execvpe(argv[0], argv.data(), envp.data());
     const int e = errno;
@@ -167,12 +190,28 @@ int Run(const RunOptions& opt) {
   g_child = child;
   sigaction(SIGTERM, &fwd, &old_term);
   sigaction(SIGHUP, &fwd, &old_hup);
+  sigaction(SIGINT, &fwd_int, nullptr);
   close(exec_pipe[1]);
   int exec_errno = 0;
-  if (read(exec_pipe[0], &exec_errno, sizeof exec_errno) != sizeof exec_errno) exec_errno = 0;
+  ssize_t got;
+  do {
+    got = read(exec_pipe[0], &exec_errno, sizeof exec_errno);
+  } while (got < 0 && errno == EINTR);
+  if (got != sizeof exec_errno) exec_errno = 0;
   close(exec_pipe[0]);
-  if (exec_errno != 0)
-    Complain(fmt::format("cannot run {}: {}", opt.command.front(), std::strerror(exec_errno)));
+  if (exec_errno != 0) {
+    // Nothing ran: no trace, and an existing file of that name stays as it was.
+    Complain(fmt::format("cannot run {}: {}; no trace written", opt.command.front(),
+                         std::strerror(exec_errno)));
+    int st = 0;
+    while (waitpid(child, &st, 0) < 0 && errno == EINTR) {
+    }
+    session.Abandon();
+    RemoveRunDir(dir);
+    return ExitStatusOf(st);
+  }
+  std::string write_err = session.Begin();
+  if (!write_err.empty()) Complain(write_err + " (the command runs, unrecorded on disk)");
 
   // Serve until the command exits: a pidfd wakes us at once; without one, poll.
   const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, child, 0));
@@ -193,7 +232,7 @@ int Run(const RunOptions& opt) {
   session.Drain(/*idle_ms=*/200, /*cap_ms=*/3000);
   const std::string summary = session.Summary();
   const std::string finish_err = session.Finish();
-  rmdir(dir.c_str());
+  RemoveRunDir(dir);
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGQUIT, &old_quit, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
@@ -201,20 +240,25 @@ int Run(const RunOptions& opt) {
 
   if (!finish_err.empty()) Complain(finish_err);
   if (!opt.quiet || !finish_err.empty())
-    Complain(fmt::format("{}: {}; trace {} ({})", opt.command.front(), ExitText(status), output,
-                         summary));
-  if ((opt.analyse || !opt.report.junit.empty()) && finish_err.empty()) {
-    const store::TraceSet traces = store::LoadTraces({output});
+    Complain(fmt::format("{}: {}; trace {} ({})", opt.command.front(), ExitText(status),
+                         output == "-" ? "on standard output" : output, summary));
+  int rc = kOk;
+  if (opt.analyse || !opt.report.junit.empty()) {
+    // What was recorded, from memory: the output may be a pipe or a device, or
+    // incomplete after a write error, and is never read back.
+    const store::TraceSet traces = store::LoadTraceImage(output, session.trace_copy());
     const v1::Timeline timeline = model::BuildTimeline(traces);
     ReportOptions ropt = opt.report;
     ropt.trace_of_stream = render::TraceFilesByStream(traces);
     for (const auto& a : opt.command) ropt.title += (ropt.title.empty() ? "" : " ") + a;
-    const int rc = EmitReport(timeline, ropt, stderr,
-                              !opt.analyse ? PrintWhen::kNever
-                              : opt.quiet  ? PrintWhen::kProblems
-                                           : PrintWhen::kFindings);
-    if (rc != kOk) return rc;
+    rc = EmitReport(timeline, ropt, stderr,
+                    !opt.analyse ? PrintWhen::kNever
+                    : opt.quiet  ? PrintWhen::kProblems
+                                 : PrintWhen::kFindings);
   }
+  sigaction(SIGPIPE, &old_pipe, nullptr);
+  if (!finish_err.empty() || rc == kWriteFailed) return kWriteFailed;
+  if (rc != kOk) return rc;
   return ExitStatusOf(status);
 }
 

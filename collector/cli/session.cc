@@ -9,8 +9,9 @@
 
 namespace ldscope::cli {
 
-std::string Session::Start(const std::string& socket_path, const std::string& output) {
-  v1::TraceHeader h;
+std::string Session::Start(const std::string& socket_path, const std::string& output,
+                           bool keep_copy) {
+  v1::TraceHeader& h = header_;
   h.set_format_version(1);
   char host[256] = {};
   gethostname(host, sizeof host - 1);
@@ -20,9 +21,21 @@ std::string Session::Start(const std::string& socket_path, const std::string& ou
   clock_gettime(CLOCK_REALTIME, &ts);
   h.set_start_unix_ns(static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec);
   h.set_writer("ldscope " LDSCOPE_VERSION);
-  if (std::string err = writer_.Open(output, h); !err.empty()) return err;
+  if (keep_copy) writer_.KeepCopy();
+  if (std::string err = writer_.Prepare(output); !err.empty()) return err;
+  if (std::string err = server_.Listen(socket_path); !err.empty()) {
+    Abandon();
+    return err;
+  }
   server_.set_writer(&writer_);
-  return server_.Listen(socket_path);
+  return "";
+}
+
+std::string Session::Begin() { return writer_.Begin(header_); }
+
+void Session::Abandon() {
+  server_.Shutdown();
+  writer_.Discard();
 }
 
 void Session::Drain(int idle_ms, int cap_ms) {

@@ -11,8 +11,16 @@ namespace ldscope::cli {
 
 class Session {
  public:
-  // Listens on socket_path and creates output. Returns "" or an error message.
-  std::string Start(const std::string& socket_path, const std::string& output);
+  // Opens output (without truncating it) and listens on socket_path. On failure,
+  // nothing that existed before is changed. keep_copy: keep the trace in memory too
+  // (trace_copy()). Returns "" or an error message.
+  std::string Start(const std::string& socket_path, const std::string& output, bool keep_copy);
+  // The traced programs can start: empty the output and write the trace header. Events
+  // are recorded only after this. Returns "" or an error message (events are still
+  // served and kept in memory; Finish reports the failure again).
+  std::string Begin();
+  // The run did not start: stop listening and remove the output if Start created it.
+  void Abandon();
   // After the traced programs are done: read what is still queued, and wait for open
   // connections to close until idle for idle_ms, at most cap_ms in all.
   void Drain(int idle_ms, int cap_ms);
@@ -22,10 +30,13 @@ class Session {
   std::string Summary() const;
 
   ipc::Server& server() { return server_; }
+  // The trace's bytes, when Start was asked to keep them.
+  const std::string& trace_copy() const { return writer_.copy(); }
 
  private:
   ipc::Server server_;
   store::TraceWriter writer_;
+  v1::TraceHeader header_;
 };
 
 }  // namespace ldscope::cli

@@ -11,25 +11,28 @@ namespace ldscope::cli {
 int Show(const ShowOptions& opt) {
   const store::TraceSet traces = store::LoadTraces(opt.traces);
   const v1::Timeline timeline = model::BuildTimeline(traces);
+  bool written = true;
   if (opt.format == "json") {
-    std::fputs(render::Json(timeline).c_str(), stdout);
+    written = Print(stdout, render::Json(timeline));
   } else {
     render::TextOptions t;
     t.timestamps = opt.timestamps;
     t.verbose = opt.verbose;
     v1::Timeline body = timeline;
     body.clear_problems();  // problems go to stderr, after everything readable
-    std::fputs(render::TimelineText(body, t).c_str(), stdout);
+    written = Print(stdout, render::TimelineText(body, t));
   }
-  std::fflush(stdout);
   for (const auto& p : timeline.problems()) {
     if (p.file().empty())
       Complain(p.message());
+    else if (p.offset() == 0)  // nothing of it could be read
+      Complain(p.file() + ": " + p.message());
     else
       Complain(p.file() + ": at byte offset " + std::to_string(p.offset()) + ": " + p.message() +
                " (everything before it is shown)");
   }
-  if (!traces.errors.empty() && traces.files.empty()) return kUsage;
+  if (!store::AnyReadable(traces)) return NoTrace();
+  if (!written) return kWriteFailed;
   return timeline.problems_size() > 0 ? kDamagedTrace : kOk;
 }
 

@@ -253,7 +253,8 @@ struct Mapping {
   struct stat st {};
   std::string error;
   explicit Mapping(const std::string& path) {
-    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // Non-blocking: the path may now be a FIFO, which must not hang us.
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
       error = std::strerror(errno);
       return;

@@ -41,10 +41,13 @@ std::string Expand(const std::string& dir, const Object& owner, const Environmen
 // glibc accepts a candidate only if it opens and is an ELF object of the right class
 // and machine; anything else is skipped and the search goes on.
 bool Loadable(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking and regular files only: a FIFO or device there must not hang us.
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return false;
+  struct stat st {};
   Elf64_Ehdr eh;
-  const bool ok = read(fd, &eh, sizeof eh) == sizeof eh &&
+  const bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+                  read(fd, &eh, sizeof eh) == sizeof eh &&
                   std::memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
                   eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_machine == EM_X86_64;
   close(fd);

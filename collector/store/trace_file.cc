@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,6 +22,8 @@ namespace {
 
 // Largest record we accept; anything bigger is corruption, not data.
 constexpr uint64_t kMaxRecord = 64u << 20;
+// Files larger than this are mapped rather than copied into memory.
+constexpr size_t kMapAbove = 256u << 20;
 
 std::string ErrnoText(int err) { return std::strerror(err); }
 
@@ -119,29 +122,65 @@ TraceFile ParseTrace(const std::string& name, const uint8_t* data, size_t size) 
 TraceFile ReadTraceFile(const std::string& path) {
   TraceFile t;
   t.path = path;
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
+  auto fail = [&](std::string msg) {
     t.ok = false;
-    t.problem = {path, 0, ErrnoText(errno)};
+    t.problem = {path, 0, std::move(msg)};
+    return t;
+  };
+  // Non-blocking: a FIFO put where a trace was must not hang us. Only regular files are
+  // read, large ones through a mapping, so nothing is allocated for what the file
+  // claims but does not hold (a sparse file of many GiB).
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return fail(ErrnoText(errno));
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
+    close(fd);
+    return fail(ErrnoText(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return fail("not a regular file: not an ldscope trace");
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  if (size == 0) {
+    close(fd);
+    return fail("empty file: not an ldscope trace");
+  }
+  if (size > kMapAbove) {
+    void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    const int err = errno;
+    close(fd);
+    if (map == MAP_FAILED) return fail(ErrnoText(err));
+    t = ParseTrace(path, static_cast<const uint8_t*>(map), size);
+    munmap(map, size);
     return t;
   }
-  std::string buf;
-  char chunk[1 << 16];
-  for (;;) {
-    const ssize_t r = read(fd, chunk, sizeof chunk);
+  // Smaller files are copied: a mapping of a file truncated meanwhile (a new run
+  // writing the same path) would fault. Never more than the size seen at the start.
+  std::string buf(size, '\0');
+  size_t got = 0;
+  while (got < size) {
+    const ssize_t r = read(fd, buf.data() + got, size - got);
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      if (r < 0) {
-        t.ok = false;
-        t.problem = {path, buf.size(), ErrnoText(errno)};
-      }
-      break;
+    if (r < 0) {
+      const int err = errno;
+      close(fd);
+      return fail(ErrnoText(err));
     }
-    buf.append(chunk, static_cast<size_t>(r));
+    if (r == 0) break;
+    got += static_cast<size_t>(r);
   }
   close(fd);
-  if (!t.ok) return t;
-  return ParseTrace(path, reinterpret_cast<const uint8_t*>(buf.data()), buf.size());
+  return ParseTrace(path, reinterpret_cast<const uint8_t*>(buf.data()), got);
+}
+
+bool Readable(const TraceFile& f) { return f.ok || f.problem.offset > 0; }
+
+bool AnyReadable(const TraceSet& set) {
+  for (const auto& f : set.files)
+    if (Readable(f)) return true;
+  return false;
 }
 
 TraceSet LoadTraces(const std::vector<std::string>& paths) {
@@ -188,49 +227,133 @@ TraceSet LoadTraces(const std::vector<std::string>& paths) {
   return set;
 }
 
-TraceWriter::~TraceWriter() { Close(); }
+TraceSet LoadTraceImage(const std::string& name, const std::string& bytes) {
+  TraceSet set;
+  set.files.push_back(ParseTrace(name, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+  for (auto& e : set.files.back().events)
+    if (e.stream() == 0) e.set_stream(1);  // as LoadTraces numbers a single file
+  return set;
+}
 
-std::string TraceWriter::Open(const std::string& path, const v1::TraceHeader& header) {
-  f_ = std::fopen(path.c_str(), "wbe");
-  if (f_ == nullptr) return fmt::format("cannot write {}: {}", path, ErrnoText(errno));
-  path_ = path;
-  std::setvbuf(f_, nullptr, _IOFBF, 1 << 20);
+TraceWriter::~TraceWriter() {
+  if (begun_)
+    Close();
+  else
+    Discard();
+}
+
+std::string TraceWriter::Prepare(const std::string& path) { return OpenOutput(path, &out_); }
+
+std::string TraceWriter::Begin(const v1::TraceHeader& header) {
+  begun_ = true;
+  if (const int err = TruncateOutput(out_); err != 0) {
+    error_ = err;
+    return fmt::format("cannot write {}: {}", out_.path, ErrnoText(err));
+  }
   const std::string h = header.SerializeAsString();
   uint8_t prefix[10];
   const size_t n = static_cast<size_t>(wire::PutVarint(prefix, h.size()) - prefix);
-  if (std::fwrite(prefix, 1, n, f_) != n || std::fwrite(h.data(), 1, h.size(), f_) != h.size())
-    return fmt::format("cannot write {}: {}", path, ErrnoText(errno));
-  bytes_ += n + h.size();
+  Record(prefix, n, reinterpret_cast<const uint8_t*>(h.data()), h.size(), nullptr, 0);
+  Flush();
+  if (error_ != 0) return fmt::format("cannot write {}: {}", out_.path, ErrnoText(error_));
   return "";
 }
 
+void TraceWriter::Discard() {
+  DiscardOutput(&out_);
+  buf_.clear();
+  record_ends_.clear();
+}
+
+std::string TraceWriter::Open(const std::string& path, const v1::TraceHeader& header) {
+  if (std::string e = Prepare(path); !e.empty()) return e;
+  return Begin(header);
+}
+
+void TraceWriter::Record(const uint8_t* head, size_t hn, const uint8_t* body, size_t bn,
+                         const uint8_t* tail, size_t tn) {
+  for (std::string* s : {&buf_, keep_copy_ ? &copy_ : nullptr}) {
+    if (s == nullptr) continue;
+    s->append(reinterpret_cast<const char*>(head), hn);
+    s->append(reinterpret_cast<const char*>(body), bn);
+    if (tn > 0) s->append(reinterpret_cast<const char*>(tail), tn);
+  }
+  ++records_;
+  if (error_ != 0) {  // nothing more reaches the file after a failure
+    buf_.clear();
+    return;
+  }
+  record_ends_.push_back(buf_.size());
+  if (buf_.size() >= (1u << 20)) Flush();
+}
+
 bool TraceWriter::AppendEvent(const uint8_t* data, size_t size, uint32_t stream) {
-  if (f_ == nullptr || failed_) return false;
+  if (out_.fd < 0 || !begun_) return false;
   // Field 7 (stream), varint: tag 0x38.
   uint8_t tail[12];
   tail[0] = 0x38;
   const size_t tn = static_cast<size_t>(wire::PutVarint(tail + 1, stream) - tail);
   uint8_t prefix[10];
   const size_t pn = static_cast<size_t>(wire::PutVarint(prefix, size + tn) - prefix);
-  if (std::fwrite(prefix, 1, pn, f_) != pn || std::fwrite(data, 1, size, f_) != size ||
-      std::fwrite(tail, 1, tn, f_) != tn) {
-    failed_ = true;
-    return false;
+  Record(prefix, pn, data, size, tail, tn);
+  return error_ == 0;
+}
+
+// Stops writing at the first error; a regular file is cut back to its last whole
+// record so that it reads back as a clean (if short) trace.
+void TraceWriter::Fail(int err, size_t done) {
+  error_ = err;
+  size_t whole = 0, n = 0;
+  for (size_t end : record_ends_) {
+    if (end > done) break;
+    whole = end;
+    ++n;
   }
-  bytes_ += pn + size + tn;
+  records_written_ += n;
+  if (out_.regular && done > whole && ftruncate(out_.fd, static_cast<off_t>(written_ + whole)) == 0)
+    done = whole;
+  written_ += done;
+  buf_.clear();
+  record_ends_.clear();
+}
+
+bool TraceWriter::Flush() {
+  if (out_.fd < 0 || error_ != 0) return error_ == 0;
+  size_t done = 0;
+  while (done < buf_.size()) {
+    const ssize_t r = write(out_.fd, buf_.data() + done, buf_.size() - done);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      Fail(r < 0 ? errno : EIO, done);
+      return false;
+    }
+    done += static_cast<size_t>(r);
+  }
+  written_ += done;
+  records_written_ += record_ends_.size();
+  buf_.clear();
+  record_ends_.clear();
   return true;
 }
 
-bool TraceWriter::Flush() { return f_ != nullptr && !failed_ && std::fflush(f_) == 0; }
-
 std::string TraceWriter::Close() {
-  if (f_ == nullptr) return "";
-  const bool ok = !failed_ && std::fflush(f_) == 0;
-  const int err = errno;
-  const bool closed = std::fclose(f_) == 0;
-  f_ = nullptr;
-  if (!ok || !closed) return fmt::format("writing {} failed: {}", path_, ErrnoText(err));
-  return "";
+  if (out_.fd < 0) return "";
+  if (!begun_) {
+    Discard();
+    return "";
+  }
+  Flush();
+  std::string close_err = CloseOutput(&out_);
+  if (error_ != 0) {
+    // The header is record 1; the rest are events.
+    const uint64_t events = records_ > 0 ? records_ - 1 : 0;
+    const uint64_t kept = records_written_ > 0 ? records_written_ - 1 : 0;
+    return fmt::format("writing {} failed after {} bytes: {}; the trace is incomplete: {} of {} "
+                       "events written",
+                       out_.path == "-" ? "standard output" : out_.path, written_,
+                       ErrnoText(error_), kept, events);
+  }
+  return close_err;
 }
 
 bool ReadVarint(const uint8_t* data, size_t size, size_t* pos, uint64_t* out) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ldscope_proto/events.pb.h"
+#include "store/output_file.h"
 
 namespace ldscope::store {
 
@@ -32,6 +33,9 @@ TraceFile ReadTraceFile(const std::string& path);
 // Reads a protobuf varint at data[*pos] and advances *pos; false if it runs past size or
 // over 10 bytes.
 bool ReadVarint(const uint8_t* data, size_t size, size_t* pos, uint64_t* out);
+// False when nothing of the file could be read (it could not be opened, or it is not
+// an ldscope trace at all: empty, another kind of file, no valid header).
+bool Readable(const TraceFile& f);
 // Parses an in-memory image of a trace file (for tests and fuzzing).
 TraceFile ParseTrace(const std::string& name, const uint8_t* data, size_t size);
 
@@ -42,8 +46,16 @@ struct TraceSet {
   std::vector<std::string> errors;  // paths that could not be opened at all
 };
 TraceSet LoadTraces(const std::vector<std::string>& paths);
+// True when at least one file of the set could be read ("no trace could be read" is
+// exit status 2 for show/report/export/diff).
+bool AnyReadable(const TraceSet& set);
+// The same for a trace held in memory (`run` analyses what it recorded without reading
+// its output back).
+TraceSet LoadTraceImage(const std::string& name, const std::string& bytes);
 
-// Appends records to a trace file as they arrive.
+// Appends records to a trace file as they arrive. Every write is checked: at the first
+// failure writing stops (a regular file is cut back to its last whole record, so it
+// stays a readable prefix) and Close() names the file, the errno and what was lost.
 class TraceWriter {
  public:
   TraceWriter() = default;
@@ -51,20 +63,41 @@ class TraceWriter {
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
 
-  // Creates (truncates) path and writes the header. Returns an error message or "".
+  // Opens path ("-": standard output) as store::OpenOutput does, without truncating
+  // it. Returns an error message or "".
+  std::string Prepare(const std::string& path);
+  // Writing starts: empties the file and writes the header. "" or an error message.
+  std::string Begin(const v1::TraceHeader& header);
+  // The run never started: closes, removing the file if Prepare created it.
+  void Discard();
+  // Prepare and Begin.
   std::string Open(const std::string& path, const v1::TraceHeader& header);
+  // Also keep every record in memory (copy()), so that the trace can be analysed
+  // without reading the output back (it may be a pipe, a device, or incomplete).
+  void KeepCopy() { keep_copy_ = true; }
+  const std::string& copy() const { return copy_; }
+
   // Appends one serialized Event, adding `stream` as field 7 (protobuf merges
-  // concatenated fields, so the bytes need no re-encoding).
+  // concatenated fields, so the bytes need no re-encoding). False once writing failed.
   bool AppendEvent(const uint8_t* data, size_t size, uint32_t stream);
   bool Flush();
-  std::string Close();  // "" or an error
-  uint64_t bytes_written() const { return bytes_; }
+  std::string Close();  // "" or an error naming the file, the errno and what was lost
+  bool failed() const { return error_ != 0; }
+  uint64_t bytes_written() const { return written_; }
 
  private:
-  std::FILE* f_ = nullptr;
-  std::string path_;
-  uint64_t bytes_ = 0;
-  bool failed_ = false;
-};
+  void Record(const uint8_t* head, size_t hn, const uint8_t* body, size_t bn,
+              const uint8_t* tail, size_t tn);
+  void Fail(int err, size_t done);
 
+  Output out_;
+  bool begun_ = false;
+  std::string buf_;                 // whole records not yet written
+  std::vector<size_t> record_ends_; // end offsets of the records in buf_
+  bool keep_copy_ = false;
+  std::string copy_;
+  int error_ = 0;                   // the first write error
+  uint64_t written_ = 0;            // bytes in the file
+  uint64_t records_ = 0, records_written_ = 0;
+};
 }  // namespace ldscope::store

@@ -1,0 +1,254 @@
+// Trust in what ldscope writes and reads: every write checked (full disks, size
+// limits), no trace read back from a stream, no existing file destroyed or exposed,
+// no input (devices, FIFOs, huge or random files) that crashes or hangs it.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <regex>
+
+#include "support/test_support.h"
+
+namespace ldscope {
+namespace {
+
+using testing::ReadFile;
+using testing::RunCmd;
+using testing::ScratchDir;
+using testing::WriteFile;
+
+const std::string kLdscope = LDSCOPE_BIN;
+
+// A shell script with $L = ldscope, $P = dlprobe, $F = the fixtures.
+testing::Proc Sh(const std::string& script, int timeout_s = 60) {
+  return RunCmd({"/bin/sh", "-c", script},
+                {"L=" + kLdscope, "P=" DLPROBE, "F=" FIXTURES}, {}, timeout_s);
+}
+
+// The run summary's counts, which other work changes, as "(...)"; event counts as N.
+std::string Normalise(const std::string& err) {
+  std::string s = std::regex_replace(err, std::regex(R"(\([0-9]+ process images[^\n]*\))"), "(...)");
+  return std::regex_replace(s, std::regex(R"([0-9]+ of [0-9]+ events)"), "K of N events");
+}
+
+// A small trace of /bin/true in dir.
+std::string TrueTrace(const std::string& dir) {
+  const std::string t = dir + "/true.ldscope";
+  EXPECT_EQ(RunCmd({kLdscope, "run", "-q", "-o", t, "--", "/bin/true"}).code, 0);
+  return t;
+}
+
+TEST(Output, FullDeviceGivesItsErrnoAndStatus4) {
+  const auto r = RunCmd({kLdscope, "run", "-o", "/dev/full", "--", "/bin/true"});
+  EXPECT_EQ(r.code, 4);
+  EXPECT_EQ(Normalise(r.err),
+            "ldscope: cannot write /dev/full: No space left on device (the command runs, "
+            "unrecorded on disk)\n"
+            "ldscope: writing /dev/full failed after 0 bytes: No space left on device; the trace "
+            "is incomplete: K of N events written\n"
+            "ldscope: /bin/true: exit status 0; trace /dev/full (...)\n");
+}
+
+// A file-size limit (SIGXFSZ ignored) fails writes part-way, as a filling disk does:
+// ldscope says so and exits 4, and the file is cut at its last whole record.
+TEST(Output, WriteFailurePartWayIsReportedAndTheFileStaysReadable) {
+  const std::string dir = ScratchDir("output_fsize");
+  const std::string t = dir + "/t.ldscope";
+  rlimit old{};
+  getrlimit(RLIMIT_FSIZE, &old);
+  rlimit small = old;
+  small.rlim_cur = 3000;
+  struct sigaction ign {}, prev {};
+  ign.sa_handler = SIG_IGN;
+  sigaction(SIGXFSZ, &ign, &prev);
+  setrlimit(RLIMIT_FSIZE, &small);
+  const auto r = RunCmd({kLdscope, "run", "-q", "-o", t, "--", DLPROBE, "open",
+                         FIXTURES "/lib/libfix_a.so", "open", FIXTURES "/lib/libfix_b.so"});
+  setrlimit(RLIMIT_FSIZE, &old);
+  sigaction(SIGXFSZ, &prev, nullptr);
+  EXPECT_EQ(r.code, 4);
+  const auto size = std::filesystem::file_size(t);
+  EXPECT_LE(size, 3000u);
+  EXPECT_EQ(std::regex_replace(Normalise(r.err), std::regex(t), "T"),
+            "ldscope: writing T failed after " + std::to_string(size) +
+                " bytes: File too large; the trace is incomplete: K of N events written\n"
+                "ldscope: " DLPROBE ": exit status 0; trace T (...)\n");
+  // What was written is a clean prefix: shown without complaint.
+  const auto shown = RunCmd({kLdscope, "show", t});
+  EXPECT_EQ(shown.code, 0) << shown.err;
+  EXPECT_EQ(shown.err, "");
+}
+
+TEST(Output, TraceToAPipeIsNeverReadBack) {
+  const std::string dir = ScratchDir("output_pipe");
+  const auto r = Sh("cd " + dir + " && \"$L\" run -q -o /dev/stdout -- /bin/true | cat > piped.ldscope", 30);
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_EQ(r.code, 0) << r.err;
+  const auto shown = RunCmd({kLdscope, "show", "--no-timestamps", dir + "/piped.ldscope"});
+  EXPECT_EQ(shown.code, 0) << shown.err;
+  EXPECT_EQ(testing::ByExe(testing::TimelineOf({dir + "/piped.ldscope"}), "/true").size(), 1u);
+}
+
+TEST(Output, DashMeansStandardOutput) {
+  const std::string dir = ScratchDir("output_dash");
+  const auto r = Sh("cd " + dir + " && \"$L\" run -q -o - -- /bin/true > out.ldscope", 30);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/-"));
+  EXPECT_EQ(testing::ByExe(testing::TimelineOf({dir + "/out.ldscope"}), "/true").size(), 1u);
+}
+
+TEST(Output, ReportOntoTheTraceIsRefused) {
+  const std::string dir = ScratchDir("output_same");
+  const std::string x = dir + "/x";
+  WriteFile(x, "precious");
+  auto r = RunCmd({kLdscope, "run", "--report", x, "-o", dir + "/../output_same/x", "--", "/bin/true"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "ldscope: --report " + x + " and the trace -o " + dir +
+                       "/../output_same/x are the same file\n");
+  EXPECT_EQ(ReadFile(x), "precious");
+  const std::string t = TrueTrace(dir);
+  const std::string before = ReadFile(t);
+  r = RunCmd({kLdscope, "report", t, "-o", t});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "ldscope: the output " + t + " is the input " + t + ": refusing to overwrite it\n");
+  r = RunCmd({kLdscope, "export", "--chrome", t, "-o", t});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(ReadFile(t), before);
+}
+
+TEST(Output, EveryWriterChecksItsWrites) {
+  const std::string dir = ScratchDir("output_full");
+  const std::string t = TrueTrace(dir);
+  for (const char* format : {"text", "json"}) {
+    const auto r = RunCmd({kLdscope, "report", "--format", format, t, "-o", "/dev/full"});
+    EXPECT_EQ(r.code, 4) << format;
+    EXPECT_EQ(r.err, "ldscope: the report: writing /dev/full failed: No space left on device\n");
+  }
+  auto r = RunCmd({kLdscope, "export", "--chrome", t, "-o", "/dev/full"});
+  EXPECT_EQ(r.code, 4);
+  EXPECT_EQ(r.err, "ldscope: writing /dev/full failed: No space left on device\n");
+  r = Sh("\"$L\" show " + t + " > /dev/full");
+  EXPECT_EQ(r.code, 4);
+  EXPECT_EQ(r.err, "ldscope: writing to standard output failed: No space left on device\n");
+  r = Sh("\"$L\" report --format json " + t + " > /dev/full");
+  EXPECT_EQ(r.code, 4);
+}
+
+TEST(Input, DevicesFifosAndHugeFilesAreRefusedNotRead) {
+  const std::string dir = ScratchDir("input_special");
+  auto r = RunCmd({kLdscope, "show", "/dev/zero"}, {}, {}, 30);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "ldscope: /dev/zero: not a regular file: not an ldscope trace\n"
+                   "ldscope: no trace could be read\n");
+  const std::string fifo = dir + "/fifo.ldscope";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  r = RunCmd({kLdscope, "report", fifo}, {}, {}, 30);
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "ldscope: " + fifo + ": not a regular file: not an ldscope trace\n"
+                   "ldscope: no trace could be read\n");
+  // A sparse 64 GiB file: nothing is allocated for what it claims to hold.
+  const std::string huge = dir + "/huge.ldscope";
+  WriteFile(huge, "");
+  std::filesystem::resize_file(huge, 64ull << 30);
+  r = RunCmd({kLdscope, "show", huge}, {}, {}, 30);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "ldscope: " + huge + ": not an ldscope trace (no valid header)\n"
+                   "ldscope: no trace could be read\n");
+}
+
+TEST(Input, EmptyAndRandomFilesAreNoTrace) {
+  const std::string dir = ScratchDir("input_junk");
+  WriteFile(dir + "/empty", "");
+  std::string junk;
+  uint32_t x = 12345;
+  for (int i = 0; i < 4096; ++i) junk += static_cast<char>((x = x * 1103515245u + 12345u) >> 24);
+  WriteFile(dir + "/random", junk);
+  for (const char* cmd : {"show", "report"}) {
+    auto r = RunCmd({kLdscope, cmd, dir + "/empty"});
+    EXPECT_EQ(r.code, 2) << cmd;
+    EXPECT_EQ(r.err, "ldscope: " + dir + "/empty: empty file: not an ldscope trace\n"
+                     "ldscope: no trace could be read\n");
+    r = RunCmd({kLdscope, cmd, dir + "/random"});
+    EXPECT_EQ(r.code, 2) << cmd;
+    EXPECT_NE(r.err.find("ldscope: no trace could be read\n"), std::string::npos) << r.err;
+  }
+}
+
+// A traced library's path that is now a FIFO is not opened for reading.
+TEST(Input, LibraryReplacedByAFifoDoesNotHangTheAnalysis) {
+  const std::string dir = ScratchDir("input_fifo_lib");
+  std::filesystem::create_directories(dir + "/lib");
+  const std::string lib = dir + "/lib/libfix_b.so";
+  std::filesystem::copy_file(FIXTURES "/lib/libfix_b.so", lib);
+  const std::string t = dir + "/t.ldscope";
+  ASSERT_EQ(RunCmd({kLdscope, "run", "-q", "--no-report", "-o", t, "--", DLPROBE, "open", lib}).code, 0);
+  std::filesystem::remove(lib);
+  ASSERT_EQ(mkfifo(lib.c_str(), 0600), 0);
+  auto r = RunCmd({kLdscope, "report", t}, {}, {}, 30);
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = RunCmd({kLdscope, "export", "--chrome", t, "-o", dir + "/t.json"}, {}, {}, 30);
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
+TEST(Create, AFailedStartLeavesAnExistingTraceAlone) {
+  const std::string dir = ScratchDir("create_failed_start");
+  const std::string x = dir + "/x.ldscope";
+  WriteFile(x, "earlier trace");
+  // A $TMPDIR too long for a socket path (Bazel sandboxes have such).
+  const std::string tmp = dir + "/" + std::string(120, 't');
+  std::filesystem::create_directories(tmp);
+  auto r = RunCmd({kLdscope, "run", "-o", x, "--", "/bin/true"}, {"TMPDIR=" + tmp});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err.rfind("ldscope: socket path too long", 0), 0u) << r.err;
+  EXPECT_EQ(ReadFile(x), "earlier trace");
+  // A command that cannot be run: no trace, the old one intact, no new file.
+  r = RunCmd({kLdscope, "run", "-o", x, "--", dir + "/no-such-command"});
+  EXPECT_EQ(r.code, 127);
+  EXPECT_EQ(r.err, "ldscope: cannot run " + dir + "/no-such-command: No such file or directory; "
+                   "no trace written\n");
+  EXPECT_EQ(ReadFile(x), "earlier trace");
+  r = RunCmd({kLdscope, "run", "-o", dir + "/new.ldscope", "--", dir + "/no-such-command"});
+  EXPECT_EQ(r.code, 127);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/new.ldscope"));
+}
+
+TEST(Create, TracesArePrivate) {
+  const std::string dir = ScratchDir("create_private");
+  const auto r = Sh("umask 022; \"$L\" run -q -o " + dir + "/t.ldscope -- /bin/true");
+  EXPECT_EQ(r.code, 0) << r.err;
+  struct stat st {};
+  ASSERT_EQ(stat((dir + "/t.ldscope").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+// Another user's symlink in a sticky directory is not followed (fs.protected_symlinks
+// may be off, as it is in containers).
+TEST(Create, SymlinkInASharedDirectoryIsNotFollowed) {
+  ASSERT_EQ(geteuid(), 0u) << "this test makes a directory of another user: run the suite as root";
+  const std::string dir = ScratchDir("create_symlink");
+  const std::string target = dir + "/target";
+  WriteFile(target, "root's file");
+  const std::string shared = dir + "/shared";
+  std::filesystem::create_directories(shared);
+  ASSERT_EQ(chown(shared.c_str(), 65534, 65534), 0);
+  ASSERT_EQ(chmod(shared.c_str(), 01777), 0);
+  const std::string link = shared + "/trace.ldscope";
+  ASSERT_EQ(symlink(target.c_str(), link.c_str()), 0);
+  ASSERT_EQ(lchown(link.c_str(), 65534, 65534), 0);
+  const auto r = RunCmd({kLdscope, "run", "-o", link, "--", "/bin/true"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "ldscope: refusing to write " + link +
+                       ": it is a symbolic link in a directory others can write to (link owned by "
+                       "uid 65534, directory by uid 65534); remove it or choose another path\n");
+  EXPECT_EQ(ReadFile(target), "root's file");
+}
+
+}  // namespace
+}  // namespace ldscope
