@@ -2,12 +2,27 @@
 #include "cli/session.h"
 
 #include <gnu/libc-version.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
 namespace ldscope::cli {
+namespace {
+
+// Inode of our pid namespace: pids in the trace are as each process saw them.
+uint64_t PidNamespace() {
+  struct stat st {};
+  return stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
+
+bool Empty(const v1::CollectorNotes& n) {
+  return n.still_running_size() == 0 && n.held_by_children() == 0 &&
+         n.untraced_after_size() == 0 && n.accept_deferred() == 0 && n.refused() == 0;
+}
+
+}  // namespace
 
 std::string Session::Start(const std::string& socket_path, const std::string& output) {
   v1::TraceHeader h;
@@ -20,6 +35,7 @@ std::string Session::Start(const std::string& socket_path, const std::string& ou
   clock_gettime(CLOCK_REALTIME, &ts);
   h.set_start_unix_ns(static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec);
   h.set_writer("ldscope " LDSCOPE_VERSION);
+  h.set_pid_namespace(PidNamespace());
   if (std::string err = writer_.Open(output, h); !err.empty()) return err;
   server_.set_writer(&writer_);
   return server_.Listen(socket_path);
@@ -37,8 +53,15 @@ void Session::Drain(int idle_ms, int cap_ms) {
     clock_gettime(CLOCK_MONOTONIC, &now);
     const long elapsed_ms =
         (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
-    if (idle || elapsed_ms >= cap_ms) return;
+    if (idle || elapsed_ms >= cap_ms) break;
   }
+  notes_ = server_.StopRecording();
+  if (Empty(notes_)) return;
+  v1::Event e;
+  e.set_pid(0);
+  *e.mutable_collector() = notes_;
+  const std::string bytes = e.SerializeAsString();
+  writer_.AppendEvent(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 0);
 }
 
 std::string Session::Finish() {
@@ -52,6 +75,41 @@ std::string Session::Summary() const {
                                 s.dropped_reported);
   if (s.bad_clients > 0) out += fmt::format(", {} bad clients disconnected", s.bad_clients);
   if (s.rejected_peers > 0) out += fmt::format(", {} peers of another user refused", s.rejected_peers);
+  out += NotesText();
+  return out;
+}
+
+}  // namespace ldscope::cli
+
+namespace ldscope::cli {
+
+// The processes the trace does not cover completely, by pid and program.
+std::string Session::NotesText() const {
+  const v1::CollectorNotes& n = notes_;
+  std::string out;
+  if (n.still_running_size() > 0) {
+    out += fmt::format("; {} process{} still running when recording stopped, later events not "
+                       "traced:", n.still_running_size(), n.still_running_size() == 1 ? "" : "es");
+    for (const auto& r : n.still_running())
+      out += fmt::format(" pid {} ({})", r.pid(), server_.ExeOfImage(r.pid(), r.image_start_ns()));
+  }
+  if (n.held_by_children() > 0)
+    out += fmt::format("; {} connection{} still held by forked children that had sent nothing",
+                       n.held_by_children(), n.held_by_children() == 1 ? "" : "s");
+  if (n.untraced_after_size() > 0) {
+    out += fmt::format("; {} image{} ended without an exit event and no traced image followed:",
+                       n.untraced_after_size(), n.untraced_after_size() == 1 ? "" : "s");
+    for (const auto& u : n.untraced_after())
+      out += fmt::format(" pid {} ({}, {})", u.image().pid(),
+                         server_.ExeOfImage(u.image().pid(), u.image().image_start_ns()),
+                         u.exe_after().empty() ? "then gone"
+                                               : "then running " + u.exe_after() + " untraced");
+  }
+  if (n.accept_deferred() > 0)
+    out += fmt::format("; descriptor limit {} reached {} time{}: connections waited for it",
+                       n.fd_limit(), n.accept_deferred(), n.accept_deferred() == 1 ? "" : "s");
+  if (n.refused() > 0)
+    out += fmt::format("; {} connections refused (no descriptor left)", n.refused());
   return out;
 }
 

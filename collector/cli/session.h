@@ -14,7 +14,9 @@ class Session {
   // Listens on socket_path and creates output. Returns "" or an error message.
   std::string Start(const std::string& socket_path, const std::string& output);
   // After the traced programs are done: read what is still queued, and wait for open
-  // connections to close until idle for idle_ms, at most cap_ms in all.
+  // connections to close until idle for idle_ms, at most cap_ms in all. Then stops
+  // recording and writes what it saw of incomplete images into the trace (see
+  // events.proto's CollectorNotes).
   void Drain(int idle_ms, int cap_ms);
   // Closes the server and the file. Returns "" or an error message.
   std::string Finish();
@@ -22,10 +24,14 @@ class Session {
   std::string Summary() const;
 
   ipc::Server& server() { return server_; }
+  const v1::CollectorNotes& notes() const { return notes_; }
 
  private:
+  std::string NotesText() const;
+
   ipc::Server server_;
   store::TraceWriter writer_;
+  v1::CollectorNotes notes_;
 };
 
 }  // namespace ldscope::cli

@@ -212,7 +212,7 @@ TEST(Conformance, CloseActivityPreinitExit) {
 TEST(Conformance, TraceHeader) {
   uint8_t buf[512];
   wire::Writer w(buf, sizeof buf);
-  audit::EncodeTraceHeader(w, "host1", "2.36", 1700000000000000000ull);
+  audit::EncodeTraceHeader(w, "host1", "2.36", 1700000000000000000ull, 0);
   v1::TraceHeader h;
   ASSERT_TRUE(h.ParseFromArray(w.data(), static_cast<int>(w.size())));
   EXPECT_EQ(h.format_version(), 1u);
