@@ -58,7 +58,7 @@ void Session::Drain(int idle_ms, int cap_ms) {
   notes_ = server_.StopRecording();
   if (Empty(notes_)) return;
   v1::Event e;
-  e.set_pid(0);
+  e.set_pid(static_cast<uint32_t>(getpid()));  // readers require one; the body says whose
   *e.mutable_collector() = notes_;
   const std::string bytes = e.SerializeAsString();
   writer_.AppendEvent(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 0);
@@ -96,15 +96,23 @@ std::string Session::NotesText() const {
   if (n.held_by_children() > 0)
     out += fmt::format("; {} connection{} still held by forked children that had sent nothing",
                        n.held_by_children(), n.held_by_children() == 1 ? "" : "s");
-  if (n.untraced_after_size() > 0) {
-    out += fmt::format("; {} image{} ended without an exit event and no traced image followed:",
-                       n.untraced_after_size(), n.untraced_after_size() == 1 ? "" : "s");
-    for (const auto& u : n.untraced_after())
-      out += fmt::format(" pid {} ({}, {})", u.image().pid(),
-                         server_.ExeOfImage(u.image().pid(), u.image().image_start_ns()),
-                         u.exe_after().empty() ? "then gone"
-                                               : "then running " + u.exe_after() + " untraced");
+  std::string exec_untraced, gone;
+  int n_gone = 0;
+  for (const auto& u : n.untraced_after()) {
+    const std::string who = fmt::format(" pid {} ({}", u.image().pid(),
+                                        server_.ExeOfImage(u.image().pid(), u.image().image_start_ns()));
+    if (u.exe_after().empty()) {
+      gone += who + ")";
+      ++n_gone;
+    } else {
+      exec_untraced += who + ", then running " + u.exe_after() + " untraced)";
+    }
   }
+  if (!exec_untraced.empty()) out += "; not traced after an exec:" + exec_untraced;
+  if (n_gone > 0)
+    out += fmt::format("; {} image{} ended without an exit event and nothing traced followed "
+                       "(_exit, a crash, or an exec into a program not traced):{}",
+                       n_gone, n_gone == 1 ? "" : "s", gone);
   if (n.accept_deferred() > 0)
     out += fmt::format("; descriptor limit {} reached {} time{}: connections waited for it",
                        n.fd_limit(), n.accept_deferred(), n.accept_deferred() == 1 ? "" : "s");
