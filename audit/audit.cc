@@ -524,8 +524,49 @@ const char* ErrnoName(int e) {
   }
 }
 
+// Whether our parent started with the same LDSCOPE_DIR=dir entry in its environment:
+// then it was traced into the same directory and has said so already (one line per
+// process tree, not one per process). Reads /proc/PPID/environ in fixed chunks.
+bool ParentHasSameDir(const char* dir) {
+  char path[48] = "/proc/";
+  char num[16];
+  size_t k = sizeof num;
+  unsigned v = static_cast<unsigned>(getppid());
+  do {
+    num[--k] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0 && k > 0);
+  size_t n = 6;
+  for (; k < sizeof num; ++k) path[n++] = num[k];
+  std::memcpy(path + n, "/environ", sizeof "/environ");
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  static const char kName[] = "LDSCOPE_DIR=";
+  const size_t name_len = sizeof kName - 1, dir_len = std::strlen(dir);
+  // matched: bytes of "LDSCOPE_DIR=<dir>" matched in the current entry; -1: no match.
+  long matched = 0;
+  bool found = false;
+  char buf[4096];
+  for (ssize_t r; !found && (r = read(fd, buf, sizeof buf)) > 0;) {
+    for (ssize_t i = 0; i < r && !found; ++i) {
+      const char c = buf[i];
+      if (c == '\0') {
+        found = matched == static_cast<long>(name_len + dir_len);
+        matched = 0;
+        continue;
+      }
+      if (matched < 0) continue;
+      const size_t at = static_cast<size_t>(matched);
+      const char want = at < name_len ? kName[at] : at < name_len + dir_len ? dir[at - name_len] : '\0';
+      matched = want != '\0' && c == want ? matched + 1 : -1;
+    }
+  }
+  close(fd);
+  return found;
+}
+
 // LDSCOPE_DIR is only ever set by a person who wants traces: when it cannot take one,
-// say so once for this process on its stderr (one write(2); no stdio, no locale),
+// say so on stderr (one write(2); no stdio, no locale), once per process tree,
 // rather than leave them with no trace and no reason. The only output the audit
 // library ever makes in a traced program.
 void ReportUnusableDir(const char* dir, int err) {
@@ -582,7 +623,9 @@ LDSCOPE_EXPORT unsigned int la_version(unsigned int version) {
   if (g.aux.ldso_base != 0 || !MappedFile(g.aux.main_phdr, g_buf.main_path, sizeof g_buf.main_path))
     std::memcpy(g_buf.main_path, g_buf.exe, strnlen(g_buf.exe, sizeof g_buf.exe - 1) + 1);
   if (!g.transport.Open(g.pid, g.image_start_ns)) {
-    if (g.transport.mode() == Transport::Mode::kDir) ReportUnusableDir(dir, errno);
+    const int err = errno;
+    if (g.transport.mode() == Transport::Mode::kDir && !ParentHasSameDir(dir))
+      ReportUnusableDir(dir, err);
     return 0;
   }
   SetUpForkMarker();

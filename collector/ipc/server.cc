@@ -25,15 +25,6 @@ constexpr uint8_t kBatchEntryTag = 0x0a;  // field 1, wire type 2 (length-delimi
 // wake epoll at once, forever (100% CPU, nothing done).
 constexpr int kAcceptRetryMs = 50;
 
-// Programs that start many traced processes at once need a descriptor per process:
-// take the hard limit where the soft one is lower (what shells and systemd set).
-void RaiseDescriptorLimit() {
-  rlimit r{};
-  if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur >= r.rlim_max) return;
-  r.rlim_cur = r.rlim_max;
-  setrlimit(RLIMIT_NOFILE, &r);
-}
-
 uint64_t DescriptorLimit() {
   rlimit r{};
   return getrlimit(RLIMIT_NOFILE, &r) == 0 ? static_cast<uint64_t>(r.rlim_cur) : 0;
@@ -74,7 +65,6 @@ std::string Server::Listen(const std::string& socket_path) {
   std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
   listen_fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (listen_fd_ < 0) return fmt::format("socket: {}", std::strerror(errno));
-  RaiseDescriptorLimit();
   if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
     return fmt::format("cannot listen on {}: {}", socket_path, std::strerror(errno));
   path_ = socket_path;

@@ -197,9 +197,9 @@ TEST(Loss, UntracedProcessesAreNamed) {
   const auto dir = testing::ScratchDir("loss_untraced");
   const std::string trace = dir + "/t.ldscope";
   const std::string script =
-      std::string("env -i ") + DLPROBE + " sleep 400 & " +
-      "setpriv --reuid=65534 --regid=65534 --clear-groups /bin/sleep 0.4 & " + DLPROBE +
-      " exec " + LOSS_STATIC + " 400 & wait";
+      std::string("env -i ") + DLPROBE + " sleep 1500 & " +
+      "setpriv --reuid=65534 --regid=65534 --clear-groups /bin/sleep 1.5 & " + DLPROBE +
+      " exec " + LOSS_STATIC + " 1500 & wait";
   const auto r = RunCmd({LDSCOPE_BIN, "run", "--no-report", "-o", trace, "--", "/bin/sh", "-c",
                          script});
   ASSERT_EQ(r.code, 0) << r.err;
@@ -361,7 +361,7 @@ TEST(Loss, ForkChildTimesCountFromImageStart) {
   }
 }
 
-// An LDSCOPE_DIR that cannot take a trace: one line on the program's stderr, naming
+// An LDSCOPE_DIR that cannot take a trace: one line on stderr per process tree, naming
 // the directory and the reason; nothing else changes.
 TEST(Loss, UnusableTraceDirectorySaysSo) {
   const auto dir = testing::ScratchDir("loss_baddir");
@@ -371,8 +371,16 @@ TEST(Loss, UnusableTraceDirectorySaysSo) {
   const auto r = RunCmd({DLPROBE, "open", kLibB}, {"LD_AUDIT=" AUDIT_LIB, "LDSCOPE_DIR=" + bad});
   EXPECT_EQ(r.code, bare.code);
   EXPECT_EQ(r.out, bare.out);
-  EXPECT_EQ(r.err, "ldscope: cannot create a trace file in LDSCOPE_DIR=" + bad +
-                       " (ENOTDIR: not a directory); this process is not traced\n");
+  const std::string said = "ldscope: cannot create a trace file in LDSCOPE_DIR=" + bad +
+                           " (ENOTDIR: not a directory); this process is not traced\n";
+  EXPECT_EQ(r.err, said);
+  // Once per process tree: the shell says it, its children (whose parent started with
+  // the same LDSCOPE_DIR) do not.
+  const std::string twice = std::string(DLPROBE) + " open " + kLibB + "; " + DLPROBE + " open " + kLibB;
+  const auto tree = RunCmd({"/bin/sh", "-c", twice}, {"LD_AUDIT=" AUDIT_LIB, "LDSCOPE_DIR=" + bad});
+  EXPECT_EQ(tree.code, 0);
+  EXPECT_EQ(tree.out, bare.out + bare.out);
+  EXPECT_EQ(tree.err, said);
 }
 
 // Inside a pid namespace, pids are that namespace's (1, 2, ...): the trace header

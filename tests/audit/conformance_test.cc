@@ -174,15 +174,17 @@ TEST(Conformance, ProcessStartKeepsOnlyLoaderRelevantValues) {
   EXPECT_EQ(s.parent_seq_at_fork(), 12u);
   EXPECT_EQ(s.lav_version(), 2u);
   EXPECT_TRUE(s.secure());
+  // Loader-relevant variables first (they must survive a full budget), then the rest.
   ASSERT_EQ(s.env_size(), 5);
   EXPECT_EQ(s.env(0).name(), "LD_LIBRARY_PATH");
   EXPECT_EQ(s.env(0).value(), "/opt/cuda/lib64");
   EXPECT_FALSE(s.env(0).redacted());
-  EXPECT_EQ(s.env(1).name(), "AWS_SECRET_ACCESS_KEY");
-  EXPECT_EQ(s.env(1).value(), "");
-  EXPECT_TRUE(s.env(1).redacted());
-  EXPECT_EQ(s.env(2).value(), "/usr/bin");
-  EXPECT_EQ(s.env(3).value(), "INFO");
+  EXPECT_EQ(s.env(1).value(), "/usr/bin");
+  EXPECT_EQ(s.env(2).value(), "INFO");
+  EXPECT_EQ(s.env(3).name(), "AWS_SECRET_ACCESS_KEY");
+  EXPECT_EQ(s.env(3).value(), "");
+  EXPECT_TRUE(s.env(3).redacted());
+  EXPECT_EQ(s.env(4).name(), "PATHOLOGICAL");
   EXPECT_TRUE(s.env(4).redacted()) << "PATHOLOGICAL is not PATH";
   EXPECT_EQ(e.SerializeAsString().find("hunter2"), std::string::npos);
 }
