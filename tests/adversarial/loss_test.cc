@@ -187,7 +187,7 @@ TEST(Loss, DaemonStillRunningIsCounted) {
             std::string::npos);
 }
 
-// Processes that went untraced after an exec: a static program, a program started with
+// Processes that went untraced after an exec: a setuid program, a static program, a program started with
 // `env -i` (LD_AUDIT gone), a program started under another user (setpriv: the
 // collector's private socket is out of its reach). The image before the exec ends
 // without its exit event, no traced image of the pid follows, and the collector read
@@ -196,17 +196,22 @@ TEST(Loss, UntracedProcessesAreNamed) {
   ASSERT_EQ(geteuid(), 0u) << "the setpriv case switches to another uid: run the suite as root";
   const auto dir = testing::ScratchDir("loss_untraced");
   const std::string trace = dir + "/t.ldscope";
+  chmod(dir.c_str(), 0755);
+  const std::string suid = dir + "/dlprobe-suid";
+  std::filesystem::copy_file(DLPROBE, suid);
+  ASSERT_EQ(chown(suid.c_str(), 65534, 65534), 0);
+  ASSERT_EQ(chmod(suid.c_str(), 04755), 0);
   const std::string script =
-      std::string("env -i ") + DLPROBE + " sleep 1500 & " +
+      "/usr/bin/nice -n 0 " + suid + " sleep 1500 & " + "env -i " + DLPROBE + " sleep 1500 & " +
       "setpriv --reuid=65534 --regid=65534 --clear-groups /bin/sleep 1.5 & " + DLPROBE +
       " exec " + LOSS_STATIC + " 1500 & wait";
   const auto r = RunCmd({LDSCOPE_BIN, "run", "--no-report", "-o", trace, "--", "/bin/sh", "-c",
                          script});
   ASSERT_EQ(r.code, 0) << r.err;
   const auto t = testing::TimelineOf({trace});
-  EXPECT_EQ(t.collector().untraced_after(), 4u) << "the three, and dash (below)";
+  EXPECT_EQ(t.collector().untraced_after(), 5u) << "the four, and dash (below)";
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"/env", DLPROBE}, {"/setpriv", "/usr/bin/sleep"}, {"/dlprobe", LOSS_STATIC}};
+      {"/nice", suid}, {"/env", DLPROBE}, {"/setpriv", "/usr/bin/sleep"}, {"/dlprobe", LOSS_STATIC}};
   for (const auto& [exe, after] : cases) {
     const auto ps = testing::ByExe(t, exe);
     ASSERT_EQ(ps.size(), 1u) << exe;
