@@ -90,8 +90,11 @@ std::string Session::NotesText() const {
   if (n.still_running_size() > 0) {
     out += fmt::format("; {} process{} still running when recording stopped, later events not "
                        "traced:", n.still_running_size(), n.still_running_size() == 1 ? "" : "es");
-    for (const auto& r : n.still_running())
-      out += fmt::format(" pid {} ({})", r.pid(), server_.ExeOfImage(r.pid(), r.image_start_ns()));
+    const char* sep = " ";
+    for (const auto& r : n.still_running()) {
+      out += fmt::format("{}pid {} ({})", sep, r.pid(), server_.ExeOfImage(r.pid(), r.image_start_ns()));
+      sep = ", ";
+    }
   }
   if (n.held_by_children() > 0)
     out += fmt::format("; {} connection{} still held by forked children that had sent nothing",
@@ -99,13 +102,15 @@ std::string Session::NotesText() const {
   std::string exec_untraced, gone;
   int n_gone = 0;
   for (const auto& u : n.untraced_after()) {
-    const std::string who = fmt::format(" pid {} ({}", u.image().pid(),
+    const std::string who = fmt::format("pid {} ({}", u.image().pid(),
                                         server_.ExeOfImage(u.image().pid(), u.image().image_start_ns()));
+    std::string& list = u.exe_after().empty() ? gone : exec_untraced;
+    list += (list.empty() ? " " : ", ") + who;
     if (u.exe_after().empty()) {
-      gone += who + ")";
+      gone += ")";
       ++n_gone;
     } else {
-      exec_untraced += who + ", then running " + u.exe_after() + " untraced)";
+      exec_untraced += ", then running " + u.exe_after() + " untraced)";
     }
   }
   if (!exec_untraced.empty()) out += "; not traced after an exec:" + exec_untraced;
