@@ -166,8 +166,12 @@ TEST(Loss, SearchBeforeAGapIsUnknown) {
 TEST(Loss, DaemonStillRunningIsCounted) {
   const auto dir = testing::ScratchDir("loss_daemon");
   const std::string trace = dir + "/t.ldscope";
-  const std::string daemon = std::string("(") + DLPROBE + " sleep 6000 open " + kLibB +
-                             " >/dev/null 2>&1 &); exit 0";
+  // The shell waits until the daemon runs (so it is connected: a daemon that connects
+  // after `run` stopped recording is not seen at all, README), then exits.
+  const std::string up = dir + "/up";
+  const std::string daemon = std::string("(") + DLPROBE + " mark " + up + " sleep 6000 open " +
+                             kLibB + " >/dev/null 2>&1 &); while [ ! -e " + up +
+                             " ]; do sleep 0.01; done; exit 0";
   const auto r = RunCmd({LDSCOPE_BIN, "run", "--no-report", "-o", trace, "--", "/bin/sh", "-c",
                          daemon});
   ASSERT_EQ(r.code, 0) << r.err;
