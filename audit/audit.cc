@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
@@ -160,8 +161,10 @@ struct Buffers {
   Batch batch;
   char exe[4096] = {};
   char main_path[4096] = {};      // the executable's file (differs from exe under `ld.so prog`)
-  char cmdline[8192] = {};
+  char cmdline[24576] = {};       // most of ProcessStart's 32 KiB budget at most
   size_t cmdline_len = 0;
+  bool cmdline_truncated = false;
+  uint64_t pid_namespace = 0;
   char search_name[4096] = {};    // name of the search in progress (from its ORIG call)
 };
 Buffers g_buf;
@@ -221,9 +224,16 @@ void ReadProcessIdentity() {
       if (r <= 0) break;
       len += static_cast<size_t>(r);
     }
+    char more;
+    if (len == sizeof g_buf.cmdline && read(fd, &more, 1) == 1) {
+      // Keep whole arguments only: the one cut by the buffer's end is left out.
+      g_buf.cmdline_truncated = true;
+      while (len > 0 && g_buf.cmdline[len - 1] != '\0') --len;
+    }
     close(fd);
     g_buf.cmdline_len = len;
   }
+  g_buf.pid_namespace = PidNamespaceIno();
 }
 
 ElfW(Dyn)* FindVdsoDynamic(ElfW(Addr) ehdr_addr) {
@@ -262,6 +272,7 @@ bool HandleFork(uint32_t pid) {
   g.pid = pid;
   g.image_start_ns = NowNs();
   g.seq = 0;
+  g_buf.pid_namespace = PidNamespaceIno();  // a child of unshare(CLONE_NEWPID) is in another
   g.dropped = 0;
   if (!g.transport.Open(pid, g.image_start_ns)) return false;
   SendStart(2 /* START_FORK */, static_cast<int32_t>(parent_pid), parent_start, parent_seq);
@@ -286,6 +297,19 @@ bool EnsureDescriptor() {
     SendStart(3 /* START_RECONNECT */, 0, 0, 0);
   }
   return true;
+}
+
+// Called before the exit event. When the connection's queue is full, the events
+// dropped since are counted but no event carrying the count would arrive: the trace
+// would end early yet say "dropped 0". A fresh connection has a queue of its own, which
+// the collector reads once it runs again (the old one's queued events stay readable
+// after we close it), so the exit event and its final count reach the trace.
+void ReconnectIfStalled() {
+  if (g.transport.mode() != Transport::Mode::kSocket || !g.transport.stalled() ||
+      g.transport.dead())
+    return;
+  g.transport.Abandon();
+  if (g.transport.Open(g.pid, g.image_start_ns)) SendStart(3 /* START_RECONNECT */, 0, 0, 0);
 }
 
 // Sends the held events as one datagram (or write). A lost batch counts each of its
@@ -340,6 +364,8 @@ void SendStart(uint32_t reason, int32_t parent_pid, uint64_t parent_image_start_
     p.exe = g_buf.exe;
     p.cmdline = g_buf.cmdline;
     p.cmdline_len = g_buf.cmdline_len;
+    p.cmdline_truncated = g_buf.cmdline_truncated;
+    p.pid_namespace = g_buf.pid_namespace;
     p.cwd = cwd;
     p.glibc_version = gnu_get_libc_version();
     p.environ = environ;
@@ -446,7 +472,10 @@ void Record(Encode&& encode, Delivery how = Delivery::kNow) {
     g.window = false;
     FlushBatch();  // what is held goes first: the stream stays in sequence order
   }
-  if (how == Delivery::kFinal) g.exited = true;
+  if (how == Delivery::kFinal) {
+    g.exited = true;
+    ReconnectIfStalled();
+  }
   if (hold ? g.transport.dead() : !EnsureDescriptor()) {
     ++g.seq;
     ++g.dropped;
@@ -492,6 +521,94 @@ bool AuditNamespace(Lmid_t lmid) {
   return lmid >= 0 && lmid < 64 && (g.audit_lmids & (uint64_t{1} << lmid)) != 0;
 }
 
+const char* ErrnoName(int e) {
+  switch (e) {
+    case ENOENT: return "ENOENT: no such directory";
+    case ENOTDIR: return "ENOTDIR: not a directory";
+    case EACCES: return "EACCES: permission denied";
+    case EPERM: return "EPERM: operation not permitted";
+    case EROFS: return "EROFS: read-only file system";
+    case ENOSPC: return "ENOSPC: no space left on device";
+    case EDQUOT: return "EDQUOT: disk quota exceeded";
+    case EMFILE: return "EMFILE: too many open files";
+    case ENAMETOOLONG: return "ENAMETOOLONG: file name too long";
+    default: return nullptr;
+  }
+}
+
+// Whether our parent started with the same LDSCOPE_DIR=dir entry in its environment:
+// then it was traced into the same directory and has said so already (one line per
+// process tree, not one per process). Reads /proc/PPID/environ in fixed chunks.
+bool ParentHasSameDir(const char* dir) {
+  char path[48] = "/proc/";
+  char num[16];
+  size_t k = sizeof num;
+  unsigned v = static_cast<unsigned>(getppid());
+  do {
+    num[--k] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0 && k > 0);
+  size_t n = 6;
+  for (; k < sizeof num; ++k) path[n++] = num[k];
+  std::memcpy(path + n, "/environ", sizeof "/environ");
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  static const char kName[] = "LDSCOPE_DIR=";
+  const size_t name_len = sizeof kName - 1, dir_len = std::strlen(dir);
+  // matched: bytes of "LDSCOPE_DIR=<dir>" matched in the current entry; -1: no match.
+  long matched = 0;
+  bool found = false;
+  char buf[4096];
+  for (ssize_t r; !found && (r = read(fd, buf, sizeof buf)) > 0;) {
+    for (ssize_t i = 0; i < r && !found; ++i) {
+      const char c = buf[i];
+      if (c == '\0') {
+        found = matched == static_cast<long>(name_len + dir_len);
+        matched = 0;
+        continue;
+      }
+      if (matched < 0) continue;
+      const size_t at = static_cast<size_t>(matched);
+      const char want = at < name_len ? kName[at] : at < name_len + dir_len ? dir[at - name_len] : '\0';
+      matched = want != '\0' && c == want ? matched + 1 : -1;
+    }
+  }
+  close(fd);
+  return found;
+}
+
+// LDSCOPE_DIR is only ever set by a person who wants traces: when it cannot take one,
+// say so on stderr (one write(2); no stdio, no locale), once per process tree,
+// rather than leave them with no trace and no reason. The only output the audit
+// library ever makes in a traced program.
+void ReportUnusableDir(const char* dir, int err) {
+  char msg[4096 + 160];
+  size_t n = 0;
+  auto put = [&](const char* s) {
+    for (; *s != '\0' && n < sizeof msg - 1; ++s) msg[n++] = *s;
+  };
+  put("ldscope: cannot create a trace file in LDSCOPE_DIR=");
+  put(dir);
+  put(" (");
+  if (const char* name = ErrnoName(err)) {
+    put(name);
+  } else {
+    char num[16];
+    size_t k = sizeof num;
+    num[--k] = '\0';
+    unsigned v = static_cast<unsigned>(err);
+    do {
+      num[--k] = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v != 0 && k > 0);
+    put("errno ");
+    put(num + k);
+  }
+  put("); this process is not traced\n");
+  ssize_t ignored = write(2, msg, n);
+  (void)ignored;
+}
+
 }  // namespace
 }  // namespace ldscope::audit
 
@@ -524,7 +641,12 @@ LDSCOPE_EXPORT unsigned int la_version(unsigned int version) {
   // at AT_PHDR.
   if (g.aux.ldso_base != 0 || !MappedFile(g.aux.main_phdr, g_buf.main_path, sizeof g_buf.main_path))
     std::memcpy(g_buf.main_path, g_buf.exe, strnlen(g_buf.exe, sizeof g_buf.exe - 1) + 1);
-  if (!g.transport.Open(g.pid, g.image_start_ns)) return 0;
+  if (!g.transport.Open(g.pid, g.image_start_ns)) {
+    const int err = errno;
+    if (g.transport.mode() == Transport::Mode::kDir && !ParentHasSameDir(dir))
+      ReportUnusableDir(dir, err);
+    return 0;
+  }
   SetUpForkMarker();
   g.lav_version = version;
   g.active = true;

@@ -61,47 +61,67 @@ bool LoaderRelevantEnv(const char* entry) {
   return false;
 }
 
+namespace {
+
+// One environment entry: the name, and the value for loader-relevant variables.
+void EnvEntryField(Writer& w, const char* entry, bool relevant) {
+  auto ev = w.BeginNested(7);
+  const size_t name_len = NameLen(entry);
+  w.Bytes(1, entry, name_len, 256);
+  if (!relevant) {
+    w.Bool(3, true);
+  } else if (entry[name_len] == '=') {
+    const char* value = entry + name_len + 1;
+    w.Bytes(2, value, std::strlen(value), kMaxString);
+  }
+  w.EndNested(ev);
+}
+
+void EnvFields(Writer& w, char* const* environ, bool relevant) {
+  if (environ == nullptr) return;
+  for (char* const* e = environ; *e != nullptr; ++e)
+    if (LoaderRelevantEnv(*e) == relevant) EnvEntryField(w, *e, relevant);
+}
+
+void ArgvFields(Writer& w, const ProcessStartInfo& p) {
+  if (p.cmdline == nullptr) return;
+  const char* s = p.cmdline;
+  const char* end = p.cmdline + p.cmdline_len;
+  while (s < end) {
+    const size_t len = strnlen(s, static_cast<size_t>(end - s));
+    w.Bytes(4, s, len, kMaxString);
+    s += len + 1;
+  }
+  if (p.cmdline_truncated) w.MarkTruncated();
+}
+
+}  // namespace
+
+// The event has a fixed budget (the caller's buffer): what the loader's behaviour
+// depends on goes first (the small fields, then loader-relevant variables with their
+// values), then as many arguments as fit, then the names of the other variables.
+// Whatever does not fit is left out and the event marked truncated.
 void EncodeProcessStart(Writer& w, const EventHead& h, const ProcessStartInfo& p) {
   Head(w, h);
+  const size_t held = w.Reserve(4);  // for Tail's flag
   auto n = w.BeginNested(field::kProcessStart);
   w.VarintNonZero(1, p.reason);
   w.SignedAsVarint(2, p.ppid);
   w.StringNonEmpty(3, p.exe, kMaxString);
-  if (p.cmdline != nullptr) {
-    const char* s = p.cmdline;
-    const char* end = p.cmdline + p.cmdline_len;
-    while (s < end) {
-      const size_t len = strnlen(s, static_cast<size_t>(end - s));
-      w.Bytes(4, s, len, kMaxString);
-      s += len + 1;
-    }
-  }
   w.StringNonEmpty(5, p.cwd, kMaxString);
   w.StringNonEmpty(6, p.glibc_version, 64);
-  if (p.environ != nullptr) {
-    for (char* const* e = p.environ; *e != nullptr; ++e) {
-      const char* entry = *e;
-      auto ev = w.BeginNested(7);
-      const size_t name_len = NameLen(entry);
-      w.Bytes(1, entry, name_len, 256);
-      if (LoaderRelevantEnv(entry)) {
-        if (entry[name_len] == '=') {
-          const char* value = entry + name_len + 1;
-          w.Bytes(2, value, std::strlen(value), kMaxString);
-        }
-      } else {
-        w.Bool(3, true);
-      }
-      w.EndNested(ev);
-    }
-  }
   w.VarintNonZero(8, p.image_start_ns);
   w.SignedAsVarint(9, p.parent_pid);
   w.VarintNonZero(10, p.parent_image_start_ns);
   w.VarintNonZero(11, p.parent_seq_at_fork);
   w.VarintNonZero(12, p.lav_version);
   w.Bool(13, p.secure);
+  w.VarintNonZero(20, p.pid_namespace);
+  EnvFields(w, p.environ, true);
+  ArgvFields(w, p);
+  EnvFields(w, p.environ, false);
   w.EndNested(n);
+  w.Unreserve(held);
   Tail(w);
 }
 
@@ -173,12 +193,13 @@ void EncodeExit(Writer& w, const EventHead& h) {
 }
 
 void EncodeTraceHeader(Writer& w, const char* host, const char* glibc_version,
-                       uint64_t start_unix_ns) {
+                       uint64_t start_unix_ns, uint64_t pid_namespace) {
   w.Varint(1, 1);
   w.StringNonEmpty(2, host, 256);
   w.StringNonEmpty(3, glibc_version, 64);
   w.VarintNonZero(4, start_unix_ns);
   w.String(5, "libldscope_audit");
+  w.VarintNonZero(10, pid_namespace);
 }
 
 }  // namespace ldscope::audit

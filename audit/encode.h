@@ -57,6 +57,7 @@ struct ProcessStartInfo {
   const char* exe = nullptr;
   const char* cmdline = nullptr;     // NUL-separated, as /proc/self/cmdline
   size_t cmdline_len = 0;
+  bool cmdline_truncated = false;    // the command line did not fit the buffer
   const char* cwd = nullptr;
   const char* glibc_version = nullptr;
   char* const* environ = nullptr;    // NULL-terminated
@@ -66,6 +67,7 @@ struct ProcessStartInfo {
   uint64_t parent_seq_at_fork = 0;
   uint32_t lav_version = 0;
   bool secure = false;
+  uint64_t pid_namespace = 0;        // inode of /proc/self/ns/pid
 };
 
 struct ObjectInfo {
@@ -110,6 +112,6 @@ void EncodeExit(wire::Writer& w, const EventHead& h);
 
 // A TraceHeader message (for LDSCOPE_DIR files written by the audit library).
 void EncodeTraceHeader(wire::Writer& w, const char* host, const char* glibc_version,
-                       uint64_t start_unix_ns);
+                       uint64_t start_unix_ns, uint64_t pid_namespace);
 
 }  // namespace ldscope::audit

@@ -45,6 +45,16 @@ char* PutDec(char* p, uint64_t v) {
 
 }  // namespace
 
+// The inode in /proc/self/ns/pid's link text "pid:[4026531836]" (0: unknown).
+uint64_t PidNamespaceIno() {
+  char link[64];
+  const ssize_t n = readlink("/proc/self/ns/pid", link, sizeof link - 1);
+  uint64_t ino = 0;
+  for (ssize_t i = 0; i < n; ++i)
+    if (link[i] >= '0' && link[i] <= '9') ino = ino * 10 + static_cast<uint64_t>(link[i] - '0');
+  return ino;
+}
+
 bool Transport::Configure(const char* socket_path, const char* dir) {
   if (socket_path != nullptr && *socket_path != '\0' &&
       CopyStr(target_, sizeof target_, socket_path)) {
@@ -122,7 +132,7 @@ bool Transport::OpenFile(uint32_t pid, uint64_t image_start_ns) {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
   EncodeTraceHeader(w, host, gnu_get_libc_version(),
-                    static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec);
+                    static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec, PidNamespaceIno());
   Adopt(fd);
   if (fd_ < 0) return false;
   return Send(buf + kPrefixRoom, w.size()) == Result::kSent;

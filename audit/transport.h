@@ -19,6 +19,10 @@ namespace ldscope::audit {
 // traced process at most this much per stall.
 constexpr int kSendWaitMs = 500;
 
+// The inode in /proc/self/ns/pid's link text "pid:[4026531836]" (0: unknown): the pid
+// namespace whose pids the events carry.
+uint64_t PidNamespaceIno();
+
 class Transport {
  public:
   enum class Mode { kNone, kSocket, kDir };
@@ -38,6 +42,9 @@ class Transport {
   // close it when it is still ours (after fork: the parent keeps its own copy).
   void Abandon();
   bool dead() const { return dead_; }
+  // A send was dropped for want of room and none has succeeded since: the collector's
+  // queue for this connection is full (a stopped or starved collector).
+  bool stalled() const { return stalled_; }
 
   // One event. `data` must have kPrefixRoom writable bytes before it for the file
   // record prefix.

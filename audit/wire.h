@@ -44,6 +44,16 @@ class Writer {
   const uint8_t* data() const { return begin_; }
   bool truncated() const { return truncated_; }
   void MarkTruncated() { truncated_ = true; }
+  // Holds up to n bytes back from everything written until Unreserve: room for a field
+  // that must come last (the truncated flag of an event that filled its buffer).
+  // Returns the bytes held back, for Unreserve.
+  size_t Reserve(size_t n) {
+    const size_t room = static_cast<size_t>(end_ - pos_);
+    const size_t held = room < n ? room : n;
+    end_ -= held;
+    return held;
+  }
+  void Unreserve(size_t held) { end_ += held; }
 
   void Varint(uint32_t field, uint64_t v) {
     const uint64_t tag = Tag(field, kVarint);

@@ -53,6 +53,23 @@ std::string DefaultOutput() {
   return fmt::format("ldscope-{}-{}.ldscope", stamp, getpid());
 }
 
+// LD_AUDIT's entries other than an ldscope audit library (ours, or another copy of it:
+// a nested `ldscope run`, or a user's own LD_AUDIT): each copy would be loaded into a
+// namespace of its own and trace every process once more.
+std::string OtherAuditors(const std::string& ld_audit) {
+  std::string out;
+  size_t start = 0;
+  while (start <= ld_audit.size()) {
+    size_t end = ld_audit.find(':', start);
+    if (end == std::string::npos) end = ld_audit.size();
+    const std::string entry = ld_audit.substr(start, end - start);
+    const std::string base = entry.substr(entry.rfind('/') + 1);
+    if (!entry.empty() && base != "libldscope_audit.so") out += (out.empty() ? "" : ":") + entry;
+    start = end + 1;
+  }
+  return out;
+}
+
 // The command's environment: ours plus LD_AUDIT (after any auditors the user already
 // has, so ours sees what ld.so really does), the socket, and the Python hook's
 // directory first on PYTHONPATH (its sitecustomize chains to the environment's own).
@@ -64,12 +81,14 @@ std::vector<std::string> ChildEnv(const std::string& audit_lib, const std::strin
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry = *e;
     if (entry.rfind("LD_AUDIT=", 0) == 0) {
-      const std::string prev = entry.substr(9);
+      const std::string prev = OtherAuditors(entry.substr(9));
       if (!prev.empty()) ld_audit = prev + ":" + audit_lib;
       continue;
     }
     if (!python_hook.empty() && entry.rfind("PYTHONPATH=", 0) == 0) {
-      const std::string prev = entry.substr(11);
+      std::string prev = entry.substr(11);
+      if (prev == python_hook) prev.clear();  // a nested run: the hook is there already
+      if (prev.rfind(python_hook + ":", 0) == 0) prev.erase(0, python_hook.size() + 1);
       if (!prev.empty()) pythonpath = python_hook + ":" + prev;
       continue;
     }

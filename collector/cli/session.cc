@@ -2,12 +2,27 @@
 #include "cli/session.h"
 
 #include <gnu/libc-version.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
 namespace ldscope::cli {
+namespace {
+
+// Inode of our pid namespace: pids in the trace are as each process saw them.
+uint64_t PidNamespace() {
+  struct stat st {};
+  return stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
+
+bool Empty(const v1::CollectorNotes& n) {
+  return n.still_running_size() == 0 && n.held_by_children() == 0 &&
+         n.untraced_after_size() == 0 && n.accept_deferred() == 0 && n.refused() == 0;
+}
+
+}  // namespace
 
 std::string Session::Start(const std::string& socket_path, const std::string& output,
                            bool keep_copy) {
@@ -21,6 +36,7 @@ std::string Session::Start(const std::string& socket_path, const std::string& ou
   clock_gettime(CLOCK_REALTIME, &ts);
   h.set_start_unix_ns(static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec);
   h.set_writer("ldscope " LDSCOPE_VERSION);
+  h.set_pid_namespace(PidNamespace());
   if (keep_copy) writer_.KeepCopy();
   if (std::string err = writer_.Prepare(output); !err.empty()) return err;
   if (std::string err = server_.Listen(socket_path); !err.empty()) {
@@ -50,8 +66,15 @@ void Session::Drain(int idle_ms, int cap_ms) {
     clock_gettime(CLOCK_MONOTONIC, &now);
     const long elapsed_ms =
         (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
-    if (idle || elapsed_ms >= cap_ms) return;
+    if (idle || elapsed_ms >= cap_ms) break;
   }
+  notes_ = server_.StopRecording();
+  if (Empty(notes_)) return;
+  v1::Event e;
+  e.set_pid(static_cast<uint32_t>(getpid()));  // readers require one; the body says whose
+  *e.mutable_collector() = notes_;
+  const std::string bytes = e.SerializeAsString();
+  writer_.AppendEvent(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 0);
 }
 
 std::string Session::Finish() {
@@ -65,6 +88,54 @@ std::string Session::Summary() const {
                                 s.dropped_reported);
   if (s.bad_clients > 0) out += fmt::format(", {} bad clients disconnected", s.bad_clients);
   if (s.rejected_peers > 0) out += fmt::format(", {} peers of another user refused", s.rejected_peers);
+  out += NotesText();
+  return out;
+}
+
+}  // namespace ldscope::cli
+
+namespace ldscope::cli {
+
+// The processes the trace does not cover completely, by pid and program.
+std::string Session::NotesText() const {
+  const v1::CollectorNotes& n = notes_;
+  std::string out;
+  if (n.still_running_size() > 0) {
+    out += fmt::format("; {} process{} still running when recording stopped, later events not "
+                       "traced:", n.still_running_size(), n.still_running_size() == 1 ? "" : "es");
+    const char* sep = " ";
+    for (const auto& r : n.still_running()) {
+      out += fmt::format("{}pid {} ({})", sep, r.pid(), server_.ExeOfImage(r.pid(), r.image_start_ns()));
+      sep = ", ";
+    }
+  }
+  if (n.held_by_children() > 0)
+    out += fmt::format("; {} connection{} still held by forked children that had sent nothing",
+                       n.held_by_children(), n.held_by_children() == 1 ? "" : "s");
+  std::string exec_untraced, gone;
+  int n_gone = 0;
+  for (const auto& u : n.untraced_after()) {
+    const std::string who = fmt::format("pid {} ({}", u.image().pid(),
+                                        server_.ExeOfImage(u.image().pid(), u.image().image_start_ns()));
+    std::string& list = u.exe_after().empty() ? gone : exec_untraced;
+    list += (list.empty() ? " " : ", ") + who;
+    if (u.exe_after().empty()) {
+      gone += ")";
+      ++n_gone;
+    } else {
+      exec_untraced += ", then running " + u.exe_after() + " untraced)";
+    }
+  }
+  if (!exec_untraced.empty()) out += "; not traced after an exec:" + exec_untraced;
+  if (n_gone > 0)
+    out += fmt::format("; {} image{} ended without an exit event and nothing traced followed "
+                       "(_exit, a crash, or an exec into a program not traced):{}",
+                       n_gone, n_gone == 1 ? "" : "s", gone);
+  if (n.accept_deferred() > 0)
+    out += fmt::format("; descriptor limit {} reached {} time{}: connections waited for it",
+                       n.fd_limit(), n.accept_deferred(), n.accept_deferred() == 1 ? "" : "s");
+  if (n.refused() > 0)
+    out += fmt::format("; {} connections refused (no descriptor left)", n.refused());
   return out;
 }
 

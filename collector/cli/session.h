@@ -22,7 +22,9 @@ class Session {
   // The run did not start: stop listening and remove the output if Start created it.
   void Abandon();
   // After the traced programs are done: read what is still queued, and wait for open
-  // connections to close until idle for idle_ms, at most cap_ms in all.
+  // connections to close until idle for idle_ms, at most cap_ms in all. Then stops
+  // recording and writes what it saw of incomplete images into the trace (see
+  // events.proto's CollectorNotes).
   void Drain(int idle_ms, int cap_ms);
   // Closes the server and the file. Returns "" or an error message.
   std::string Finish();
@@ -32,11 +34,15 @@ class Session {
   ipc::Server& server() { return server_; }
   // The trace's bytes, when Start was asked to keep them.
   const std::string& trace_copy() const { return writer_.copy(); }
+  const v1::CollectorNotes& notes() const { return notes_; }
 
  private:
+  std::string NotesText() const;
+
   ipc::Server server_;
   store::TraceWriter writer_;
   v1::TraceHeader header_;
+  v1::CollectorNotes notes_;
 };
 
 }  // namespace ldscope::cli

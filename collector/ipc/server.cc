@@ -2,12 +2,15 @@
 #include "ipc/server.h"
 
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
+#include <map>
 #include <vector>
 
 #include <fmt/format.h>
@@ -16,6 +19,24 @@ namespace ldscope::ipc {
 namespace {
 
 constexpr uint8_t kBatchEntryTag = 0x0a;  // field 1, wire type 2 (length-delimited)
+
+// How long accepting pauses after the descriptor limit was hit, unless a connection
+// closes first. A level-triggered listener with a full descriptor table would otherwise
+// wake epoll at once, forever (100% CPU, nothing done).
+constexpr int kAcceptRetryMs = 50;
+
+uint64_t DescriptorLimit() {
+  rlimit r{};
+  return getrlimit(RLIMIT_NOFILE, &r) == 0 ? static_cast<uint64_t>(r.rlim_cur) : 0;
+}
+
+// What the process runs now, "" when it is gone (or a zombie: no mm, no exe link).
+std::string ExeOf(pid_t pid) {
+  if (pid <= 0) return "";
+  char buf[4096];
+  const ssize_t n = readlink(fmt::format("/proc/{}/exe", pid).c_str(), buf, sizeof buf);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+}
 
 }  // namespace
 
@@ -71,7 +92,11 @@ void Server::WatchExtra(int fd) {
 void Server::Accept() {
   for (;;) {
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+        PauseAccept();
+      return;
+    }
     ucred cred{};
     socklen_t len = sizeof cred;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != getuid()) {
@@ -80,7 +105,9 @@ void Server::Accept() {
       continue;
     }
     ++stats_.connections;
-    conns_[fd] = Conn{};
+    Conn c;
+    c.peer = cred.pid;
+    conns_[fd] = c;
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.fd = fd;
@@ -88,11 +115,48 @@ void Server::Accept() {
   }
 }
 
+void Server::PauseAccept() {
+  if (accept_paused_) return;
+  accept_paused_ = true;
+  ++stats_.accept_deferred;
+  stats_.fd_limit = DescriptorLimit();
+  epoll_event ev{};
+  ev.data.fd = listen_fd_;  // no events: the listener stays, unwatched
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listen_fd_, &ev);
+}
+
+void Server::ResumeAccept() {
+  accept_paused_ = false;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = listen_fd_;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listen_fd_, &ev);
+  Accept();
+}
+
+// A connection of an audit-library image ended. Without the exit event the image may
+// have exec'd (the descriptor is close-on-exec) into a program that is not traced:
+// /proc/PID/exe, read now, says what it runs if it is still alive.
+void Server::NoteEnd(const Conn& c) {
+  auto it = stream_info_.find(c.stream);
+  if (it == stream_info_.end()) return;
+  Stream& s = it->second;
+  --s.open;
+  if (s.exited || s.python) return;
+  s.ended_open = true;
+  s.exe_after = ExeOf(c.peer);
+}
+
 void Server::Drop(int fd, bool bad) {
   if (bad) ++stats_.bad_clients;
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
   close(fd);
-  conns_.erase(fd);
+  auto it = conns_.find(fd);
+  if (it != conns_.end()) {
+    if (!bad) NoteEnd(it->second);
+    conns_.erase(it);
+  }
+  freed_ = true;
 }
 
 bool SplitFrame(const uint8_t* data, size_t size, std::vector<FrameSlice>* out) {
@@ -136,9 +200,18 @@ bool Server::HandleEvent(Conn& c, const uint8_t* data, size_t size) {
     if (inserted) ++stats_.streams;
     c.stream = it->second;
     c.pid = e.pid();
+    Stream& info = stream_info_[c.stream];
+    info.pid = e.pid();
+    info.python = e.has_py_start();
+    if (e.has_process_start()) {
+      info.image_start_ns = e.process_start().image_start_ns();
+      info.exe = e.process_start().exe();
+    }
+    ++info.open;
   } else if (e.pid() != c.pid) {
     return false;  // one connection, one process
   }
+  if (e.has_exit()) stream_info_[c.stream].exited = true;
   ++stats_.events;
   stats_.event_bytes += size;
   uint64_t& d = dropped_by_stream_[c.stream];
@@ -150,7 +223,7 @@ bool Server::HandleEvent(Conn& c, const uint8_t* data, size_t size) {
   return true;
 }
 
-void Server::ReadFrom(int fd) {
+bool Server::ReadFrom(int fd) {
   static std::vector<uint8_t> buf(kMaxDatagram + 1);
   for (int n = 0; n < 128; ++n) {  // bounded, so one busy peer cannot starve others
     msghdr msg{};
@@ -159,16 +232,16 @@ void Server::ReadFrom(int fd) {
     msg.msg_iovlen = 1;
     const ssize_t r = recvmsg(fd, &msg, MSG_DONTWAIT);
     if (r < 0) {
-      if (errno == EAGAIN || errno == EINTR) return;
+      if (errno == EAGAIN || errno == EINTR) return false;
       Drop(fd, false);
-      return;
+      return false;
     }
     if (r == 0) {  // peer closed (process exited): everything it sent was read
       Drop(fd, false);
-      return;
+      return false;
     }
     auto it = conns_.find(fd);
-    if (it == conns_.end()) return;
+    if (it == conns_.end()) return false;
     ++stats_.datagrams;
     bool ok = (msg.msg_flags & MSG_TRUNC) == 0 && static_cast<size_t>(r) <= kMaxDatagram &&
               SplitFrame(buf.data(), static_cast<size_t>(r), &slices_);
@@ -176,18 +249,29 @@ void Server::ReadFrom(int fd) {
       ok = HandleEvent(it->second, slices_[i].data, slices_[i].size);
     if (!ok) {  // the events before the bad one in a batch are kept, as earlier datagrams are
       Drop(fd, true);
-      return;
+      return false;
     }
   }
+  return true;
+}
+
+std::string Server::ExeOfImage(uint32_t pid, uint64_t image_start_ns) const {
+  for (const auto& [stream, s] : stream_info_)
+    if (s.pid == pid && s.image_start_ns == image_start_ns && !s.python) return s.exe;
+  return "";
 }
 
 Server::PollResult Server::Poll(int timeout_ms) {
+  if (accept_paused_)
+    timeout_ms = timeout_ms < 0 ? kAcceptRetryMs : std::min(timeout_ms, kAcceptRetryMs);
+  freed_ = false;
   epoll_event evs[64];
   int n;
   do {
     n = epoll_wait(epoll_fd_, evs, 64, timeout_ms);
   } while (n < 0 && errno == EINTR);
   if (n < 0) return PollResult::kError;
+  if (accept_paused_ && (n == 0 || freed_)) ResumeAccept();
   if (n == 0) return PollResult::kIdle;
   bool extra = false;
   for (int i = 0; i < n; ++i) {
@@ -200,8 +284,92 @@ Server::PollResult Server::Poll(int timeout_ms) {
       ReadFrom(fd);
     }
   }
+  if (accept_paused_ && freed_) ResumeAccept();
   if (writer_ != nullptr) writer_->Flush();
   return extra ? PollResult::kExtraReady : PollResult::kServed;
+}
+
+v1::CollectorNotes Server::StopRecording() {
+  v1::CollectorNotes notes;
+  if (listen_fd_ < 0) return notes;
+  // What is queued on open connections, then what waits in the backlog (descriptors
+  // freed by closing finished connections first), each read to its end.
+  for (int round = 0; round < 64; ++round) {  // bounded: a busy process never ends it
+    std::vector<int> fds;
+    for (const auto& [fd, c] : conns_) fds.push_back(fd);
+    bool more = false;
+    for (int fd : fds)
+      while (conns_.count(fd) != 0 && ReadFrom(fd)) more = true;
+    if (!more) break;
+  }
+  std::vector<int> open;
+  for (const auto& [fd, c] : conns_) open.push_back(fd);
+  auto close_open = [&] {
+    for (int fd : open) {
+      auto it = conns_.find(fd);
+      if (it == conns_.end()) continue;
+      auto s = stream_info_.find(it->second.stream);
+      if (s != stream_info_.end() && !s->second.python) {
+        if (s->second.exited) {
+          notes.set_held_by_children(notes.held_by_children() + 1);
+        } else {
+          auto* ref = notes.add_still_running();
+          ref->set_pid(s->second.pid);
+          ref->set_image_start_ns(s->second.image_start_ns);
+          s->second.exited = true;  // not "untraced": it was still running
+        }
+      }
+      epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+      close(fd);
+      conns_.erase(fd);
+    }
+    open.clear();
+  };
+  close_open();
+  for (;;) {  // the backlog, one connection at a time
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE) ++stats_.refused;  // cannot even now
+      break;
+    }
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != getuid()) {
+      ++stats_.rejected_peers;
+      close(fd);
+      continue;
+    }
+    ++stats_.connections;
+    Conn c;
+    c.peer = cred.pid;
+    conns_[fd] = c;
+    while (conns_.count(fd) != 0 && ReadFrom(fd)) {
+    }
+    if (conns_.count(fd) != 0) open.push_back(fd);
+    close_open();
+  }
+  // Images that ended without their exit event, with no later image of their pid.
+  std::map<uint32_t, const Stream*> ordered;
+  for (const auto& [stream, s] : stream_info_) ordered[stream] = &s;
+  for (const auto& [stream, sp] : ordered) {
+    const Stream& s = *sp;
+    if (s.python || s.exited || s.open > 0 || !s.ended_open) continue;
+    bool followed = false;
+    for (const auto& [other_stream, o] : stream_info_)
+      followed |= other_stream != stream && !o.python && o.pid == s.pid &&
+                  o.image_start_ns > s.image_start_ns;
+    if (followed) continue;
+    auto* u = notes.add_untraced_after();
+    u->mutable_image()->set_pid(s.pid);
+    u->mutable_image()->set_image_start_ns(s.image_start_ns);
+    u->set_exe_after(s.exe_after);
+  }
+  std::sort(notes.mutable_still_running()->begin(), notes.mutable_still_running()->end(),
+            [](const v1::ImageRef& a, const v1::ImageRef& b) { return a.pid() < b.pid(); });
+  notes.set_accept_deferred(stats_.accept_deferred);
+  notes.set_fd_limit(stats_.fd_limit);
+  notes.set_refused(stats_.refused);
+  return notes;
 }
 
 }  // namespace ldscope::ipc

@@ -5,6 +5,8 @@
 // others.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -24,6 +26,9 @@ struct ServerStats {
   uint64_t bad_clients = 0;      // disconnected for protocol violations
   uint64_t streams = 0;
   uint64_t dropped_reported = 0; // sum over streams of the audit library's drop counts
+  uint64_t accept_deferred = 0;  // times the descriptor limit stopped accepting
+  uint64_t fd_limit = 0;         // RLIMIT_NOFILE when that happened
+  uint64_t refused = 0;          // connections that could not be accepted even when stopping
 };
 
 // The largest datagram a sender may send.
@@ -69,16 +74,38 @@ class Server {
   PollResult Poll(int timeout_ms);
   size_t open_connections() const { return conns_.size(); }
   const ServerStats& stats() const { return stats_; }
+  // Stops recording: reads everything still queued (connections waiting in the backlog
+  // included), then closes every connection, and returns what the collector saw of the
+  // images it could not record completely (still running, or gone untraced).
+  v1::CollectorNotes StopRecording();
+  // The executable of an image named in the notes ("" when unknown).
+  std::string ExeOfImage(uint32_t pid, uint64_t image_start_ns) const;
   void Shutdown();
 
  private:
   struct Conn {
     uint32_t stream = 0;  // 0 until its ProcessStart arrives
     uint32_t pid = 0;
+    pid_t peer = 0;       // the connecting process, in our pid namespace (SO_PEERCRED)
+  };
+  // What the collector knows of one audit-library stream (process image).
+  struct Stream {
+    uint32_t pid = 0;
+    uint64_t image_start_ns = 0;
+    std::string exe;
+    bool python = false;
+    bool exited = false;       // its ProcessExit arrived
+    int open = 0;              // connections of it still open
+    bool ended_open = false;   // a connection of it ended before the exit event
+    std::string exe_after;     // /proc/PID/exe then (the process was alive: an exec)
   };
   void Accept();
-  void ReadFrom(int fd);
+  void PauseAccept();
+  void ResumeAccept();
+  // Reads up to a bounded number of datagrams; true when more may be queued.
+  bool ReadFrom(int fd);
   void Drop(int fd, bool bad);
+  void NoteEnd(const Conn& c);
   bool HandleEvent(Conn& c, const uint8_t* data, size_t size);
 
   int listen_fd_ = -1;
@@ -90,6 +117,9 @@ class Server {
   // (pid, image start) -> stream, so a reconnecting image keeps its stream.
   std::unordered_map<std::string, uint32_t> streams_;
   std::unordered_map<uint32_t, uint64_t> dropped_by_stream_;
+  std::unordered_map<uint32_t, Stream> stream_info_;
+  bool accept_paused_ = false;
+  bool freed_ = false;         // a connection closed since the last Poll
   std::vector<FrameSlice> slices_;
   ServerStats stats_;
 };

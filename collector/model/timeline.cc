@@ -38,6 +38,7 @@ struct PendingSearch {
   uint64_t seq = 0;
   uint64_t mono_ns = 0;
   uint32_t tid = 0;
+  bool interrupted = false;  // events after it were lost: its outcome is not known
 };
 
 struct CloseGroup {
@@ -76,6 +77,16 @@ class ProcessBuilder {
   }
 
   void Add(const v1::Event& e) {
+    // A loss between the previous event received and this one (a sequence gap, or a
+    // higher drop count: lock-timeout drops take no sequence number) hides whatever the
+    // pending search led to.
+    const bool lost_before = e.seq() > next_seq_ || e.dropped() > dropped_seen_;
+    if (lost_before) {
+      lossy_ = true;
+      if (pending_.active) pending_.interrupted = true;
+    }
+    next_seq_ = std::max(next_seq_, e.seq() + 1);
+    dropped_seen_ = std::max(dropped_seen_, e.dropped());
     // Closes followed by CONSISTENT are one finished dlclose, unless what comes next
     // is the exit (exit: DELETE, closes, CONSISTENT, then our exit event).
     if (closes_sealed_ && e.body_case() != v1::Event::kExit) {
@@ -101,7 +112,11 @@ class ProcessBuilder {
     }
   }
 
-  void Finish() {
+  // cut: the stream was still connected when recording stopped.
+  void Finish(bool cut) {
+    // Without the exit event, a search last in a stream that lost events (or was cut off)
+    // may have been followed by a load that never arrived.
+    if (pending_.active && !out_->exited() && (lossy_ || cut)) pending_.interrupted = true;
     FlushSearch();
     FlushCloses(true);  // closes that end the stream are the exit's
     if (batch_open_) EndBatch();
@@ -141,6 +156,7 @@ class ProcessBuilder {
     if ((s.flag() & LA_SER_ORIG) != 0 || !pending_.active) {
       FlushSearch();
       pending_.active = true;
+      pending_.interrupted = false;
       pending_.name = s.name().empty() ? s.candidate() : s.name();
       pending_.requester = s.requester();
       pending_.tried.clear();
@@ -269,6 +285,11 @@ class ProcessBuilder {
     s->set_requested_name(pending_.name);
     *s->mutable_requester() = Ref(pending_.requester);
     for (const auto& c : pending_.tried) *s->add_tried() = c;
+    if (pending_.interrupted) {
+      s->set_outcome("unknown: events after this search were lost, so whether it mapped an "
+                     "object is not known");
+      return;
+    }
     for (const auto& c : pending_.tried) {
       for (const auto& [id, o] : objects_) {
         if (o.is_open && o.open.path() == c.path()) {
@@ -355,6 +376,9 @@ class ProcessBuilder {
 
   v1::ProcessTimeline* out_;
   uint64_t start_ns_;
+  uint64_t next_seq_ = 0;      // the sequence number expected next
+  uint64_t dropped_seen_ = 0;  // the highest drop count received so far
+  bool lossy_ = false;
   flat_map<uint64_t, Obj> objects_;
   PendingSearch pending_;
   std::set<std::pair<uint64_t, std::string>> searched_;
@@ -368,6 +392,25 @@ class ProcessBuilder {
   CloseGroup closes_;
   std::vector<EntryRequest> requests_;
 };
+
+// The collector's notes, by image (pid, image_start_ns).
+struct Notes {
+  std::set<std::pair<uint32_t, uint64_t>> still_running;
+  std::map<std::pair<uint32_t, uint64_t>, std::string> untraced_after;  // -> exe_after
+};
+
+void AddNotes(const v1::CollectorNotes& n, v1::Timeline* tl, Notes* notes) {
+  v1::CollectorSummary* c = tl->mutable_collector();
+  c->set_still_running(c->still_running() + n.still_running_size());
+  c->set_held_by_children(c->held_by_children() + n.held_by_children());
+  c->set_untraced_after(c->untraced_after() + n.untraced_after_size());
+  c->set_accept_deferred(c->accept_deferred() + n.accept_deferred());
+  c->set_fd_limit(std::max(c->fd_limit(), n.fd_limit()));
+  c->set_refused(c->refused() + n.refused());
+  for (const auto& r : n.still_running()) notes->still_running.insert({r.pid(), r.image_start_ns()});
+  for (const auto& u : n.untraced_after())
+    notes->untraced_after[{u.image().pid(), u.image().image_start_ns()}] = u.exe_after();
+}
 
 std::string ReasonText(uint32_t r) {
   switch (r) {
@@ -392,6 +435,8 @@ std::string StepName(uint32_t flag, bool requester_has_runpath) {
 v1::Timeline BuildTimeline(const store::TraceSet& traces) {
   v1::Timeline tl;
   std::map<uint32_t, std::vector<const v1::Event*>> by_stream;
+  std::map<uint32_t, uint64_t> writer_ns;  // stream -> its trace writer's pid namespace
+  Notes notes;
   for (const auto& f : traces.files) {
     if (!f.ok) {
       auto* p = tl.add_problems();
@@ -399,7 +444,15 @@ v1::Timeline BuildTimeline(const store::TraceSet& traces) {
       p->set_offset(f.problem.offset);
       p->set_message(f.problem.message);
     }
-    for (const auto& e : f.events) by_stream[e.stream()].push_back(&e);
+    if (tl.pid_namespace() == 0) tl.set_pid_namespace(f.header.pid_namespace());
+    for (const auto& e : f.events) {
+      if (e.has_collector()) {
+        AddNotes(e.collector(), &tl, &notes);
+        continue;
+      }
+      by_stream[e.stream()].push_back(&e);
+      writer_ns[e.stream()] = f.header.pid_namespace();
+    }
   }
   for (const auto& err : traces.errors) tl.add_problems()->set_message(err);
 
@@ -450,7 +503,6 @@ v1::Timeline BuildTimeline(const store::TraceSet& traces) {
     v1::ProcessTimeline* p = tl.add_processes();
     p->set_stream(img.stream);
     p->set_pid(img.pid);
-    p->set_start_mono_ns(img.first_ns);
     if (img.start != nullptr) {
       const auto& s = *img.start;
       p->set_ppid(s.ppid());
@@ -463,7 +515,24 @@ v1::Timeline BuildTimeline(const store::TraceSet& traces) {
         if (!ev.redacted()) (*p->mutable_env())[ev.name()] = ev.value();
       image_index[{img.pid, s.image_start_ns()}] = i;
     }
-    auto b = std::make_unique<ProcessBuilder>(p, img.first_ns);
+    // A forked child's memory image is its parent's: its offsets count from the
+    // parent image's start, not from the child's first event.
+    const bool forked = img.start != nullptr && img.start->reason() == v1::START_FORK &&
+                        img.start->parent_image_start_ns() != 0 &&
+                        img.start->parent_image_start_ns() <= img.first_ns;
+    const uint64_t time_base = forked ? img.start->parent_image_start_ns() : img.first_ns;
+    p->set_start_mono_ns(time_base);
+    std::pair<uint32_t, uint64_t> key{img.pid, img.start ? img.start->image_start_ns() : 0};
+    const bool cut = notes.still_running.count(key) != 0;
+    p->set_still_running(cut);
+    if (auto u = notes.untraced_after.find(key); u != notes.untraced_after.end()) {
+      p->set_untraced_after(true);
+      p->set_exe_after(u->second);
+    }
+    if (img.start != nullptr && img.start->pid_namespace() != 0 &&
+        img.start->pid_namespace() != writer_ns[img.stream])
+      p->set_pid_namespace(img.start->pid_namespace());
+    auto b = std::make_unique<ProcessBuilder>(p, time_base);
     if (img.start != nullptr && img.start->reason() == v1::START_FORK) {
       auto it = image_index.find({static_cast<uint32_t>(img.start->parent_pid()),
                                   img.start->parent_image_start_ns()});
@@ -483,7 +552,7 @@ v1::Timeline BuildTimeline(const store::TraceSet& traces) {
       seen.insert(e->seq());
       b->Add(*e);
     }
-    b->Finish();
+    b->Finish(cut);
     // The Python hook's connections that belong to this image: of its pid, and begun
     // in it (the latest image of the pid that started before the connection; a forked
     // child's image is only seen at its first loader event, which can come later than

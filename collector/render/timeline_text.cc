@@ -93,6 +93,9 @@ void RenderProcess(std::string& out, const v1::ProcessTimeline& p, const TextOpt
   out += fmt::format("process {}: {}\n", p.pid(), p.exe().empty() ? "(unknown)" : p.exe());
   out += fmt::format("  argv: {}\n", argv);
   out += fmt::format("  {} · glibc {} · cwd {}\n", origin, p.glibc_version(), p.cwd());
+  if (p.pid_namespace() != 0)
+    out += fmt::format("  pid namespace {} (not the trace writer's): pids are as seen inside it\n",
+                       p.pid_namespace());
   std::vector<std::pair<std::string, std::string>> env(p.env().begin(), p.env().end());
   std::sort(env.begin(), env.end());
   for (const auto& [k, v] : env)
@@ -155,6 +158,15 @@ void RenderProcess(std::string& out, const v1::ProcessTimeline& p, const TextOpt
   }
   if (p.exited())
     out += fmt::format("  exit: {} objects unloaded at exit\n", exit_unloads);
+  else if (p.still_running())
+    out += fmt::format("  still running when recording stopped: later events are not in the "
+                       "trace; {} objects loaded then\n", p.loaded_at_end_size());
+  else if (p.untraced_after() && !p.exe_after().empty())
+    out += fmt::format("  no exit event: the process went on running {}, not traced (no traced "
+                       "image of pid {} followed)\n", p.exe_after(), p.pid());
+  else if (p.untraced_after())
+    out += fmt::format("  no exit event and no traced image of pid {} followed (_exit, a crash, "
+                       "or an exec into a program not traced)\n", p.pid());
   else
     out += fmt::format("  no normal exit seen (_exit, a crash, or exec): {} objects still "
                        "loaded\n", p.loaded_at_end_size());
@@ -167,6 +179,22 @@ void RenderProcess(std::string& out, const v1::ProcessTimeline& p, const TextOpt
 std::string TimelineText(const v1::Timeline& t, const TextOptions& opt) {
   std::string out;
   for (const auto& p : t.processes()) RenderProcess(out, p, opt);
+  const v1::CollectorSummary& c = t.collector();
+  if (c.still_running() > 0)
+    out += fmt::format("collector: {} process image(s) still running when recording stopped\n",
+                       c.still_running());
+  if (c.held_by_children() > 0)
+    out += fmt::format("collector: {} connection(s) still held by forked children that had sent "
+                       "nothing (running, not traced)\n", c.held_by_children());
+  if (c.untraced_after() > 0)
+    out += fmt::format("collector: {} process image(s) ended without an exit event and no "
+                       "traced image followed\n", c.untraced_after());
+  if (c.accept_deferred() > 0)
+    out += fmt::format("collector: descriptor limit {} reached {} time(s); connections waited "
+                       "for a free descriptor\n", c.fd_limit(), c.accept_deferred());
+  if (c.refused() > 0)
+    out += fmt::format("collector: {} connection(s) refused for want of a descriptor\n",
+                       c.refused());
   for (const auto& pr : t.problems()) {
     if (pr.file().empty())
       out += fmt::format("error: {}\n", pr.message());

@@ -174,15 +174,17 @@ TEST(Conformance, ProcessStartKeepsOnlyLoaderRelevantValues) {
   EXPECT_EQ(s.parent_seq_at_fork(), 12u);
   EXPECT_EQ(s.lav_version(), 2u);
   EXPECT_TRUE(s.secure());
+  // Loader-relevant variables first (they must survive a full budget), then the rest.
   ASSERT_EQ(s.env_size(), 5);
   EXPECT_EQ(s.env(0).name(), "LD_LIBRARY_PATH");
   EXPECT_EQ(s.env(0).value(), "/opt/cuda/lib64");
   EXPECT_FALSE(s.env(0).redacted());
-  EXPECT_EQ(s.env(1).name(), "AWS_SECRET_ACCESS_KEY");
-  EXPECT_EQ(s.env(1).value(), "");
-  EXPECT_TRUE(s.env(1).redacted());
-  EXPECT_EQ(s.env(2).value(), "/usr/bin");
-  EXPECT_EQ(s.env(3).value(), "INFO");
+  EXPECT_EQ(s.env(1).value(), "/usr/bin");
+  EXPECT_EQ(s.env(2).value(), "INFO");
+  EXPECT_EQ(s.env(3).name(), "AWS_SECRET_ACCESS_KEY");
+  EXPECT_EQ(s.env(3).value(), "");
+  EXPECT_TRUE(s.env(3).redacted());
+  EXPECT_EQ(s.env(4).name(), "PATHOLOGICAL");
   EXPECT_TRUE(s.env(4).redacted()) << "PATHOLOGICAL is not PATH";
   EXPECT_EQ(e.SerializeAsString().find("hunter2"), std::string::npos);
 }
@@ -231,7 +233,7 @@ TEST(Conformance, CloseActivityPreinitExit) {
 TEST(Conformance, TraceHeader) {
   uint8_t buf[512];
   wire::Writer w(buf, sizeof buf);
-  audit::EncodeTraceHeader(w, "host1", "2.36", 1700000000000000000ull);
+  audit::EncodeTraceHeader(w, "host1", "2.36", 1700000000000000000ull, 0);
   v1::TraceHeader h;
   ASSERT_TRUE(h.ParseFromArray(w.data(), static_cast<int>(w.size())));
   EXPECT_EQ(h.format_version(), 1u);
