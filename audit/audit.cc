@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
@@ -161,6 +162,7 @@ struct Buffers {
   char main_path[4096] = {};      // the executable's file (differs from exe under `ld.so prog`)
   char cmdline[8192] = {};
   size_t cmdline_len = 0;
+  bool identity_cut = false;      // exe or cmdline longer than its buffer
   char search_name[4096] = {};    // name of the search in progress (from its ORIG call)
 };
 Buffers g_buf;
@@ -212,6 +214,7 @@ uint32_t Tid() { return static_cast<uint32_t>(syscall(SYS_gettid)); }
 void ReadProcessIdentity() {
   const ssize_t n = readlink("/proc/self/exe", g_buf.exe, sizeof g_buf.exe - 1);
   g_buf.exe[n > 0 ? n : 0] = '\0';
+  g_buf.identity_cut = n == static_cast<ssize_t>(sizeof g_buf.exe - 1);
   const int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
   if (fd >= 0) {
     size_t len = 0;
@@ -220,6 +223,8 @@ void ReadProcessIdentity() {
       if (r <= 0) break;
       len += static_cast<size_t>(r);
     }
+    char more;
+    if (len == sizeof g_buf.cmdline && read(fd, &more, 1) > 0) g_buf.identity_cut = true;
     close(fd);
     g_buf.cmdline_len = len;
   }
@@ -323,7 +328,11 @@ void SendStart(uint32_t reason, int32_t parent_pid, uint64_t parent_image_start_
                uint64_t parent_seq) {
   g_dirs.Reset();  // a new connection or file knows no directories yet
   char cwd[4096];
-  if (getcwd(cwd, sizeof cwd) == nullptr) cwd[0] = '\0';
+  bool cwd_cut = false;
+  if (getcwd(cwd, sizeof cwd) == nullptr) {
+    cwd_cut = errno == ERANGE;  // longer than PATH_MAX: sent empty, and said so
+    cwd[0] = '\0';
+  }
   EncodeAndSend<32768>([&](ldscope::wire::Writer& w, const EventHead& h) {
     ProcessStartInfo p;
     p.reason = reason;
@@ -340,6 +349,7 @@ void SendStart(uint32_t reason, int32_t parent_pid, uint64_t parent_image_start_
     p.parent_seq_at_fork = parent_seq;
     p.lav_version = g.lav_version;
     p.secure = getauxval(AT_SECURE) != 0;
+    p.cut = g_buf.identity_cut || cwd_cut;
     EncodeProcessStart(w, h, p);
   });
 }

@@ -96,6 +96,7 @@ void EncodeProcessStart(Writer& w, const EventHead& h, const ProcessStartInfo& p
   w.VarintNonZero(11, p.parent_seq_at_fork);
   w.VarintNonZero(12, p.lav_version);
   w.Bool(13, p.secure);
+  if (p.cut) w.MarkTruncated();
   w.EndNested(n);
   Tail(w);
 }

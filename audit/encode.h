@@ -66,6 +66,7 @@ struct ProcessStartInfo {
   uint64_t parent_seq_at_fork = 0;
   uint32_t lav_version = 0;
   bool secure = false;
+  bool cut = false;                  // exe, cmdline or cwd did not fit its buffer
 };
 
 struct ObjectInfo {

@@ -12,6 +12,7 @@
 #include "model/timeline.h"
 #include "render/render.h"
 #include "store/trace_file.h"
+#include "text/escape.h"
 
 namespace ldscope::cli {
 namespace {
@@ -85,7 +86,7 @@ int Report(const ReportCommandOptions& opt) {
     return kUsage;
   }
   ReportOptions ropt = opt.report;
-  for (const auto& t : opt.traces) ropt.title += (ropt.title.empty() ? "" : " ") + t;
+  for (const auto& t : opt.traces) ropt.title += (ropt.title.empty() ? "" : " ") + text::Escape(t);
   const store::TraceSet traces = store::LoadTraces(opt.traces);
   const v1::Timeline timeline = model::BuildTimeline(traces);
   for (const auto& p : timeline.problems())

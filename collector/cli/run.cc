@@ -21,6 +21,7 @@
 #include "cli/session.h"
 #include "model/timeline.h"
 #include "store/trace_file.h"
+#include "text/escape.h"
 
 extern char** environ;
 
@@ -171,7 +172,8 @@ int Run(const RunOptions& opt) {
   if (read(exec_pipe[0], &exec_errno, sizeof exec_errno) != sizeof exec_errno) exec_errno = 0;
   close(exec_pipe[0]);
   if (exec_errno != 0)
-    Complain(fmt::format("cannot run {}: {}", opt.command.front(), std::strerror(exec_errno)));
+    Complain(fmt::format("cannot run {}: {}", text::Escape(opt.command.front()),
+                         std::strerror(exec_errno)));
 
   // Serve until the command exits: a pidfd wakes us at once; without one, poll.
   const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, child, 0));
@@ -200,12 +202,13 @@ int Run(const RunOptions& opt) {
 
   if (!finish_err.empty()) Complain(finish_err);
   if (!opt.quiet || !finish_err.empty())
-    Complain(fmt::format("{}: {}; trace {} ({})", opt.command.front(), ExitText(status), output,
-                         summary));
+    Complain(fmt::format("{}: {}; trace {} ({})", text::Escape(opt.command.front()),
+                         ExitText(status), text::Escape(output), summary));
   if (opt.analyse && finish_err.empty()) {
     const v1::Timeline timeline = model::BuildTimeline(store::LoadTraces({output}));
     ReportOptions ropt = opt.report;
-    for (const auto& a : opt.command) ropt.title += (ropt.title.empty() ? "" : " ") + a;
+    for (const auto& a : opt.command)
+      ropt.title += (ropt.title.empty() ? "" : " ") + text::Escape(a);
     const int rc = EmitReport(timeline, ropt, stderr,
                               opt.quiet ? PrintWhen::kProblems : PrintWhen::kFindings);
     if (rc != kOk) return rc;

@@ -16,6 +16,8 @@
 
 #include <cstring>
 
+#include "text/escape.h"
+
 namespace ldscope::loader {
 namespace {
 
@@ -41,7 +43,7 @@ std::string Expand(const std::string& dir, const Object& owner, const Environmen
 // glibc accepts a candidate only if it opens and is an ELF object of the right class
 // and machine; anything else is skipped and the search goes on.
 bool Loadable(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = open(text::Unescape(path).c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   Elf64_Ehdr eh;
   const bool ok = read(fd, &eh, sizeof eh) == sizeof eh &&
