@@ -129,6 +129,8 @@ TEST(Bytes, OddDirectoryNamesInEveryOutput) {
   const auto jt = ParseTimeline(json.out);
   ASSERT_EQ(jt.processes_size(), 1);
   EXPECT_EQ(LoadedPaths(jt.processes(0), v1::LOAD_DLOPEN), LoadedPaths(*procs[0], v1::LOAD_DLOPEN));
+  const auto diff = RunCmd({LDSCOPE_BIN, "diff", trace, trace});
+  ExpectNoInjection("diff", diff.out + diff.err);
   const auto report = RunCmd({LDSCOPE_BIN, "report", trace});
   ExpectNoInjection("report", report.out + report.err);
   EXPECT_NE(report.out.find("libfix_a.so\\n::error::injected\\xff could not be loaded"),
@@ -169,6 +171,7 @@ TEST(Bytes, ArgvAndEnvironment) {
   const auto dir = testing::ScratchDir("bytes_argv");
   const std::string trace = dir + "/t.ldscope";
   const std::string long_arg = std::string(4095, 'a') + "\xc3\xa9";
+  const std::string long_path = "/" + std::string(4094, 'b') + "\xc3\xa9";  // dlopen: ENAMETOOLONG
   const std::vector<std::string> argv = {DLPROBE, "exit", "0", "\xff\xfe bad", "it's $x\\n", long_arg};
   std::vector<std::string> cmd = {LDSCOPE_BIN, "run", "-q", "-o", trace, "--"};
   cmd.insert(cmd.end(), argv.begin(), argv.end());
@@ -197,6 +200,25 @@ TEST(Bytes, ArgvAndEnvironment) {
   ExpectNoInjection("show", show.out + show.err);
   EXPECT_EQ(ShellWords(show.out), recorded) << "the argv line pastes back into a shell";
   EXPECT_NE(show.out.find("  [truncated] the start event was cut to fit"), std::string::npos);
+
+  // A dlopen of a name whose cut splits a character: the search is flagged.
+  const std::string trace2 = dir + "/t2.ldscope";
+  ASSERT_EQ(RunCmd({LDSCOPE_BIN, "run", "-q", "-o", trace2, "--", DLPROBE, "open", long_path}, {},
+                   kNoLoaderEnv).code, 0);
+  const auto t2 = testing::TimelineOf({trace2});
+  ASSERT_EQ(t2.processes_size(), 1);
+  int cut_searches = 0;
+  for (const auto& e : t2.processes(0).entries())
+    if (e.has_search() && Unescape(e.search().requested_name()) == long_path.substr(0, 4096)) {
+      ++cut_searches;
+      EXPECT_TRUE(e.truncated());
+    }
+  EXPECT_EQ(cut_searches, 1);
+  const auto show2 = RunCmd({LDSCOPE_BIN, "show", "--no-timestamps", trace2});
+  EXPECT_NE(show2.out.find(std::string(4094, 'b') + "\\xc3  requested by " DLPROBE "  [truncated]\n"),
+            std::string::npos);
+  const auto json2 = RunCmd({LDSCOPE_BIN, "show", "--format", "json", trace2});
+  EXPECT_NE(json2.out.find("\"truncated\": true"), std::string::npos);
 }
 
 // LDSCOPE_DIR traces (written by the audit library itself) with such bytes read back.
@@ -324,9 +346,13 @@ TEST(Bytes, PythonModuleUnderNonUtf8Directory) {
   fs::create_directories(pkg);
   testing::WriteFile(pkg + "/oddmod.py", "import ctypes\nctypes.CDLL('" FIXTURES "/lib/libfix_b.so')\n");
   const std::string trace = dir + "/t.ldscope";
+  // The directory travels in a variable whose value is not recorded, so that only the
+  // hook's own events carry it.
   const auto run = RunCmd({LDSCOPE_BIN, "run", "-q", "-o", trace, "--", "/usr/bin/python3", "-c",
-                           "import sys; sys.path.insert(0, sys.argv[1]); import oddmod", pkg},
-                          {}, kNoLoaderEnv);
+                           "import os, sys\n"
+                           "sys.path.insert(0, os.fsdecode(os.environb[b'ODD_DIR']))\n"
+                           "import oddmod"},
+                          {"ODD_DIR=" + pkg}, kNoLoaderEnv);
   ASSERT_EQ(run.code, 0) << run.err;
   const auto t = testing::TimelineOf({trace});
   const v1::Load* load = nullptr;
