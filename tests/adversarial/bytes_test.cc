@@ -242,6 +242,41 @@ TEST(Bytes, LdscopeDirTracesReadBack) {
             std::string::npos) << show.out;
 }
 
+// A SONAME that is not UTF-8, as read from memory by the audit library and from disk by
+// the analysis: both sides escape it alike, so two copies are one library.
+TEST(Bytes, OddSonameInMemoryAndOnDisk) {
+  const auto dir = testing::ScratchDir("bytes_soname");
+  std::string lib = testing::ReadFile(FIXTURES "/lib/libfix_b.so");
+  const std::string soname = "libf\xff\n_b.so";  // as long as "libfix_b.so"
+  const size_t at = lib.find(std::string("libfix_b.so") + '\0');
+  ASSERT_NE(at, std::string::npos);
+  ASSERT_EQ(soname.size(), std::string("libfix_b.so").size());
+  lib.replace(at, soname.size(), soname);
+  const std::vector<std::string> files = {dir + "/one\xfe/libodd.so", dir + "/two\r/libodd.so"};
+  for (const auto& f : files) {
+    fs::create_directories(fs::path(f).parent_path());
+    testing::WriteFile(f, lib);
+  }
+  const std::string trace = dir + "/t.ldscope";
+  ASSERT_EQ(RunCmd({LDSCOPE_BIN, "run", "-q", "-o", trace, "--", DLPROBE, "open", files[0], "open",
+                    files[1]}, {}, kNoLoaderEnv).code, 0);
+  const auto rj = RunCmd({LDSCOPE_BIN, "report", "--format", "json", trace});
+  v1::Report rep;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(rj.out, &rep).ok()) << rj.out;
+  ASSERT_EQ(rep.findings_size(), 1) << rj.out;
+  const auto& f = rep.findings(0);
+  EXPECT_EQ(f.kind(), v1::DUPLICATE_LIBRARY);
+  std::vector<std::string> paths;
+  for (const auto& o : f.objects()) {
+    EXPECT_EQ(o.soname(), "libf\\xff\\n_b.so");
+    paths.push_back(Unescape(o.path()));
+  }
+  EXPECT_EQ(paths, files);
+  const auto report = RunCmd({LDSCOPE_BIN, "report", trace});
+  ExpectNoInjection("report", report.out + report.err);
+  EXPECT_EQ(report.err, "");
+}
+
 // Random byte strings as directory names, argv and environment values.
 std::string RandomBytes(std::mt19937& rng, bool slash) {
   static const std::vector<std::string> pieces = {
