@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "ldscope_proto/report.pb.h"
+#include "model/timeline.h"
+#include "store/trace_file.h"
 #include "support/test_support.h"
 #include "text/escape.h"
 
@@ -240,6 +242,24 @@ TEST(Bytes, LdscopeDirTracesReadBack) {
   EXPECT_EQ(LoadedPaths(t.processes(0), v1::LOAD_NEEDED).count(odd + "/libfix_b.so"), 1u);
   EXPECT_NE(show.out.find("lib\\xff\\e\\r\\n::warning::x/libfix_b.so (soname libfix_b.so)"),
             std::string::npos) << show.out;
+}
+
+// Traces written when these fields were `string` (the same wire format) read as before:
+// the fuzz corpus keeps one from an earlier version (commit 0fb6081).
+TEST(Bytes, TracesOfTheStringSchemaStillRead) {
+  const auto set = store::LoadTraces({GOLDEN_DIR "/../fuzz/corpus/trace/interned.ldscope"});
+  ASSERT_EQ(set.files.size(), 1u);
+  EXPECT_TRUE(set.files[0].ok) << set.files[0].problem.message;
+  const auto t = model::BuildTimeline(set);
+  ASSERT_GE(t.processes_size(), 1);
+  size_t loads = 0;
+  for (const auto& p : t.processes())
+    for (const auto& e : p.entries())
+      if (e.has_load()) {
+        ++loads;
+        EXPECT_EQ(Escape(Unescape(e.load().object().path())), e.load().object().path());
+      }
+  EXPECT_GT(loads, 0u);
 }
 
 // A SONAME that is not UTF-8, as read from memory by the audit library and from disk by
