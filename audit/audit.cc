@@ -165,6 +165,7 @@ struct Buffers {
   size_t cmdline_len = 0;
   bool cmdline_truncated = false;
   uint64_t pid_namespace = 0;
+  bool identity_cut = false;      // exe longer than its buffer
   char search_name[4096] = {};    // name of the search in progress (from its ORIG call)
 };
 Buffers g_buf;
@@ -216,6 +217,7 @@ uint32_t Tid() { return static_cast<uint32_t>(syscall(SYS_gettid)); }
 void ReadProcessIdentity() {
   const ssize_t n = readlink("/proc/self/exe", g_buf.exe, sizeof g_buf.exe - 1);
   g_buf.exe[n > 0 ? n : 0] = '\0';
+  g_buf.identity_cut = n == static_cast<ssize_t>(sizeof g_buf.exe - 1);
   const int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
   if (fd >= 0) {
     size_t len = 0;
@@ -356,7 +358,11 @@ void SendStart(uint32_t reason, int32_t parent_pid, uint64_t parent_image_start_
                uint64_t parent_seq) {
   g_dirs.Reset();  // a new connection or file knows no directories yet
   char cwd[4096];
-  if (getcwd(cwd, sizeof cwd) == nullptr) cwd[0] = '\0';
+  bool cwd_cut = false;
+  if (getcwd(cwd, sizeof cwd) == nullptr) {
+    cwd_cut = errno == ERANGE;  // longer than PATH_MAX: sent empty, and said so
+    cwd[0] = '\0';
+  }
   EncodeAndSend<32768>([&](ldscope::wire::Writer& w, const EventHead& h) {
     ProcessStartInfo p;
     p.reason = reason;
@@ -375,6 +381,7 @@ void SendStart(uint32_t reason, int32_t parent_pid, uint64_t parent_image_start_
     p.parent_seq_at_fork = parent_seq;
     p.lav_version = g.lav_version;
     p.secure = getauxval(AT_SECURE) != 0;
+    p.cut = g_buf.identity_cut || cwd_cut;
     EncodeProcessStart(w, h, p);
   });
 }

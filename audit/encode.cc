@@ -120,6 +120,7 @@ void EncodeProcessStart(Writer& w, const EventHead& h, const ProcessStartInfo& p
   EnvFields(w, p.environ, true);
   ArgvFields(w, p);
   EnvFields(w, p.environ, false);
+  if (p.cut) w.MarkTruncated();
   w.EndNested(n);
   w.Unreserve(held);
   Tail(w);

@@ -68,6 +68,7 @@ struct ProcessStartInfo {
   uint32_t lav_version = 0;
   bool secure = false;
   uint64_t pid_namespace = 0;        // inode of /proc/self/ns/pid
+  bool cut = false;                  // exe, cmdline or cwd did not fit its buffer
 };
 
 struct ObjectInfo {

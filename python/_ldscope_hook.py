@@ -45,7 +45,9 @@ _SEND_FLAGS = _MSG_NOSIGNAL | getattr(_socket, "MSG_DONTWAIT", 0x40)  # no poll(
 _WAIT_S = 0.5
 _HIGH_FD = 600
 _MAX_FRAMES = 8
-_MAX_CHARS = 1024
+_MAX_BYTES = 4096    # a longer string is cut, and its event flagged truncated
+_FS_ENCODING = sys.getfilesystemencoding()
+_FS_ERRORS = sys.getfilesystemencodeerrors()
 _HOOK_FILES = (__file__, __file__[:-3] + ".pyc")
 
 _path = None
@@ -62,6 +64,7 @@ _hook_modules = ()
 _queue = []          # encoded events not sent yet (see _send)
 _queued_bytes = 0
 _depth = {}          # thread ident -> imports in progress on it
+_cut = set()         # threads whose event being encoded had a string cut (see _send)
 _BATCH_BYTES = 16 * 1024
 _MAX_DATAGRAM = 60 * 1024   # the collector takes up to 64 KiB
 
@@ -81,11 +84,26 @@ def _uv(n):
     return bytes(out)
 
 
+def _bytes(s):
+    # The bytes the OS has (os.fsencode): a file name that is not valid UTF-8 reaches
+    # Python with surrogate escapes (co_filename, sys.executable, sys.path entries).
+    if isinstance(s, bytes):
+        return s
+    try:
+        return s.encode(_FS_ENCODING, _FS_ERRORS)
+    except UnicodeError:  # lone surrogates no decoder made
+        return s.encode("utf-8", "backslashreplace")
+
+
 def _str(tag, s):
-    # tag: the field's key byte (field << 3 | 2)
+    # tag: the field's key byte (field << 3 | 2). The fields are `bytes`: any bytes go,
+    # and a cut through a multi-byte character is just a shorter byte string.
     if not s:
         return b""
-    b = (s if len(s) <= _MAX_CHARS else s[:_MAX_CHARS]).encode("utf-8", "replace")
+    b = _bytes(s)
+    if len(b) > _MAX_BYTES:
+        b = b[:_MAX_BYTES]
+        _cut.add(_get_ident())
     return tag + _uv(len(b)) + b
 
 
@@ -115,12 +133,18 @@ def _send(key, body, flush=False):
     # only the events of an import still in progress can wait in it.
     global _queued_bytes
     try:
+        cut = b""
+        if _cut:
+            t = _get_ident()
+            if t in _cut:
+                _cut.discard(t)
+                cut = b"\x30\x01"   # Event.truncated: a string of this body was cut
         if _getpid() != _pid:
             _forked()
             if _dead:
                 return
         ev = (_head + b"\x10" + _uv(_native_id()) + b"\x18" + _uv(next(_seq)) + b"\x20" +
-              _uv(_monotonic_ns()) + (b"\x28" + _uv(_dropped) if _dropped else b"") +
+              _uv(_monotonic_ns()) + (b"\x28" + _uv(_dropped) if _dropped else b"") + cut +
               key + _uv(len(body)) + body)
         _queue.append(b"\x0a" + _uv(len(ev)) + ev)
         _queued_bytes += len(ev)
@@ -306,9 +330,7 @@ def _patch_ctypes():
 
 
 def _dlopen(lib, name, ctypes_file):
-    if isinstance(name, bytes):
-        name = name.decode("utf-8", "replace")
-    if not isinstance(name, str) or not name:
+    if not isinstance(name, (str, bytes)) or not name:
         return  # dlopen(NULL): the program itself, nothing to load
     t = type(lib)
     via = ("ctypes." + t.__name__) if t.__module__ == "ctypes" else (t.__module__ + "." + t.__qualname__)

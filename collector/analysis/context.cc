@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "text/escape.h"
+
 namespace ldscope::analysis {
 
 const elf::ElfInfo* Files::Get(const std::string& path) {
@@ -282,7 +284,8 @@ v1::Library Context::Describe(const ProcessIndex& pi, const Obj& o) {
 bool Context::SameFile(const std::string& a, const std::string& b) {
   if (a == b) return true;
   struct stat sa, sb;
-  if (stat(a.c_str(), &sa) != 0 || stat(b.c_str(), &sb) != 0) return false;
+  if (stat(text::Unescape(a).c_str(), &sa) != 0 || stat(text::Unescape(b).c_str(), &sb) != 0)
+    return false;
   return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 

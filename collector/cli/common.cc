@@ -10,11 +10,23 @@
 
 #include "cli/commands.h"
 #include "store/output_file.h"
+#include "text/escape.h"
 
 namespace ldscope::cli {
 
+// Names in messages are escaped text already (or escaped by the caller); this is the
+// net under them: no control character but the message's own line breaks, and no
+// line a CI runner would take for a workflow command.
 void Complain(const std::string& message) {
-  std::fprintf(stderr, "ldscope: %s\n", message.c_str());
+  std::string safe;
+  for (char c : message) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u < 0x20 && c != '\n') || u == 0x7f)
+      safe += fmt::format("\\x{:02x}", u);
+    else
+      safe += c;
+  }
+  std::fprintf(stderr, "ldscope: %s\n", text::GuardLines(std::move(safe)).c_str());
 }
 
 bool Print(std::FILE* out, const std::string& text) {

@@ -15,6 +15,7 @@
 #include "render/render.h"
 #include "store/output_file.h"
 #include "store/trace_file.h"
+#include "text/escape.h"
 
 namespace ldscope::cli {
 namespace {
@@ -118,7 +119,7 @@ int Report(const ReportCommandOptions& opt) {
     return kUsage;
   }
   ReportOptions ropt = opt.report;
-  for (const auto& t : opt.traces) ropt.title += (ropt.title.empty() ? "" : " ") + t;
+  for (const auto& t : opt.traces) ropt.title += (ropt.title.empty() ? "" : " ") + text::Escape(t);
   if (std::string e = RefuseOverwrite(opt.report.output, opt.traces); !e.empty()) {
     Complain(e);
     return kUsage;

@@ -23,6 +23,7 @@
 #include "model/timeline.h"
 #include "render/render.h"
 #include "store/trace_file.h"
+#include "text/escape.h"
 
 extern char** environ;
 
@@ -220,7 +221,7 @@ int Run(const RunOptions& opt) {
   close(exec_pipe[0]);
   if (exec_errno != 0) {
     // Nothing ran: no trace, and an existing file of that name stays as it was.
-    Complain(fmt::format("cannot run {}: {}; no trace written", opt.command.front(),
+    Complain(fmt::format("cannot run {}: {}; no trace written", text::Escape(opt.command.front()),
                          std::strerror(exec_errno)));
     int st = 0;
     while (waitpid(child, &st, 0) < 0 && errno == EINTR) {
@@ -259,8 +260,9 @@ int Run(const RunOptions& opt) {
 
   if (!finish_err.empty()) Complain(finish_err);
   if (!opt.quiet || !finish_err.empty())
-    Complain(fmt::format("{}: {}; trace {} ({})", opt.command.front(), ExitText(status),
-                         output == "-" ? "on standard output" : output, summary));
+    Complain(fmt::format("{}: {}; trace {} ({})", text::Escape(opt.command.front()),
+                         ExitText(status), output == "-" ? "on standard output" : text::Escape(output),
+                         summary));
   int rc = kOk;
   if (opt.analyse || !opt.report.junit.empty()) {
     // What was recorded, from memory: the output may be a pipe or a device, or
@@ -269,7 +271,7 @@ int Run(const RunOptions& opt) {
     const v1::Timeline timeline = model::BuildTimeline(traces);
     ReportOptions ropt = opt.report;
     ropt.trace_of_stream = render::TraceFilesByStream(traces);
-    for (const auto& a : opt.command) ropt.title += (ropt.title.empty() ? "" : " ") + a;
+    for (const auto& a : opt.command) ropt.title += (ropt.title.empty() ? "" : " ") + text::Escape(a);
     rc = EmitReport(timeline, ropt, stderr,
                     !opt.analyse ? PrintWhen::kNever
                     : opt.quiet  ? PrintWhen::kProblems

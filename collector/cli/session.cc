@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "text/escape.h"
+
 namespace ldscope::cli {
 namespace {
 
@@ -116,14 +118,14 @@ std::string Session::NotesText() const {
   int n_gone = 0;
   for (const auto& u : n.untraced_after()) {
     const std::string who = fmt::format("pid {} ({}", u.image().pid(),
-                                        server_.ExeOfImage(u.image().pid(), u.image().image_start_ns()));
+                                        text::Escape(server_.ExeOfImage(u.image().pid(), u.image().image_start_ns())));
     std::string& list = u.exe_after().empty() ? gone : exec_untraced;
     list += (list.empty() ? " " : ", ") + who;
     if (u.exe_after().empty()) {
       gone += ")";
       ++n_gone;
     } else {
-      exec_untraced += ", then running " + u.exe_after() + " untraced)";
+      exec_untraced += ", then running " + text::Escape(u.exe_after()) + " untraced)";
     }
   }
   if (!exec_untraced.empty()) out += "; not traced after an exec:" + exec_untraced;

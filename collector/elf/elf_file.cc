@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "text/escape.h"
+
 namespace ldscope::elf {
 namespace {
 
@@ -29,14 +31,15 @@ class View {
   bool InRange(uint64_t off, uint64_t len) const {
     return off <= d_.size() && len <= d_.size() - off;
   }
-  // A NUL-terminated string at off within [lo, hi).
+  // A NUL-terminated string at off within [lo, hi), as escaped text (names on disk
+  // are compared with names in the model, which are escaped).
   bool Str(uint64_t lo, uint64_t hi, uint64_t off, std::string* out) const {
     hi = std::min<uint64_t>(hi, d_.size());
     if (lo > hi || off >= hi - lo) return false;
     const char* s = d_.data() + lo + off;
     const void* nul = std::memchr(s, '\0', hi - lo - off);
     if (nul == nullptr) return false;
-    out->assign(s, static_cast<const char*>(nul) - s);
+    *out = text::Escape(std::string_view(s, static_cast<const char*>(nul) - s));
     return true;
   }
   size_t size() const { return d_.size(); }
@@ -292,7 +295,7 @@ std::unique_ptr<ElfInfo> ParseElf(std::string_view data, const std::string& name
 }
 
 std::unique_ptr<ElfInfo> ReadElf(const std::string& path, std::string* error) {
-  Mapping m(path);
+  Mapping m(text::Unescape(path));
   if (!m.error.empty()) {
     *error = fmt::format("{}: {}", path, m.error);
     return nullptr;
@@ -306,12 +309,12 @@ std::unique_ptr<ElfInfo> ReadElf(const std::string& path, std::string* error) {
 }
 
 std::string FindString(const std::string& path, std::string_view needle, size_t max_len) {
-  Mapping m(path);
+  Mapping m(text::Unescape(path));
   const std::string_view d = m.data();
   const size_t at = d.find(needle);
   if (at == std::string_view::npos) return "";
   const size_t end = d.find('\0', at);
-  return std::string(d.substr(at, std::min(max_len, (end == std::string_view::npos ? d.size() : end) - at)));
+  return text::Escape(d.substr(at, std::min(max_len, (end == std::string_view::npos ? d.size() : end) - at)));
 }
 
 }  // namespace ldscope::elf

@@ -48,6 +48,7 @@ struct ElfInfo {
   std::vector<std::string> warnings;  // damaged parts that were skipped
 };
 
+// Paths given and names returned are escaped text (text/escape.h), as in the model.
 // Reads path. Returns nullptr and sets *error when the file is not a readable ELF
 // shared object or executable.
 std::unique_ptr<ElfInfo> ReadElf(const std::string& path, std::string* error);

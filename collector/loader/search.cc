@@ -16,6 +16,8 @@
 
 #include <cstring>
 
+#include "text/escape.h"
+
 namespace ldscope::loader {
 namespace {
 
@@ -42,7 +44,7 @@ std::string Expand(const std::string& dir, const Object& owner, const Environmen
 // and machine; anything else is skipped and the search goes on.
 bool Loadable(const std::string& path) {
   // Non-blocking and regular files only: a FIFO or device there must not hang us.
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  const int fd = open(text::Unescape(path).c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return false;
   struct stat st {};
   Elf64_Ehdr eh;

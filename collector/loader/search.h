@@ -40,6 +40,8 @@ struct Result {
   std::vector<std::string> tried;
 };
 
+// Names, paths and directories are escaped text (text/escape.h), as in the model; the
+// separators and $ORIGIN-style tokens are ASCII, which escaping leaves alone.
 // requester: the object whose NEEDED (or dlopen) asks for name. loaders: the chain
 // of objects that loaded it, nearest first, ending with the executable (their RPATHs
 // apply when the requester has no RUNPATH).

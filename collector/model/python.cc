@@ -25,10 +25,19 @@ struct Dlopen {
   const v1::PyDlopen* ev = nullptr;
 };
 
+// The name is escaped text already (its backslashes doubled): only quotes need one.
 std::string Quote(const std::string& s) {
   std::string out = "'";
-  for (char c : s) out += (c == '\'' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+  for (char c : s) out += c == '\'' ? std::string("\\'") : std::string(1, c);
   return out + "'";
+}
+
+v1::SourceLine Line(const v1::PyFrame& f) {
+  v1::SourceLine l;
+  l.set_file(f.file());
+  l.set_line(f.line());
+  l.set_function(f.function());
+  return l;
 }
 
 std::string ShortFile(const std::string& file, const std::string& cwd) {
@@ -44,7 +53,7 @@ std::string ShortFile(const std::string& file, const std::string& cwd) {
 
 }  // namespace
 
-std::string PyFrameText(const v1::PyFrame& f, const std::string& cwd) {
+std::string PyFrameText(const v1::SourceLine& f, const std::string& cwd) {
   if (f.file().empty()) return "(unknown line)";
   return fmt::format("{}:{}", ShortFile(f.file(), cwd), f.line());
 }
@@ -92,6 +101,7 @@ void AttachPython(v1::ProcessTimeline* p, const std::vector<EntryRequest>& reque
     for (const v1::Event* e : *s) {
       max_seq = std::max(max_seq, e->seq());
       dropped = std::max(dropped, e->dropped());
+      info->set_truncated(info->truncated() + e->truncated());
     }
     info->set_events(info->events() + s->size());
     info->set_dropped(info->dropped() + dropped);
@@ -119,7 +129,7 @@ void AttachPython(v1::ProcessTimeline* p, const std::vector<EntryRequest>& reque
       s.out->set_tid(e->tid());
       s.out->set_start_offset_ns(offset(e->mono_ns()));
       s.out->set_parent(s.parent < 0 ? 0 : static_cast<uint32_t>(s.parent + 1));
-      if (e->py_import().stack_size() > 0) *s.out->mutable_site() = e->py_import().stack(0);
+      if (e->py_import().stack_size() > 0) *s.out->mutable_site() = Line(e->py_import().stack(0));
       stack.push_back(static_cast<int>(spans.size()));
       spans.push_back(s);
     } else if (e->has_py_import_end()) {
@@ -167,7 +177,7 @@ void AttachPython(v1::ProcessTimeline* p, const std::vector<EntryRequest>& reque
         (inner < 0 || d->at >= spans[inner].start)) {
       c.set_dlopen_call(fmt::format("{}({})", d->ev->via().empty() ? "ctypes.CDLL" : d->ev->via(),
                                     Quote(d->ev->name())));
-      if (d->ev->stack_size() > 0) *c.mutable_call_site() = d->ev->stack(0);
+      if (d->ev->stack_size() > 0) *c.mutable_call_site() = Line(d->ev->stack(0));
     }
     return c;
   };

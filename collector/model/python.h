@@ -30,6 +30,6 @@ void AttachPython(v1::ProcessTimeline* p, const std::vector<EntryRequest>& reque
 // train.py:4". Files under site-packages are shown from there, files under cwd
 // relative to it. "" when the cause is empty.
 std::string PyCauseText(const v1::PyCause& c, const std::string& cwd);
-std::string PyFrameText(const v1::PyFrame& f, const std::string& cwd);
+std::string PyFrameText(const v1::SourceLine& f, const std::string& cwd);
 
 }  // namespace ldscope::model

@@ -5,6 +5,7 @@
 
 #include "loader/search.h"
 #include "model/python.h"
+#include "text/escape.h"
 
 #include <link.h>
 
@@ -39,6 +40,7 @@ struct PendingSearch {
   uint64_t mono_ns = 0;
   uint32_t tid = 0;
   bool interrupted = false;  // events after it were lost: its outcome is not known
+  bool truncated = false;  // one of its events had a string cut
 };
 
 struct CloseGroup {
@@ -155,6 +157,7 @@ class ProcessBuilder {
     const auto& s = e.search();
     if ((s.flag() & LA_SER_ORIG) != 0 || !pending_.active) {
       FlushSearch();
+      pending_.truncated = e.truncated();
       pending_.active = true;
       pending_.interrupted = false;
       pending_.name = s.name().empty() ? s.candidate() : s.name();
@@ -175,6 +178,7 @@ class ProcessBuilder {
         return;
       }
     }
+    pending_.truncated |= e.truncated();
     auto req = objects_.find(s.requester());
     const bool has_runpath = req != objects_.end() && !req->second.open.runpath().empty();
     v1::Candidate c;
@@ -192,8 +196,9 @@ class ProcessBuilder {
       if (req->second.open.is_main() && !startup_done_) {
         auto env = out_->env().find("LD_PRELOAD");
         if (env != out_->env().end()) {
-          for (const auto& p : loader::SplitPath(env->second, ": \t"))
-            if (p == name) return v1::LOAD_PRELOAD;
+          // Split the bytes: a blank separator is escaped (\t) in the text.
+          for (const auto& p : loader::SplitPath(text::Unescape(env->second), ": \t"))
+            if (text::Escape(p) == name) return v1::LOAD_PRELOAD;
         }
       }
     }
@@ -207,6 +212,7 @@ class ProcessBuilder {
     obj.open = o;
     obj.batch = batch_;
     v1::Entry* en = NewEntry(e.seq(), e.mono_ns(), e.tid());
+    en->set_truncated(e.truncated() || (pending_.active && pending_.truncated));
     v1::Load* l = en->mutable_load();
     if (o.is_main()) {
       l->set_reason(v1::LOAD_EXECUTABLE);
@@ -280,6 +286,7 @@ class ProcessBuilder {
     pending_.active = false;
     last_request_ = {pending_.name, pending_.requester};
     v1::Entry* en = NewEntry(pending_.seq, pending_.mono_ns, pending_.tid);
+    en->set_truncated(pending_.truncated);
     requests_.back().name = pending_.name;
     v1::SearchResult* s = en->mutable_search();
     s->set_requested_name(pending_.name);
@@ -513,6 +520,9 @@ v1::Timeline BuildTimeline(const store::TraceSet& traces) {
       p->set_start_reason(ReasonText(s.reason()));
       for (const auto& ev : s.env())
         if (!ev.redacted()) (*p->mutable_env())[ev.name()] = ev.value();
+      for (const auto* e : img.events)
+        if (e->has_process_start() && &e->process_start() == img.start)
+          p->set_start_truncated(e->truncated());
       image_index[{img.pid, s.image_start_ns()}] = i;
     }
     // A forked child's memory image is its parent's: its offsets count from the

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "render/render.h"
+#include "text/escape.h"
 
 namespace ldscope::render {
 namespace {
@@ -44,7 +45,7 @@ std::string DiffText(const v1::Diff& d) {
   out += fmt::format("{} change{}, {} new finding{}, {} resolved\n", changes, changes == 1 ? "" : "s",
                      d.new_findings_size(), d.new_findings_size() == 1 ? "" : "s",
                      d.resolved_findings_size());
-  return out;
+  return text::GuardLines(std::move(out));
 }
 
 }  // namespace ldscope::render

@@ -1,5 +1,7 @@
 // CI output for GitHub Actions: findings as workflow-command annotations, and a
 // Markdown summary for $GITHUB_STEP_SUMMARY.
+#include <string_view>
+
 #include <fmt/format.h>
 
 #include "render/render.h"
@@ -23,9 +25,21 @@ std::string Escape(const std::string& s, bool property) {
   return out;
 }
 
+// Markdown text that shows s as it is (paths hold `_`, `*`, `\`, `<`...), on one line
+// and inside a table cell.
 std::string Cell(const std::string& s) {
   std::string out;
-  for (char c : s) out += c == '|' ? std::string("\\|") : c == '\n' ? std::string(" ") : std::string(1, c);
+  for (char c : s) {
+    switch (c) {
+      case '\n': out += ' '; break;
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      default:
+        if (std::string_view("\\`*_[]|~#!(){}").find(c) != std::string_view::npos) out += '\\';
+        out += c;
+    }
+  }
   return out;
 }
 
@@ -43,12 +57,12 @@ std::string GithubAnnotations(const v1::Report& r) {
 }
 
 std::string GithubSummary(const v1::Report& r, const std::string& title) {
-  std::string out = fmt::format("### ldscope: {}\n\n", title);
+  std::string out = fmt::format("### ldscope: {}\n\n", Cell(title));
   if (r.findings_size() == 0) return out + "No loader problems found.\n\n";
   out += "| severity | kind | process | finding |\n| --- | --- | --- | --- |\n";
   for (const auto& f : r.findings()) {
     const char* level = f.severity() == v1::ERROR ? "error" : f.severity() == v1::WARNING ? "warning" : "info";
-    out += fmt::format("| {} | {} | {} `{}` | {} |\n", level, FindingKindName(f.kind()), f.pid(),
+    out += fmt::format("| {} | {} | {} {} | {} |\n", level, FindingKindName(f.kind()), f.pid(),
                        Cell(f.exe()), Cell(f.message()));
   }
   for (const auto& n : r.notes()) out += fmt::format("\n> {}\n", Cell(n));

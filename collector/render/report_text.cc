@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "render/render.h"
+#include "text/escape.h"
 
 namespace ldscope::render {
 namespace {
@@ -49,9 +50,9 @@ std::string FindingKindName(v1::FindingKind k) {
 }
 
 std::string FindingText(const v1::Finding& f) {
-  return fmt::format("{} [{}] process {} ({})\n", SeverityWord(f.severity()),
-                     FindingKindName(f.kind()), f.pid(), f.exe()) +
-         Wrap(f.message(), 100, "  ");
+  return text::GuardLines(fmt::format("{} [{}] process {} ({})\n", SeverityWord(f.severity()),
+                                      FindingKindName(f.kind()), f.pid(), f.exe()) +
+                          Wrap(f.message(), 100, "  "));
 }
 
 std::string ReportText(const v1::Report& r) {
@@ -66,7 +67,7 @@ std::string ReportText(const v1::Report& r) {
   }
   out += fmt::format("{} error{}, {} warning{}, {} info\n", errors, errors == 1 ? "" : "s", warnings,
                      warnings == 1 ? "" : "s", infos);
-  return out;
+  return text::GuardLines(std::move(out));
 }
 
 }  // namespace ldscope::render

@@ -7,6 +7,7 @@
 
 #include "model/python.h"
 #include "render/render.h"
+#include "text/escape.h"
 
 namespace ldscope::render {
 namespace {
@@ -25,6 +26,8 @@ std::string Time(const v1::Entry& e, const TextOptions& opt) {
 }
 
 std::string Pad(const TextOptions& opt) { return std::string(opt.timestamps ? 11 : 0, ' '); }
+
+const char* Cut(const v1::Entry& e) { return e.truncated() ? "  [truncated]" : ""; }
 
 const char* ReasonWord(v1::LoadReason r) {
   switch (r) {
@@ -56,11 +59,11 @@ void RenderLoad(std::string& out, const v1::Entry& e, const std::string& cwd,
   const auto& o = l.object();
   const std::string soname = o.soname().empty() ? "" : fmt::format(" (soname {})", o.soname());
   if (l.requested_name().empty()) {
-    out += fmt::format("{}{} {:<11} {}{}\n", Time(e, opt), Ns(o), ReasonWord(l.reason()),
-                       Name(o), soname);
+    out += fmt::format("{}{} {:<11} {}{}{}\n", Time(e, opt), Ns(o), ReasonWord(l.reason()),
+                       Name(o), soname, Cut(e));
   } else {
-    out += fmt::format("{}{} {:<11} {}  requested by {}\n", Time(e, opt), Ns(o),
-                       ReasonWord(l.reason()), l.requested_name(), Name(l.requester()));
+    out += fmt::format("{}{} {:<11} {}  requested by {}{}\n", Time(e, opt), Ns(o),
+                       ReasonWord(l.reason()), l.requested_name(), Name(l.requester()), Cut(e));
     Tried(out, l.tried(), opt);
     out += fmt::format("{}      mapped {}{}{}\n", Pad(opt), Name(o), soname,
                        l.rolled_back() ? "  (rolled back: the dlopen failed)" : "");
@@ -79,11 +82,10 @@ void RenderLoad(std::string& out, const v1::Entry& e, const std::string& cwd,
 }
 
 void RenderProcess(std::string& out, const v1::ProcessTimeline& p, const TextOptions& opt) {
-  std::string argv;
+  std::string argv;  // a shell gives these words back as the original bytes
   for (const auto& a : p.argv()) {
     if (!argv.empty()) argv += ' ';
-    const bool quote = a.empty() || a.find_first_of(" \t\"'$\\") != std::string::npos;
-    argv += quote ? fmt::format("'{}'", a) : a;
+    argv += text::ShellQuote(a);
   }
   std::string origin;
   if (p.start_reason() == "fork")
@@ -92,6 +94,9 @@ void RenderProcess(std::string& out, const v1::ProcessTimeline& p, const TextOpt
     origin = fmt::format("{} (parent pid {})", p.start_reason(), p.ppid());
   out += fmt::format("process {}: {}\n", p.pid(), p.exe().empty() ? "(unknown)" : p.exe());
   out += fmt::format("  argv: {}\n", argv);
+  if (p.start_truncated())
+    out += "  [truncated] the start event was cut to fit: exe, cwd, argv or environment "
+           "entries are cut short or missing\n";
   out += fmt::format("  {} · glibc {} · cwd {}\n", origin, p.glibc_version(), p.cwd());
   if (p.pid_namespace() != 0)
     out += fmt::format("  pid namespace {} (not the trace writer's): pids are as seen inside it\n",
@@ -103,12 +108,15 @@ void RenderProcess(std::string& out, const v1::ProcessTimeline& p, const TextOpt
   if (p.has_python()) {
     size_t failed = 0;
     for (const auto& i : p.imports()) failed += i.failed();
-    out += fmt::format("  python {} ({}): {} imports, {} failed{}\n", p.python().version(),
+    out += fmt::format("  python {} ({}): {} imports, {} failed{}{}\n", p.python().version(),
                        p.python().executable(), p.imports_size(), failed,
                        p.python().dropped() + p.python().missing_seqs() == 0
                            ? ""
                            : fmt::format("; hook events dropped {}, missing {}",
-                                         p.python().dropped(), p.python().missing_seqs()));
+                                         p.python().dropped(), p.python().missing_seqs()),
+                       p.python().truncated() == 0
+                           ? ""
+                           : fmt::format("; {} hook events truncated", p.python().truncated()));
   }
 
   size_t exit_unloads = 0;
@@ -117,8 +125,8 @@ void RenderProcess(std::string& out, const v1::ProcessTimeline& p, const TextOpt
       case v1::Entry::kLoad: RenderLoad(out, e, p.cwd(), opt); break;
       case v1::Entry::kSearch: {
         const auto& s = e.search();
-        out += fmt::format("{}       search {}  requested by {}\n", Time(e, opt),
-                           s.requested_name(), Name(s.requester()));
+        out += fmt::format("{}       search {}  requested by {}{}\n", Time(e, opt),
+                           s.requested_name(), Name(s.requester()), Cut(e));
         Tried(out, s.tried(), opt);
         out += fmt::format("{}      result {}{}\n", Pad(opt), s.outcome(),
                            s.has_same_as() ? ": " + Name(s.same_as()) : "");
@@ -202,7 +210,7 @@ std::string TimelineText(const v1::Timeline& t, const TextOptions& opt) {
       out += fmt::format("error: {}: at byte offset {}: {}\n", pr.file(), pr.offset(),
                          pr.message());
   }
-  return out;
+  return text::GuardLines(std::move(out));
 }
 
 }  // namespace ldscope::render

@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "text/escape.h"
 #include "wire.h"
 
 namespace ldscope::store {
@@ -64,11 +65,76 @@ void Resolve(std::vector<v1::Event>* events) {
   }
 }
 
+void Esc(std::string* s) {
+  if (!s->empty()) *s = text::Escape(*s);
+}
+void Esc(google::protobuf::RepeatedPtrField<std::string>* list) {
+  for (auto& s : *list) Esc(&s);
+}
+void Esc(v1::PyFrame* f) {
+  Esc(f->mutable_file());
+  Esc(f->mutable_function());
+}
+
+// The read boundary of the byte strings: from here on (timeline, analysis, report,
+// every renderer) they are escaped text. After Resolve, which joins raw bytes.
+void EscapeStrings(v1::Event* e) {
+  switch (e->body_case()) {
+    case v1::Event::kProcessStart: {
+      auto* p = e->mutable_process_start();
+      Esc(p->mutable_exe());
+      Esc(p->mutable_argv());
+      Esc(p->mutable_cwd());
+      for (auto& v : *p->mutable_env()) {
+        Esc(v.mutable_name());
+        Esc(v.mutable_value());
+      }
+      break;
+    }
+    case v1::Event::kSearch:
+      Esc(e->mutable_search()->mutable_name());
+      Esc(e->mutable_search()->mutable_candidate());
+      Esc(e->mutable_search()->mutable_dir());
+      Esc(e->mutable_search()->mutable_base());
+      break;
+    case v1::Event::kObjopen: {
+      auto* o = e->mutable_objopen();
+      Esc(o->mutable_path());
+      Esc(o->mutable_soname());
+      Esc(o->mutable_needed());
+      Esc(o->mutable_rpath());
+      Esc(o->mutable_runpath());
+      break;
+    }
+    case v1::Event::kPyStart:
+      Esc(e->mutable_py_start()->mutable_executable());
+      Esc(e->mutable_py_start()->mutable_hook_modules());
+      break;
+    case v1::Event::kPyImport:
+      Esc(e->mutable_py_import()->mutable_module());
+      for (auto& f : *e->mutable_py_import()->mutable_stack()) Esc(&f);
+      break;
+    case v1::Event::kPyImportEnd:
+      Esc(e->mutable_py_import_end()->mutable_module());
+      Esc(e->mutable_py_import_end()->mutable_error());
+      break;
+    case v1::Event::kPyDlopen:
+      Esc(e->mutable_py_dlopen()->mutable_name());
+      for (auto& f : *e->mutable_py_dlopen()->mutable_stack()) Esc(&f);
+      break;
+    case v1::Event::kCollector:
+      for (auto& u : *e->mutable_collector()->mutable_untraced_after()) Esc(u.mutable_exe_after());
+      break;
+    default: break;
+  }
+}
+
 }  // namespace
 
 TraceFile ParseTrace(const std::string& name, const uint8_t* data, size_t size) {
   TraceFile t;
   t.path = name;
+  const std::string shown = text::Escape(name);  // a file name, too
   size_t pos = 0;
   bool have_header = false;
   while (pos < size) {
@@ -76,7 +142,7 @@ TraceFile ParseTrace(const std::string& name, const uint8_t* data, size_t size) 
     uint64_t len = 0;
     auto fail = [&](std::string msg) {
       t.ok = false;
-      t.problem = {name, start, std::move(msg)};
+      t.problem = {shown, start, std::move(msg)};
     };
     if (!ReadVarint(data, size, &pos, &len)) {
       fail("truncated record length");
@@ -113,9 +179,11 @@ TraceFile ParseTrace(const std::string& name, const uint8_t* data, size_t size) 
   }
   if (t.ok && !have_header) {
     t.ok = false;
-    t.problem = {name, 0, "empty file: not an ldscope trace"};
+    t.problem = {shown, 0, "empty file: not an ldscope trace"};
   }
   Resolve(&t.events);
+  for (auto& e : t.events) EscapeStrings(&e);
+  t.header.set_host(text::Escape(t.header.host()));
   return t;
 }
 
@@ -124,7 +192,7 @@ TraceFile ReadTraceFile(const std::string& path) {
   t.path = path;
   auto fail = [&](std::string msg) {
     t.ok = false;
-    t.problem = {path, 0, std::move(msg)};
+    t.problem = {text::Escape(path), 0, std::move(msg)};
     return t;
   };
   // Non-blocking: a FIFO put where a trace was must not hang us. Only regular files are
@@ -202,7 +270,7 @@ TraceSet LoadTraces(const std::vector<std::string>& paths) {
   for (const auto& p : paths) {
     struct stat st;
     if (stat(p.c_str(), &st) != 0) {
-      set.errors.push_back(fmt::format("{}: {}", p, ErrnoText(errno)));
+      set.errors.push_back(fmt::format("{}: {}", text::Escape(p), ErrnoText(errno)));
       continue;
     }
     if (!S_ISDIR(st.st_mode)) {
@@ -211,7 +279,7 @@ TraceSet LoadTraces(const std::vector<std::string>& paths) {
     }
     DIR* d = opendir(p.c_str());
     if (d == nullptr) {
-      set.errors.push_back(fmt::format("{}: {}", p, ErrnoText(errno)));
+      set.errors.push_back(fmt::format("{}: {}", text::Escape(p), ErrnoText(errno)));
       continue;
     }
     std::vector<std::string> names;
@@ -221,7 +289,7 @@ TraceSet LoadTraces(const std::vector<std::string>& paths) {
     }
     closedir(d);
     std::sort(names.begin(), names.end());
-    if (names.empty()) set.errors.push_back(fmt::format("{}: no *.ldscope files in directory", p));
+    if (names.empty()) set.errors.push_back(fmt::format("{}: no *.ldscope files in directory", text::Escape(p)));
     for (const auto& n : names) add(ReadTraceFile(p + "/" + n));
   }
   return set;

@@ -20,7 +20,8 @@ struct ReadProblem {
   std::string message;
 };
 
-// One trace file's content.
+// One trace file's content. The events' byte strings (paths, argv, environment, names)
+// are escaped text (text/escape.h), the problem's file name too; path is as given.
 struct TraceFile {
   std::string path;
   v1::TraceHeader header;

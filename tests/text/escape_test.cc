@@ -1,0 +1,156 @@
+// The byte-string convention (collector/text/escape.h): Escape is lossless, its output
+// is printable valid UTF-8, ShellQuote gives a shell the original bytes back, and
+// GuardLines leaves no line a CI runner would run as a workflow command.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "support/test_support.h"
+#include "text/escape.h"
+
+namespace ldscope {
+namespace {
+
+using text::Escape;
+using text::Unescape;
+
+// An independent check of what Escape promises about its output: valid UTF-8 (shortest
+// form, no surrogates), no C0, DEL or C1 control, no line separator or bidi control.
+bool PrintableUtf8(const std::string& s, std::string* why) {
+  for (size_t i = 0; i < s.size();) {
+    const auto b = static_cast<uint8_t>(s[i]);
+    if (b < 0x80) {
+      if (b < 0x20 || b == 0x7f) return *why = "control at " + std::to_string(i), false;
+      ++i;
+      continue;
+    }
+    const size_t n = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 0;
+    if (n == 0 || i + n > s.size()) return *why = "bad lead at " + std::to_string(i), false;
+    uint32_t cp = b & (0x7f >> n);
+    for (size_t k = 1; k < n; ++k) {
+      const auto c = static_cast<uint8_t>(s[i + k]);
+      if ((c & 0xc0) != 0x80) return *why = "bad continuation at " + std::to_string(i), false;
+      cp = cp << 6 | (c & 0x3f);
+    }
+    const uint32_t min = n == 2 ? 0x80 : n == 3 ? 0x800 : 0x10000;
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+      return *why = "invalid code point at " + std::to_string(i), false;
+    if (cp <= 0x9f || cp == 0x2028 || cp == 0x2029 || (cp >= 0x202a && cp <= 0x202e) ||
+        (cp >= 0x2066 && cp <= 0x2069))
+      return *why = "unprintable code point at " + std::to_string(i), false;
+    i += n;
+  }
+  return true;
+}
+
+// Random byte strings biased toward what breaks decoders: lead bytes without their
+// continuations, continuations alone, controls, backslashes, valid multi-byte chars.
+std::string RandomBytes(std::mt19937& rng, size_t max_len) {
+  static const std::vector<std::string> pieces = {
+      "a", "/", "\\", "\\x41", "\n", "\r", "\t", "\x1b", "\x7f", "\xff", "\xc3", "\xa9",
+      "\xc3\xa9", "\xe2\x82\xac", "\xe2\x82", "\xf0\x9f\x98\x80", "\xf0\x9f", "\xed\xa0\x80",
+      "\xc0\xaf", "\xc2\x85", "\xe2\x80\xae", "'", "$", "::", " ", "\x01"};
+  std::uniform_int_distribution<size_t> len(0, max_len), pick(0, pieces.size()), byte(1, 255);
+  std::string s;
+  for (size_t i = len(rng); i > 0; --i) {
+    const size_t p = pick(rng);
+    s += p == pieces.size() ? std::string(1, static_cast<char>(byte(rng))) : pieces[p];
+  }
+  return s;
+}
+
+TEST(Escape, Examples) {
+  EXPECT_EQ(Escape("/usr/lib/libc.so.6"), "/usr/lib/libc.so.6");
+  EXPECT_EQ(Escape("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"), "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+  EXPECT_EQ(Escape("a\\b"), "a\\\\b");
+  EXPECT_EQ(Escape("\n\t\r\x1b\x01\x7f"), "\\n\\t\\r\\e\\x01\\x7f");
+  EXPECT_EQ(Escape(std::string("a\0b", 3)), "a\\x00b");
+  EXPECT_EQ(Escape("bad\xff"), "bad\\xff");
+  EXPECT_EQ(Escape("cut\xc3"), "cut\\xc3");                  // a multi-byte char cut short
+  EXPECT_EQ(Escape("\xe2\x82"), "\\xe2\\x82");
+  EXPECT_EQ(Escape("\xc2\x85"), "\\xc2\\x85");               // U+0085, a C1 control
+  EXPECT_EQ(Escape("\xe2\x80\xae"), "\\xe2\\x80\\xae");     // U+202E, right-to-left override
+  EXPECT_EQ(Escape("\xed\xa0\x80"), "\\xed\\xa0\\x80");     // a surrogate
+  EXPECT_EQ(Escape("\xc0\xaf"), "\\xc0\\xaf");               // overlong '/'
+  EXPECT_EQ(Escape("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");  // above U+10FFFF
+  EXPECT_EQ(Escape("c\n::error::injected"), "c\\n::error::injected");
+}
+
+TEST(Escape, UnescapeExamples) {
+  EXPECT_EQ(Unescape("bad\\xff"), "bad\xff");
+  EXPECT_EQ(Unescape("\\\\x41"), "\\x41");
+  EXPECT_EQ(Unescape("\\e[31m\\r"), "\x1b[31m\r");
+  EXPECT_EQ(Unescape("\\q \\x4 \\"), "\\q \\x4 \\");  // not Escape's: kept as is
+}
+
+// Every string of one and two bytes, exhaustively.
+TEST(Escape, AllShortStringsRoundTrip) {
+  std::string why;
+  for (int a = 0; a < 256; ++a) {
+    for (int b = -1; b < 256; ++b) {
+      std::string s(1, static_cast<char>(a));
+      if (b >= 0) s += static_cast<char>(b);
+      const std::string e = Escape(s);
+      ASSERT_EQ(Unescape(e), s) << e;
+      ASSERT_TRUE(PrintableUtf8(e, &why)) << e << ": " << why;
+    }
+  }
+}
+
+TEST(Escape, RandomBytesRoundTrip) {
+  std::mt19937 rng(9);
+  std::string why;
+  for (int i = 0; i < 200000; ++i) {
+    const std::string s = RandomBytes(rng, 12);
+    const std::string e = Escape(s);
+    ASSERT_EQ(Unescape(e), s) << e;
+    ASSERT_TRUE(PrintableUtf8(e, &why)) << e << ": " << why;
+    ASSERT_EQ(Escape(Unescape(e)), e);
+    // Joining at an ASCII separator commutes with escaping (the search model joins
+    // escaped directories and names).
+    const std::string t = RandomBytes(rng, 6);
+    ASSERT_EQ(Escape(s + "/" + t), e + "/" + Escape(t));
+    // Escaping twice is lossless too.
+    ASSERT_EQ(Unescape(Unescape(Escape(e))), s);
+  }
+}
+
+// The shell reads ShellQuote's words back as the original bytes.
+TEST(Escape, ShellQuoteRoundTripsThroughBash) {
+  std::mt19937 rng(7);
+  std::vector<std::string> words = {"", "plain", "it's", "a b", "$HOME", "bad\xff", "\x1b[1m",
+                                    "back\\slash", "x\\xff", "\xe2\x80\xae", "*"};
+  for (int i = 0; i < 300; ++i) {
+    std::string w = RandomBytes(rng, 10);
+    w.erase(std::remove(w.begin(), w.end(), '\0'), w.end());  // argv cannot hold NUL
+    words.push_back(w);
+  }
+  std::string script = "printf '%s\\0'";
+  for (const auto& w : words) script += " " + text::ShellQuote(Escape(w));
+  std::string why;
+  EXPECT_TRUE(PrintableUtf8(script, &why)) << why;
+  const auto r = testing::RunCmd({"/bin/bash", "-c", script});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::string expected;
+  for (const auto& w : words) expected += w + std::string(1, '\0');
+  EXPECT_EQ(r.out, expected);
+  EXPECT_EQ(text::ShellQuote("plain/path-1.2"), "plain/path-1.2");
+  EXPECT_EQ(text::ShellQuote("it's"), "'it'\\''s'");
+  EXPECT_EQ(text::ShellQuote("bad\\xff'"), "$'bad\\xff\\''");
+}
+
+TEST(Escape, GuardLines) {
+  const std::string in =
+      "ok\n::error::x\n  ::warning::y\n\t::z\n\xc2\xa0::nbsp\na ::fine\n::";
+  const std::string out = text::GuardLines(in);
+  EXPECT_EQ(out,
+            "ok\n\\x3a:error::x\n  \\x3a:warning::y\n\t\\x3a:z\n\xc2\xa0\\x3a:nbsp\na ::fine\n\\x3a:");
+  EXPECT_EQ(Unescape(out), in);
+}
+
+}  // namespace
+}  // namespace ldscope
