@@ -167,6 +167,7 @@ struct Buffers {
   uint64_t pid_namespace = 0;
   bool identity_cut = false;      // exe longer than its buffer
   char search_name[4096] = {};    // name of the search in progress (from its ORIG call)
+  char cwd[4096] = {};            // for a relative l_name (la_objopen holds the loader lock)
 };
 Buffers g_buf;
 
@@ -739,6 +740,9 @@ LDSCOPE_EXPORT unsigned int la_objopen(struct link_map* map, Lmid_t lmid, uintpt
         o.ino = st.st_ino;
       }
     }
+    if (o.path != nullptr && o.path[0] != '\0' && o.path[0] != '/' && !o.is_vdso &&
+        getcwd(g_buf.cwd, sizeof g_buf.cwd) != nullptr)
+      o.cwd = g_buf.cwd;
     ReadMappedObject(map, is_main, g.aux, &o);
     if (o.relro_start != 0 && g.n_recent < sizeof g.recent_id / sizeof g.recent_id[0]) {
       if (g.n_recent == 0 || id < g.recent_min) g.recent_min = id;

@@ -159,6 +159,7 @@ void EncodeObjOpen(Writer& w, const EventHead& h, const ObjectInfo& o) {
   w.Bool(13, o.is_main);
   w.Bool(14, o.is_vdso);
   w.Bool(15, o.is_ldso);
+  w.StringNonEmpty(16, o.cwd, kMaxString);
   w.EndNested(n);
   Tail(w);
 }

@@ -92,6 +92,9 @@ struct ObjectInfo {
   bool is_main = false;
   bool is_vdso = false;
   bool is_ldso = false;
+  // The working directory at the load, only when path is relative ("./x.so", or found
+  // through a relative LD_LIBRARY_PATH entry): the program may have chdir()ed since.
+  const char* cwd = nullptr;
   // Not sent: the page range ld.so write-protects after relocating (PT_GNU_RELRO).
   uintptr_t relro_start = 0;
   uintptr_t relro_end = 0;

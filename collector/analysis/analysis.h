@@ -17,6 +17,13 @@ void FindShadowing(Context& ctx, v1::Report* out);
 // define them. missing_symbols.cc
 void FindMissingSymbols(Context& ctx, v1::Report* out);
 
+// A NEEDED library found nowhere: the program could not start (error), or a dlopen
+// failed (info). missing_library.cc
+void FindMissingLibraries(Context& ctx, v1::Report* out);
+// The process stopped at start-up because a NEEDED library was found nowhere: nothing
+// of it ran, so nothing was called lazily either.
+bool StartupFailed(const ProcessIndex& pi);
+
 // Runs every pass over a timeline; findings ordered by process, then severity.
 v1::Report Analyze(const v1::Timeline& timeline);
 

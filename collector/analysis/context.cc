@@ -83,6 +83,53 @@ v1::Finding NewFinding(const ProcessIndex& pi, v1::FindingKind kind, v1::Severit
   return f;
 }
 
+void AddDetail(v1::Finding* f, const std::string& label, const std::string& text) {
+  auto* d = f->add_details();
+  d->set_label(label);
+  d->set_text(text);
+}
+
+void AddFix(v1::Finding* f, const std::string& action, const std::string& text) {
+  auto* x = f->add_fixes();
+  x->set_action(action);
+  x->set_text(text);
+}
+
+namespace {
+
+// The user's own line that made a load: the top-level import, else the ctypes call.
+struct Site {
+  std::string what;
+  v1::PyFrame frame;
+  bool import = false;
+};
+
+bool UserSite(const Obj& o, Site* s) {
+  if (o.load == nullptr) return false;
+  const v1::PyCause& py = o.load->python();
+  if (!py.top_module().empty()) {
+    *s = {"import " + py.top_module(), py.top_site(), true};
+    return true;
+  }
+  if (py.dlopen_call().empty()) return false;
+  *s = {py.dlopen_call(), py.call_site(), false};
+  return true;
+}
+
+}  // namespace
+
+void AddSwapFix(const ProcessIndex& pi, const Obj& late, const Obj& early, v1::Finding* f) {
+  Site mine, theirs;
+  if (!UserSite(late, &mine) || !UserSite(early, &theirs)) return;
+  if (mine.frame.file() != theirs.frame.file() || mine.frame.line() <= theirs.frame.line()) return;
+  const std::string cwd = pi.p->cwd();
+  AddFix(f, mine.import && theirs.import ? "swap-imports" : "swap-loads",
+         fmt::format("move `{}` ({}) above `{}` ({}), so that {} is loaded before {}", mine.what,
+                     model::PyFrameText(mine.frame, cwd), theirs.what,
+                     model::PyFrameText(theirs.frame, cwd), BaseName(late.path),
+                     BaseName(early.path)));
+}
+
 std::vector<const Obj*> ProcessIndex::AliveAt(int64_t lmid, uint64_t seq) const {
   std::vector<const Obj*> out;
   for (const auto& [id, o] : objects)
@@ -128,6 +175,22 @@ std::vector<loader::Object> ProcessIndex::LoaderChain(const Obj& o, Files& files
   if (exe != nullptr && std::find(seen.begin(), seen.end(), exe->id) == seen.end())
     chain.push_back(AsRequester(*exe, files));
   return chain;
+}
+
+// The object glibc bound O's NEEDED name to.
+const Obj* BoundFor(const ProcessIndex& pi, const Obj& o, const std::string& name) {
+  if (o.load != nullptr)
+    for (const auto& r : o.load->reused())
+      if (r.name() == name) {
+        auto it = pi.objects.find(r.object().id());
+        if (it != pi.objects.end()) return &it->second;
+      }
+  for (const auto& [id, other] : pi.objects)
+    if (other.requester == o.id && other.load != nullptr && other.load->requested_name() == name)
+      return &other;
+  for (const Obj* other : pi.AliveAt(o.lmid, o.open_seq))
+    if (other->soname == name) return other;
+  return nullptr;
 }
 
 Context::Context(const v1::Timeline& t) : t_(t) {
@@ -196,7 +259,10 @@ Context::Context(const v1::Timeline& t) : t_(t) {
       }
     }
     auto env = p.env().find("LD_LIBRARY_PATH");
-    if (env != p.env().end()) pi.env.ld_library_path = loader::SplitPath(env->second);
+    if (env != p.env().end())
+      for (const auto& dir : loader::SplitPath(env->second))  // relative: to the start's cwd
+        pi.env.ld_library_path.push_back(dir.front() == '/' || p.cwd().empty() ? dir
+                                                                               : NormalPath(p.cwd() + "/" + dir));
     pi.env.cache = &cache_;
     pi.env.default_dirs = learnt_defaults;
     if (pi.env.default_dirs.empty())

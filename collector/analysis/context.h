@@ -81,6 +81,9 @@ struct ProcessIndex {
   const Obj* Executable() const;
 };
 
+// The object glibc bound o's NEEDED name to (nullptr: none, the search failed).
+const Obj* BoundFor(const ProcessIndex& pi, const Obj& o, const std::string& name);
+
 class Context {
  public:
   explicit Context(const v1::Timeline& t);
@@ -115,5 +118,11 @@ std::string NormalPath(const std::string& path);
 
 // A finding shell with the process filled in.
 v1::Finding NewFinding(const ProcessIndex& pi, v1::FindingKind kind, v1::Severity sev);
+// One labelled line of evidence; one concrete fix (action: a stable keyword).
+void AddDetail(v1::Finding* f, const std::string& label, const std::string& text);
+void AddFix(v1::Finding* f, const std::string& action, const std::string& text);
+// In traced Python, when one file holds the two lines that loaded `early` and then
+// `late` (two imports, or two ctypes loads): the fix of swapping them.
+void AddSwapFix(const ProcessIndex& pi, const Obj& late, const Obj& early, v1::Finding* f);
 
 }  // namespace ldscope::analysis

@@ -89,6 +89,8 @@ v1::Report Analyze(const v1::Timeline& timeline) {
   v1::Report r;
   // Symbols no object in scope defines: why a dlopen or import failed.
   FindMissingSymbols(ctx, &r);
+  // NEEDED libraries found nowhere: a program that could not start, a failed dlopen.
+  FindMissingLibraries(ctx, &r);
   // Import-order effects: NEEDED names satisfied by an earlier object, search order.
   FindShadowing(ctx, &r);
   // Several copies of one library in one process.

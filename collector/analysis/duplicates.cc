@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "analysis/analysis.h"
+#include "model/python.h"
 
 namespace ldscope::analysis {
 namespace {
@@ -37,6 +38,26 @@ std::vector<const Obj*> DistinctFiles(std::vector<const Obj*> objs) {
 }
 
 std::string Key(const Obj& o) { return o.soname; }
+
+// One copy for every user: load the first one where the second is loaded now.
+void DuplicateFixes(const ProcessIndex& pi, const Obj& first, const Obj& second, v1::Finding* f) {
+  const std::string one = NormalPath(first.path), other = NormalPath(second.path);
+  const bool dlopen = second.load != nullptr && second.load->reason() == v1::LOAD_DLOPEN;
+  if (dlopen) {
+    const v1::PyCause& py = second.load->python();
+    const std::string where =
+        py.dlopen_call().empty()
+            ? "the dlopen of " + second.load->requested_name()
+            : fmt::format("{} at {}", py.dlopen_call(), model::PyFrameText(py.call_site(), pi.p->cwd()));
+    AddFix(f, "load-by-path", fmt::format("make {} load {} (the copy already loaded) instead of {}",
+                                          where, one, other));
+  } else {
+    AddFix(f, "preload-by-path",
+           fmt::format("LD_PRELOAD={} makes every NEEDED {} reuse that copy", one, first.soname));
+  }
+  AddFix(f, "pin-version", fmt::format("or install one version of {} for both users (they load {} and {})",
+                                       first.soname, one, other));
+}
 
 }  // namespace
 
@@ -77,6 +98,14 @@ void FindDuplicates(Context& ctx, v1::Report* out) {
           "and state (communicators, handles) can end up split between them.",
           together.size() == 2 ? "Two" : std::to_string(together.size()), key.second, pi.p->pid(),
           key.first, list));
+      f.set_headline(fmt::format("{} copies of {} are loaded together (namespace {})",
+                                 together.size() == 2 ? "two" : std::to_string(together.size()),
+                                 key.second, key.first));
+      for (const auto& l : f.objects())
+        AddDetail(&f, "copy", fmt::format("{}, loaded {}, at +{:.1f} ms", Label(l), l.loaded_by(), l.at_ms()));
+      AddDetail(&f, "why", "they share a SONAME: each symbol both define binds to whichever copy a "
+                           "lookup scope reaches first, and state (communicators, handles) can split");
+      DuplicateFixes(pi, *together[0], *together[1], &f);
       *out->add_findings() = std::move(f);
     }
     // Information: libraries in several namespaces (deliberate with dlmopen), one
@@ -105,6 +134,10 @@ void FindDuplicates(Context& ctx, v1::Report* out) {
                                 "namespaces do not share symbols, so this is deliberate isolation "
                                 "(dlmopen), not a conflict.",
                                 names, libs.size() == 1 ? "is" : "are", ns_list, pi.p->pid()));
+      f.set_headline(fmt::format("{} loaded in each of namespaces {} (dlmopen isolation)", names, ns_list));
+      AddDetail(&f, "namespaces", ns_list);
+      AddDetail(&f, "why", "namespaces do not share symbols: deliberate isolation (dlmopen), not a "
+                           "conflict; nothing to do");
       *out->add_findings() = std::move(f);
     }
     // Information: one family under several sonames in one namespace.
@@ -125,6 +158,12 @@ void FindDuplicates(Context& ctx, v1::Report* out) {
                                 "(namespace {}) under different sonames: {}. Different sonames do "
                                 "not replace each other; check that they are meant to coexist.",
                                 key.second, pi.p->pid(), key.first, list));
+      f.set_headline(fmt::format("{} is loaded under {} sonames (namespace {})", key.second,
+                                 sonames.size(), key.first));
+      for (const auto& l : f.objects())
+        AddDetail(&f, "copy", fmt::format("{} (soname {}), loaded {}", Label(l), l.soname(), l.loaded_by()));
+      AddDetail(&f, "why", "different sonames do not replace each other: both stay loaded, and "
+                           "symbols they share bind to whichever a lookup scope reaches first");
       *out->add_findings() = std::move(f);
     }
   }

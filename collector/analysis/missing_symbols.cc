@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "analysis/analysis.h"
 #include "model/python.h"
@@ -18,11 +19,14 @@ std::string Normal(const std::string& p) { return NormalPath(p); }
 struct Missing {
   std::string name, version, needed_name;  // needed_name: the NEEDED that should provide it
   const Obj* bound = nullptr;
-  std::string provider;
-  std::string provider_step;
-  bool version_only = false;  // "version V not found" (no symbol name)
-  bool behind_env = false;    // the provider is found only without LD_LIBRARY_PATH
-  std::string out_of_scope;   // a loaded object that defines it but is not in scope
+  std::string provider;        // the first file on the requester's path that defines it
+  loader::Step provider_step = loader::Step::kDefault;
+  // When the provider is not the path's first match: that first match (which lacks it,
+  // and where the loader stopped).
+  std::string first_match;
+  loader::Step first_step = loader::Step::kDefault;
+  bool version_only = false;   // "version V not found" (no symbol name)
+  const Obj* out_of_scope = nullptr;  // a loaded object that defines it but is not in scope
 };
 
 // Records m in the finding's structured list.
@@ -46,22 +50,6 @@ void UndefinedIn(const elf::ElfInfo& e, const std::vector<const SymbolIndex*>& s
     m.needed_name = s.version_file;
     out->push_back(m);
   }
-}
-
-// The object glibc bound O's NEEDED name to.
-const Obj* BoundFor(const ProcessIndex& pi, const Obj& o, const std::string& name) {
-  if (o.load != nullptr)
-    for (const auto& r : o.load->reused())
-      if (r.name() == name) {
-        auto it = pi.objects.find(r.object().id());
-        if (it != pi.objects.end()) return &it->second;
-      }
-  for (const auto& [id, other] : pi.objects)
-    if (other.requester == o.id && other.load != nullptr && other.load->requested_name() == name)
-      return &other;
-  for (const Obj* other : pi.AliveAt(o.lmid, o.open_seq))
-    if (other->soname == name) return other;
-  return nullptr;
 }
 
 std::string SymbolList(const std::vector<const Missing*>& ms) {
@@ -112,7 +100,8 @@ class Pass {
   // Objects that other dlopens loaded with RTLD_LOCAL are not in it, however many
   // symbols they define: that is how a preloaded copy can fail to help.
   std::vector<const SymbolIndex*> Scope(const ProcessIndex& pi, const Obj& root, uint64_t seq,
-                                        std::vector<const Obj*>* members) {
+                                        std::vector<const Obj*>* members,
+                                        std::vector<std::string>* unreadable) {
     uint64_t first_dlopen = UINT64_MAX;
     for (const auto& [id, o] : pi.objects)
       if (o.load != nullptr && o.load->reason() == v1::LOAD_DLOPEN)
@@ -121,44 +110,62 @@ class Pass {
     auto add = [&](const Obj* o) {
       if (o != nullptr && std::find(queue.begin(), queue.end(), o) == queue.end()) queue.push_back(o);
     };
+    // Objects inherited over fork (no load here) are counted in: what the parent had
+    // loaded is in reach as far as the trace can tell.
     for (const auto& [id, o] : pi.objects)
-      if (o.load != nullptr && o.open_seq < first_dlopen && o.lmid == root.lmid &&
-          o.close_seq > seq)
+      if (o.open_seq < first_dlopen && o.lmid == root.lmid && o.close_seq > seq && !o.path.empty())
         add(&o);
     add(&root);
     for (size_t i = 0; i < queue.size(); ++i) {
       if (queue[i]->load == nullptr) continue;
       for (const auto& n : queue[i]->load->needed()) add(BoundFor(pi, *queue[i], n));
     }
-    std::vector<const SymbolIndex*> scope;
-    for (const Obj* o : queue)
-      if (const SymbolIndex* s = ctx_.files().Symbols(o->path)) scope.push_back(s);
     for (const auto& [id, o] : pi.objects)
-      if (o.load != nullptr && o.load->reason() == v1::LOAD_INTERPRETER)
-        if (const SymbolIndex* s = ctx_.files().Symbols(o.path)) scope.push_back(s);
+      if (o.load != nullptr && o.load->reason() == v1::LOAD_INTERPRETER) add(&o);
+    std::vector<const SymbolIndex*> scope = Indexes(queue, unreadable);
     *members = std::move(queue);
     return scope;
   }
 
-  // Fills bound/provider for m from o's NEEDED entries: the file o's own search finds,
-  // or, when LD_LIBRARY_PATH took that place, the one its RPATH/RUNPATH holds.
+  // The symbol indexes of objs; the files that could not be read go to unreadable
+  // (their symbols are unknown, not absent).
+  std::vector<const SymbolIndex*> Indexes(const std::vector<const Obj*>& objs,
+                                          std::vector<std::string>* unreadable) {
+    std::vector<const SymbolIndex*> out;
+    for (const Obj* o : objs) {
+      if (o->load != nullptr && o->load->reason() == v1::LOAD_VDSO) continue;
+      if (const SymbolIndex* s = ctx_.files().Symbols(o->path)) out.push_back(s);
+      else if (std::find(unreadable->begin(), unreadable->end(), NormalPath(o->path)) == unreadable->end())
+        unreadable->push_back(NormalPath(o->path));
+    }
+    return out;
+  }
+
+  // Fills bound/provider for m from o's NEEDED entries: the first file on o's own
+  // search path (the whole of it, as the loader model walks it) that defines it. The
+  // loader itself stops at the first match, so when that is not the provider, say so.
   void Attribute(const ProcessIndex& pi, const Obj& o, const elf::ElfInfo& info, Missing* m) {
-    loader::Environment no_env = pi.env;
-    no_env.ld_library_path.clear();
     for (const auto& n : info.needed) {
       if (!m->needed_name.empty() && n != m->needed_name) continue;
-      for (const loader::Environment* env : {static_cast<const loader::Environment*>(&pi.env), static_cast<const loader::Environment*>(&no_env)}) {
-        const loader::Result own = loader::Search(n, pi.AsRequester(o, ctx_.files()),
-                                                  pi.LoaderChain(o, ctx_.files()), *env);
-        const SymbolIndex* f = own.path.empty() ? nullptr : ctx_.files().Symbols(own.path);
+      const loader::Result own = loader::Search(n, pi.AsRequester(o, ctx_.files()),
+                                                pi.LoaderChain(o, ctx_.files()), pi.env,
+                                                /*keep_going=*/true);
+      if (own.path.empty()) continue;
+      std::vector<loader::Match> found = {{own.path, own.step, ""}};
+      found.insert(found.end(), own.later.begin(), own.later.end());
+      for (size_t i = 0; i < found.size(); ++i) {
+        const SymbolIndex* f = ctx_.files().Symbols(found[i].path);
         const bool defines = f != nullptr && (m->version_only ? f->DefinesVersion(m->version)
                                                               : f->Defines(m->name, m->version));
         if (!defines) continue;
         m->needed_name = n;
         m->bound = BoundFor(pi, o, n);
-        m->provider = Normal(own.path);
-        m->provider_step = loader::StepName(own.step);
-        m->behind_env = env == &no_env;
+        m->provider = Normal(found[i].path);
+        m->provider_step = found[i].step;
+        if (i > 0) {
+          m->first_match = Normal(own.path);
+          m->first_step = own.step;
+        }
         return;
       }
     }
@@ -168,21 +175,18 @@ class Pass {
   struct BatchScope {
     std::vector<const SymbolIndex*> scope;
     std::vector<const Obj*> members;
+    std::vector<std::string> unreadable;
   };
 
   void FailedObject(const ProcessIndex& pi, const Obj& o, uint64_t seq, const Obj& root,
                     BatchScope* batch) {
     const elf::ElfInfo* info = ctx_.files().Get(o.path);
     if (info == nullptr) return;
-    // A NEEDED found nowhere fails the dlopen before any symbol is looked up.
-    std::vector<std::string> not_found;
+    // A NEEDED found nowhere fails the dlopen before any symbol is looked up
+    // (missing_library.cc).
     for (const auto& n : info->needed)
-      if (BoundFor(pi, o, n) == nullptr) not_found.push_back(n);
-    if (!not_found.empty()) {
-      MissingLibrary(pi, o, not_found);
-      return;
-    }
-    if (batch->scope.empty()) batch->scope = Scope(pi, root, seq, &batch->members);
+      if (BoundFor(pi, o, n) == nullptr) return;
+    if (batch->scope.empty()) batch->scope = Scope(pi, root, seq, &batch->members, &batch->unreadable);
     const auto* reach = &batch->scope;
     std::vector<Missing> missing;
     // Version needs are checked first by glibc (_dl_check_map_versions).
@@ -208,26 +212,11 @@ class Pass {
       const SymbolIndex* idx = ctx_.files().Symbols(other->path);
       if (idx == nullptr) continue;
       for (auto& m : missing)
-        if (m.out_of_scope.empty() && !m.version_only && idx->Defines(m.name, m.version))
-          m.out_of_scope = NormalPath(other->path);
+        if (m.out_of_scope == nullptr && !m.version_only && idx->Defines(m.name, m.version))
+          m.out_of_scope = other;
     }
     for (auto& m : missing) Attribute(pi, o, *info, &m);
-    Report(pi, o, missing);
-  }
-
-  void MissingLibrary(const ProcessIndex& pi, const Obj& o, const std::vector<std::string>& names) {
-    auto f = NewFinding(pi, v1::MISSING_LIBRARY, v1::INFO);
-    *f.add_objects() = ctx_.Describe(pi, o);
-    f.add_evidence(o.open_seq);
-    std::string list;
-    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-    f.set_message(fmt::format(
-        "{} could not be loaded: its NEEDED {} {} found nowhere on its search path, so the "
-        "dlopen {} (loaded {}) failed. Packages often probe for optional components this way; "
-        "if the program needs it, install it or put its directory on the search path.",
-        BaseName(o.path), list, names.size() == 1 ? "was" : "were", BaseName(o.path),
-        ctx_.HowLoaded(pi, o)));
-    *out_->add_findings() = std::move(f);
+    Report(pi, o, missing, batch->unreadable);
   }
 
   // " (for import torch._C at torch/__init__.py:4, during import torch at train.py:4)":
@@ -238,115 +227,293 @@ class Pass {
     return cause.empty() ? "" : " (for " + cause + ")";
   }
 
-  void Report(const ProcessIndex& pi, const Obj& o, const std::vector<Missing>& missing) {
-    auto f = NewFinding(pi, v1::MISSING_SYMBOL, v1::ERROR);
-    *f.add_objects() = ctx_.Describe(pi, o);
-    f.add_evidence(o.open_seq);
-    // Group by (bound object, provider): one sentence per group.
-    std::vector<std::pair<std::pair<const Obj*, std::string>, std::vector<const Missing*>>> groups;
+  using Group = std::vector<const Missing*>;  // one (bound object, provider) pair
+
+  // Groups by (bound object, provider), the group with a provider first: that one is
+  // the explanation.
+  static std::vector<Group> Groups(const std::vector<Missing>& missing) {
+    std::vector<Group> groups;
     for (const auto& m : missing) {
-      AddMissing(&f, m, o);
-      const auto key = std::make_pair(m.bound, m.provider);
-      auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == key; });
-      if (g == groups.end()) groups.push_back({key, {&m}});
-      else g->second.push_back(&m);
+      auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) {
+        return x.front()->bound == m.bound && x.front()->provider == m.provider;
+      });
+      if (g == groups.end()) groups.push_back({&m});
+      else g->push_back(&m);
     }
-    // The group with a provider first: that is the explanation.
-    std::stable_sort(groups.begin(), groups.end(),
-                     [](const auto& a, const auto& b) { return !a.first.second.empty() && b.first.second.empty(); });
+    std::stable_sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) {
+      return !a.front()->provider.empty() && b.front()->provider.empty();
+    });
+    return groups;
+  }
+
+  static bool Reused(const Obj& o, const Obj* bound) {
+    return bound != nullptr && bound->open_seq < o.open_seq && bound->requester != o.id;
+  }
+
+  // The sentence of today's message for one group.
+  std::string Sentence(const ProcessIndex& pi, const Obj& o, const Group& ms, v1::Finding* f) {
+    const Missing& m0 = *ms.front();
+    const std::string base = BaseName(o.path);
+    const char* pronoun = ms.size() == 1 ? "it" : "them";
+    const bool reused = Reused(o, m0.bound);
+    std::string s;
+    if (m0.bound != nullptr) {
+      const v1::Library b = ctx_.Describe(pi, *m0.bound);
+      *f->add_objects() = b;
+      f->add_evidence(b.seq());
+      s = reused ? fmt::format("it needs {}, which the {} it was bound to — {}, already loaded at "
+                               "+{:.1f} ms {} — does not define. glibc reused that object because "
+                               "its SONAME matches {}'s DT_NEEDED {}, so {}'s own {} was never searched",
+                               SymbolList(ms), m0.needed_name, Label(b), b.at_ms(), b.loaded_by(), base,
+                               m0.needed_name, base,
+                               m0.provider.empty() ? "search path" : loader::StepName(m0.provider_step))
+                 : fmt::format("it needs {}, which {} (its {}{}) does not define", SymbolList(ms),
+                               Label(b), m0.needed_name,
+                               b.found_by().empty() ? "" : ", found via " + b.found_by());
+    } else {
+      s = fmt::format("it needs {}, which no loaded object defines", SymbolList(ms));
+    }
+    if (!m0.provider.empty()) {
+      const v1::Library p = ProviderLibrary(m0);
+      *f->add_objects() = p;
+      if (reused)
+        s += fmt::format("; there it would have found {}, which defines {}", Label(p), pronoun);
+      else if (!m0.first_match.empty() && m0.first_step != m0.provider_step)
+        s += fmt::format("; its own {} holds {}, which defines {}, but {} is searched first",
+                         p.found_by(), Label(p), pronoun, loader::StepName(m0.first_step));
+      else if (!m0.first_match.empty())
+        s += fmt::format("; {} ({}, later on the same path) defines {}, but the loader stops at "
+                         "the first match", Label(p), p.found_by(), pronoun);
+      else
+        s += fmt::format("; {} ({}) defines {}", Label(p), p.found_by(), pronoun);
+    } else {
+      s += fmt::format("; no file on its search path defines {} either", pronoun);
+    }
+    if (m0.out_of_scope != nullptr && NormalPath(m0.out_of_scope->path) == m0.provider)
+      s += fmt::format(" — that file is even loaded already, but by another dlopen, in a local "
+                       "scope {} cannot see", base);
+    else if (m0.out_of_scope != nullptr)
+      s += fmt::format(" ({} is loaded and defines {}, but by another dlopen, in a local scope "
+                       "{} cannot see)",
+                       NormalPath(m0.out_of_scope->path), ms.size() == 1 ? "it" : "some of them", base);
+    return s;
+  }
+
+  v1::Library ProviderLibrary(const Missing& m) {
+    v1::Library p;
+    p.set_path(m.provider);
+    p.set_version(ctx_.VersionOf(m.provider, m.needed_name));
+    p.set_found_by(loader::StepName(m.provider_step));
+    return p;
+  }
+
+  // "ncclCommRegister is not in the libnccl.so.2 it was bound to"
+  static std::string Headline(const Obj& o, const Group& ms) {
+    const Missing& m0 = *ms.front();
+    std::string what;
+    if (m0.version_only)
+      what = fmt::format("{} lacks version {}", m0.needed_name, m0.version);
+    else if (m0.bound != nullptr)
+      what = fmt::format("{} is not in the {} it was bound to", SymbolList(ms), m0.needed_name);
+    else
+      what = fmt::format("nothing in its scope defines {}", SymbolList(ms));
+    return fmt::format("{} failed to load: {}", BaseName(o.path), what);
+  }
+
+  // The evidence for one group, as labelled lines.
+  void Evidence(const ProcessIndex& pi, const Obj& o, const Group& ms, v1::Finding* f) {
+    const Missing& m0 = *ms.front();
+    const std::string base = BaseName(o.path);
+    const char* pronoun = ms.size() == 1 ? "it" : "them";
+    AddDetail(f, "needs", fmt::format("{}{}", SymbolList(ms),
+                                      m0.needed_name.empty() || m0.version_only
+                                          ? ""
+                                          : fmt::format(" (from its NEEDED {})", m0.needed_name)));
+    if (m0.bound != nullptr) {
+      const v1::Library b = ctx_.Describe(pi, *m0.bound);
+      AddDetail(f, "bound to", fmt::format("{}, which does not {} {}", Label(b),
+                                           m0.version_only ? "offer" : "define", pronoun));
+      if (Reused(o, m0.bound)) {
+        AddDetail(f, "loaded first", fmt::format("{}, at +{:.1f} ms", b.loaded_by(), b.at_ms()));
+        AddDetail(f, "why", fmt::format("glibc reuses a loaded object whose SONAME matches the "
+                                        "DT_NEEDED {} and does not search: {}'s own {} was never "
+                                        "searched", m0.needed_name, base,
+                                        m0.provider.empty() ? "search path"
+                                                            : loader::StepName(m0.provider_step)));
+      } else if (!b.found_by().empty()) {
+        AddDetail(f, "found by", b.found_by());
+      }
+    }
+    if (!m0.first_match.empty() && (m0.bound == nullptr || NormalPath(m0.bound->path) != m0.first_match))
+      AddDetail(f, "first match", fmt::format("{} ({}), which lacks {}", m0.first_match,
+                                              loader::StepName(m0.first_step), pronoun));
+    if (!m0.provider.empty()) {
+      const v1::Library p = ProviderLibrary(m0);
+      const std::string verb = m0.version_only ? "offers" : "defines";
+      if (Reused(o, m0.bound))
+        AddDetail(f, "own search finds", fmt::format("{} via {}, which {} {}", Label(p), p.found_by(), verb, pronoun));
+      else if (!m0.first_match.empty())
+        AddDetail(f, "later on the path", fmt::format(
+            "{} via {}, which {} {}: the loader takes the first match ({}) and never reaches it",
+            Label(p), p.found_by(), verb, pronoun, loader::StepName(m0.first_step)));
+      else
+        AddDetail(f, "defined by", fmt::format("{} ({})", Label(p), p.found_by()));
+    } else {
+      AddDetail(f, "defined by", fmt::format("no file on {}'s search path", base));
+    }
+    if (m0.out_of_scope != nullptr)
+      AddDetail(f, "also loaded", fmt::format("{} defines {}, but was loaded {}, in a local scope "
+                                              "(RTLD_LOCAL) {} cannot see",
+                                              NormalPath(m0.out_of_scope->path), pronoun,
+                                              ctx_.HowLoaded(pi, *m0.out_of_scope), base));
+  }
+
+  void Report(const ProcessIndex& pi, const Obj& o, const std::vector<Missing>& missing,
+              const std::vector<std::string>& unreadable) {
+    auto f = NewFinding(pi, v1::MISSING_SYMBOL, v1::ERROR);
+    const v1::Library self = ctx_.Describe(pi, o);
+    *f.add_objects() = self;
+    f.add_evidence(o.open_seq);
+    for (const auto& m : missing) AddMissing(&f, m, o);
+    const std::vector<Group> groups = Groups(missing);
+    f.set_headline(Headline(o, groups.front()));
+    AddDetail(&f, "failed", fmt::format("{}, loaded {}", self.path(), self.loaded_by()));
     std::string msg;
-    for (const auto& [key, ms] : groups) {
-      const Obj* bound = key.first;
-      const std::string& provider = key.second;
-      const Missing& m0 = *ms.front();
-      const std::string base = BaseName(o.path);
-      std::string s;
-      const bool reused = bound != nullptr && bound->open_seq < o.open_seq && bound->requester != o.id;
-      const char* pronoun = ms.size() == 1 ? "it" : "them";
-      if (bound != nullptr) {
-        const v1::Library b = ctx_.Describe(pi, *bound);
-        *f.add_objects() = b;
-        f.add_evidence(b.seq());
-        if (reused) {
-          s = fmt::format("it needs {}, which the {} it was bound to — {}, already loaded at "
-                          "+{:.1f} ms {} — does not define. glibc reused that object because "
-                          "its SONAME matches {}'s DT_NEEDED {}, so {}'s own {} was never searched",
-                          SymbolList(ms), m0.needed_name, Label(b), b.at_ms(), b.loaded_by(), base,
-                          m0.needed_name, base,
-                          provider.empty() ? std::string("search path") : m0.provider_step);
-        } else {
-          s = fmt::format("it needs {}, which {} (its {}{}) does not define", SymbolList(ms),
-                          Label(b), m0.needed_name,
-                          b.found_by().empty() ? "" : ", found via " + b.found_by());
-        }
-      } else {
-        s = fmt::format("it needs {}, which no loaded object defines", SymbolList(ms));
-      }
-      if (!provider.empty()) {
-        v1::Library p;
-        p.set_path(provider);
-        p.set_version(ctx_.VersionOf(provider, m0.needed_name));
-        p.set_found_by(m0.provider_step);
-        *f.add_objects() = p;
-        if (reused)
-          s += fmt::format("; there it would have found {}, which defines {}", Label(p), pronoun);
-        else if (m0.behind_env)
-          s += fmt::format("; its own {} holds {}, which defines {}, but LD_LIBRARY_PATH is "
-                           "searched first", m0.provider_step, Label(p), pronoun);
-        else
-          s += fmt::format("; {} ({}) defines {}", Label(p), m0.provider_step, pronoun);
-      } else {
-        s += fmt::format("; no file on its search path defines {} either", pronoun);
-      }
-      if (!m0.out_of_scope.empty() && m0.out_of_scope == provider)
-        s += fmt::format(" — that file is even loaded already, but by another dlopen, in a local "
-                         "scope {} cannot see", base);
-      else if (!m0.out_of_scope.empty())
-        s += fmt::format(" ({} is loaded and defines {}, but by another dlopen, in a local scope "
-                         "{} cannot see)",
-                         m0.out_of_scope, ms.size() == 1 ? "it" : "some of them", base);
-      msg += msg.empty() ? fmt::format("{}{} failed to load: {}.", base, PythonContext(pi, o), s)
+    for (const Group& g : groups) {
+      const std::string s = Sentence(pi, o, g, &f);
+      msg += msg.empty() ? fmt::format("{}{} failed to load: {}.", BaseName(o.path), PythonContext(pi, o), s)
                          : fmt::format(" Also, {}.", s);
+      Evidence(pi, o, g, &f);
     }
+    if (!unreadable.empty())
+      AddDetail(&f, "unknown", fmt::format("{} could not be read; whether {} define{} these symbols is "
+                                           "unknown", fmt::join(unreadable, ", "),
+                                           unreadable.size() == 1 ? "it" : "they",
+                                           unreadable.size() == 1 ? "s" : ""));
     f.set_message(msg);
+    SymbolFixes(pi, o, groups.front(), &f);
     *out_->add_findings() = std::move(f);
   }
 
+  // What to do, concrete for the first group's case.
+  void SymbolFixes(const ProcessIndex& pi, const Obj& o, const Group& ms, v1::Finding* f) {
+    const Missing& m0 = *ms.front();
+    const std::string base = BaseName(o.path);
+    const std::string what = m0.version_only ? "version " + m0.version : SymbolList(ms);
+    const bool python = o.load != nullptr && o.load->has_python();
+    if (m0.provider.empty()) {
+      AddFix(f, m0.version_only ? "pin-version" : "install",
+             fmt::format("install a {} that {} {} (a newer release of the package that provides "
+                         "it), or use a build of {} made against the {} that is installed",
+                         m0.needed_name.empty() ? "library" : m0.needed_name,
+                         m0.version_only ? "offers" : "defines", what, base,
+                         m0.needed_name.empty() ? "library" : m0.needed_name));
+      return;
+    }
+    if (m0.out_of_scope != nullptr && NormalPath(m0.out_of_scope->path) == m0.provider) {
+      AddFix(f, "load-rtld-global",
+             fmt::format("load {} with RTLD_GLOBAL where it is loaded now ({}){}", m0.provider,
+                         ctx_.HowLoaded(pi, *m0.out_of_scope),
+                         python ? ": ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)" : ""));
+    }
+    if (Reused(o, m0.bound)) {
+      AddSwapFix(pi, o, *m0.bound, f);
+      AddFix(f, "preload-by-path",
+             fmt::format("load the copy {}'s {} names before anything loads {}: {}LD_PRELOAD={}",
+                         base, loader::StepName(m0.provider_step), m0.needed_name,
+                         python ? fmt::format("ctypes.CDLL('{}', mode=ctypes.RTLD_GLOBAL) first, or ",
+                                              m0.provider)
+                                : "",
+                         m0.provider));
+      return;
+    }
+    if (m0.first_step == loader::Step::kLdLibraryPath && !m0.first_match.empty()) {
+      const std::string dir = m0.first_match.substr(0, m0.first_match.rfind('/'));
+      AddFix(f, "drop-from-ld-library-path",
+             fmt::format("drop {} from LD_LIBRARY_PATH (its {} lacks {}){}", dir, m0.needed_name, what,
+                         m0.provider_step == loader::Step::kLdLibraryPath
+                             ? fmt::format(", or put {} before it",
+                                           m0.provider.substr(0, m0.provider.rfind('/')))
+                             : fmt::format("; {}'s {} then finds {}", base,
+                                           loader::StepName(m0.provider_step), m0.provider)));
+    }
+    if (m0.bound != nullptr && NormalPath(m0.bound->path) != m0.provider)
+      AddFix(f, "preload-by-path", fmt::format("or preload the copy that {}: LD_PRELOAD={}",
+                                               m0.version_only ? "offers " + what : "defines " + what,
+                                               m0.provider));
+  }
+
   // Objects that loaded but call functions nothing in their namespace defines.
+  struct NamespaceScope {
+    std::vector<const SymbolIndex*> scope;
+    std::vector<std::string> unreadable;
+  };
+
   void Lazy(const ProcessIndex& pi) {
-    std::map<int64_t, std::vector<const SymbolIndex*>> by_ns;
+    if (StartupFailed(pi)) return;
+    std::map<int64_t, NamespaceScope> by_ns;
     for (const auto& [id, o] : pi.objects) {
       if (o.rolled_back || o.load == nullptr || o.load->reason() == v1::LOAD_VDSO) continue;
       const elf::ElfInfo* info = ctx_.files().Get(o.path);
       if (info == nullptr) continue;
       if (!by_ns.count(o.lmid)) {
-        auto& scope = by_ns[o.lmid];
+        std::vector<const Obj*> members;
         for (const auto& [oid, other] : pi.objects)
           if ((other.lmid == o.lmid || (other.load && other.load->reason() == v1::LOAD_INTERPRETER)) &&
-              !other.rolled_back)
-            if (const SymbolIndex* idx = ctx_.files().Symbols(other.path)) scope.push_back(idx);
+              !other.rolled_back && !other.path.empty())
+            members.push_back(&other);
+        auto& ns = by_ns[o.lmid];
+        ns.scope = Indexes(members, &ns.unreadable);
       }
       // The object loaded, so whatever it references and nothing defines can only be
       // bound lazily (a PLT call): the call will fail.
       std::vector<Missing> missing;
-      UndefinedIn(*info, by_ns[o.lmid], &missing);
+      UndefinedIn(*info, by_ns[o.lmid].scope, &missing);
       if (missing.empty()) continue;
-      for (auto& m : missing) Attribute(pi, o, *info, &m);
-      auto f = NewFinding(pi, v1::MISSING_SYMBOL, v1::WARNING);
-      *f.add_objects() = ctx_.Describe(pi, o);
-      f.add_evidence(o.open_seq);
       std::vector<const Missing*> ms;
-      for (const auto& m : missing) {
-        ms.push_back(&m);
-        AddMissing(&f, m, o);
+      for (const auto& m : missing) ms.push_back(&m);
+      // Files not read may define them: then nothing is known, and the report says so.
+      const auto& unreadable = by_ns[o.lmid].unreadable;
+      if (!unreadable.empty()) {
+        out_->add_notes(fmt::format(
+            "process {}: whether {} calls functions that nothing defines ({}) is unknown: {} "
+            "could not be read", pi.p->pid(), NormalPath(o.path), SymbolList(ms),
+            fmt::join(unreadable, ", ")));
+        continue;
       }
-      f.set_message(fmt::format("{} loaded (lazily bound), but no object in namespace {} defines {}, "
-                                "which it calls: the first call will fail with 'symbol lookup "
-                                "error'.{}",
-                                BaseName(o.path), o.lmid, SymbolList(ms),
-                                missing[0].provider.empty() ? "" : fmt::format(" {} defines it.", missing[0].provider)));
-      *out_->add_findings() = std::move(f);
+      for (auto& m : missing) Attribute(pi, o, *info, &m);
+      LazyFinding(pi, o, missing, ms);
     }
+  }
+
+  void LazyFinding(const ProcessIndex& pi, const Obj& o, const std::vector<Missing>& missing,
+                   const std::vector<const Missing*>& ms) {
+    auto f = NewFinding(pi, v1::MISSING_SYMBOL, v1::WARNING);
+    const v1::Library self = ctx_.Describe(pi, o);
+    *f.add_objects() = self;
+    f.add_evidence(o.open_seq);
+    for (const auto& m : missing) AddMissing(&f, m, o);
+    const std::string base = BaseName(o.path);
+    const std::string& provider = missing[0].provider;
+    f.set_message(fmt::format("{} loaded (lazily bound), but no object in namespace {} defines {}, "
+                              "which it calls: the first call will fail with 'symbol lookup "
+                              "error'.{}",
+                              base, o.lmid, SymbolList(ms),
+                              provider.empty() ? "" : fmt::format(" {} defines it.", provider)));
+    f.set_headline(fmt::format("{} calls {}, which no object in namespace {} defines", base,
+                               SymbolList(ms), o.lmid));
+    AddDetail(&f, "loaded", fmt::format("{}, {} (lazy binding: only the first call fails)",
+                                        self.path(), self.loaded_by()));
+    AddDetail(&f, "defined by", provider.empty() ? fmt::format("no file on {}'s search path", base)
+                                                 : fmt::format("{} ({}), not loaded", provider,
+                                                               loader::StepName(missing[0].provider_step)));
+    if (!provider.empty())
+      AddFix(&f, "load-rtld-global",
+             fmt::format("load {} with RTLD_GLOBAL before {} (or LD_PRELOAD={})", provider, base, provider));
+    AddFix(&f, "add-needed",
+           fmt::format("link {} against the library that defines {} (a DT_NEEDED entry)", base,
+                       SymbolList(ms)));
+    *out_->add_findings() = std::move(f);
   }
 
   Context& ctx_;

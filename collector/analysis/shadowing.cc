@@ -26,6 +26,24 @@ v1::Library FileOnly(Context& ctx, const std::string& path, const char* step) {
   return l;
 }
 
+// The symbol versions requester needs from its NEEDED name that got lacks and would
+// offers: when a version node is what is missing, every explanation names it.
+void VersionDetails(Context& ctx, const Obj& requester, const std::string& name,
+                    const std::string& got, const std::string& would, v1::Finding* f) {
+  const elf::ElfInfo* e = ctx.files().Get(requester.path);
+  const SymbolIndex* g = ctx.files().Symbols(got);
+  const SymbolIndex* w = ctx.files().Symbols(would);
+  if (e == nullptr || g == nullptr || w == nullptr) return;
+  for (const auto& vn : e->verneeds) {
+    if (vn.file != name) continue;
+    for (const auto& v : vn.versions)
+      if (!g->DefinesVersion(v) && w->DefinesVersion(v))
+        AddDetail(f, "version", fmt::format("{} needs {} of {}: {} lacks it, {} offers it",
+                                            BaseName(requester.path), v, name, NormalPath(got),
+                                            NormalPath(would)));
+  }
+}
+
 void ReusedNeeded(Context& ctx, const ProcessIndex& pi, v1::Report* out) {
   for (const auto& [id, o] : pi.objects) {
     if (o.load == nullptr) continue;
@@ -55,6 +73,23 @@ void ReusedNeeded(Context& ctx, const ProcessIndex& pi, v1::Report* out) {
           BaseName(o.path), reuse.name(), Label(shadow), shadow.at_ms(), shadow.loaded_by(),
           BaseName(o.path), loader::StepName(own.step), Label(would),
           o.rolled_back ? fmt::format(" {} then failed to load.", BaseName(o.path)) : ""));
+      f.set_headline(fmt::format("{}'s NEEDED {} got an earlier load's copy, not the one its {} names",
+                                 BaseName(o.path), reuse.name(), loader::StepName(own.step)));
+      AddDetail(&f, "requester", fmt::format("{}, loaded {}", req.path(), req.loaded_by()));
+      AddDetail(&f, "bound to", Label(shadow));
+      AddDetail(&f, "loaded first", fmt::format("{}, at +{:.1f} ms", shadow.loaded_by(), shadow.at_ms()));
+      AddDetail(&f, "own search finds", fmt::format("{} via {}", Label(would), would.found_by()));
+      AddDetail(&f, "why", "glibc reuses a loaded object whose SONAME matches a DT_NEEDED name "
+                           "and does not search: import order decided");
+      VersionDetails(ctx, o, reuse.name(), used->second.path, own.path, &f);
+      if (o.rolled_back) AddDetail(&f, "outcome", fmt::format("{} then failed to load", BaseName(o.path)));
+      AddSwapFix(pi, o, used->second, &f);
+      AddFix(&f, "preload-by-path",
+             fmt::format("load the copy {}'s {} names before anything loads {}: LD_PRELOAD={}{}",
+                         BaseName(o.path), loader::StepName(own.step), reuse.name(), would.path(),
+                         o.load->has_python() ? fmt::format(", or ctypes.CDLL('{}', mode=ctypes.RTLD_GLOBAL) first",
+                                                            would.path())
+                                              : ""));
       *out->add_findings() = std::move(f);
     }
   }
@@ -89,6 +124,18 @@ void SearchOrder(Context& ctx, const ProcessIndex& pi, v1::Report* out) {
         "LD_LIBRARY_PATH is searched before RUNPATH, so the copy in the environment wins.",
         BaseName(req->second.path), o.load->requested_name(), Label(got), BaseName(req->second.path),
         Label(would)));
+    f.set_headline(fmt::format("LD_LIBRARY_PATH's {} wins over the copy {}'s RUNPATH names",
+                               o.load->requested_name(), BaseName(req->second.path)));
+    AddDetail(&f, "requester", NormalPath(req->second.path));
+    AddDetail(&f, "bound to", fmt::format("{} via LD_LIBRARY_PATH", Label(got)));
+    AddDetail(&f, "RUNPATH holds", Label(would));
+    AddDetail(&f, "why", "LD_LIBRARY_PATH is searched before RUNPATH: the copy in the environment wins");
+    VersionDetails(ctx, req->second, o.load->requested_name(), o.path, own.path, &f);
+    if (o.rolled_back) AddDetail(&f, "outcome", fmt::format("{} then failed to load", BaseName(req->second.path)));
+    const std::string dir = got.path().substr(0, got.path().rfind('/'));
+    AddFix(&f, "drop-from-ld-library-path",
+           fmt::format("drop {} from LD_LIBRARY_PATH, so that {} gets {}", dir,
+                       BaseName(req->second.path), would.path()));
     *out->add_findings() = std::move(f);
   }
 }

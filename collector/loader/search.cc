@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "text/escape.h"
@@ -56,22 +57,52 @@ bool Loadable(const std::string& path) {
   return ok;
 }
 
-bool TryDirs(const std::vector<std::string>& dirs, const std::string& name, const Environment& env,
-             Step step, Result* r) {
-  for (const auto& dir : dirs) {
+// One directory list of one step; dirs[i] came from owners[i] ("" for the
+// environment and system steps). True when the first match was found here.
+bool TryDirs(const std::vector<std::string>& dirs, const std::vector<std::string>& owners,
+             const std::string& name, const Environment& env, Step step, bool keep_going,
+             Result* r) {
+  for (size_t i = 0; i < dirs.size(); ++i) {
     std::vector<std::string> candidates;
-    for (const auto& sub : env.subdirs) candidates.push_back(dir + "/" + sub + "/" + name);
-    candidates.push_back(dir + "/" + name);
+    for (const auto& sub : env.subdirs) candidates.push_back(dirs[i] + "/" + sub + "/" + name);
+    candidates.push_back(dirs[i] + "/" + name);
+    const std::string owner = i < owners.size() ? owners[i] : "";
     for (const auto& c : candidates) {
-      r->tried.push_back(c);
-      if (Loadable(c)) {
-        r->path = c;
-        r->step = step;
-        return true;
+      if (!r->path.empty()) {
+        if (Loadable(c)) r->later.push_back({c, step, owner});
+        continue;
       }
+      r->tried.push_back(c);
+      r->why.push_back({c, step, owner});
+      if (!Loadable(c)) continue;
+      r->path = c;
+      r->step = step;
+      if (!keep_going) return true;
     }
   }
-  return false;
+  return !r->path.empty() && !keep_going;
+}
+
+// The requester, then its loaders: whose RPATHs apply, in order.
+std::vector<const Object*> Chain(const Object& requester, const std::vector<Object>& loaders) {
+  std::vector<const Object*> out = {&requester};
+  for (const auto& l : loaders) out.push_back(&l);
+  return out;
+}
+
+// The ld.so.cache step: its one candidate (if the cache names one).
+bool TryCache(const std::string& p, bool keep_going, Result* r) {
+  if (p.empty()) return false;
+  if (!r->path.empty()) {
+    if (Loadable(p)) r->later.push_back({p, Step::kCache, ""});
+    return false;
+  }
+  r->tried.push_back(p);
+  r->why.push_back({p, Step::kCache, ""});
+  if (!Loadable(p)) return false;
+  r->path = p;
+  r->step = Step::kCache;
+  return !keep_going;
 }
 
 }  // namespace
@@ -105,34 +136,43 @@ std::vector<std::string> SplitPath(const std::string& list, const char* seps) {
 
 std::vector<std::string> SubdirsFromCandidates(const std::vector<std::string>& candidates,
                                                const std::string& name) {
-  // The candidates for one name under one directory are dir/<sub>/name ... dir/name:
-  // learn the <sub> list from the first directory whose plain candidate is present.
-  std::vector<std::string> out;
-  for (const auto& plain : candidates) {
-    if (plain.size() <= name.size() + 1) continue;
-    if (plain.compare(plain.size() - name.size() - 1, name.size() + 1, "/" + name) != 0) continue;
-    const std::string dir = plain.substr(0, plain.size() - name.size() - 1);
-    std::vector<std::string> subs;
-    for (const auto& c : candidates) {
-      if (c == plain) break;
-      if (c.compare(0, dir.size() + 1, dir + "/") != 0) continue;
-      const std::string rest = c.substr(dir.size() + 1);
-      if (rest.size() > name.size() + 1 && rest.compare(rest.size() - name.size() - 1, name.size() + 1, "/" + name) == 0)
-        subs.push_back(rest.substr(0, rest.size() - name.size() - 1));
-    }
-    if (!subs.empty()) {
-      out = subs;
-      break;
+  // The candidates for one name under one directory are dir/<sub>/name ... dir/name, so
+  // a directory's plain candidate follows a run of candidates under it. The legacy
+  // subdirectories nest (tls/x86_64/x86_64 before tls/x86_64), so the longest run is
+  // the real one.
+  auto under = [&](const std::string& c, const std::string& dir) {
+    return c.size() > dir.size() + name.size() + 1 && c.compare(0, dir.size(), dir) == 0;
+  };
+  size_t best_start = 0, best_end = 0;
+  std::string best_dir;
+  for (size_t j = 0; j < candidates.size(); ++j) {
+    const std::string& c = candidates[j];
+    if (c.size() <= name.size() + 1 || c.compare(c.size() - name.size() - 1, name.size() + 1, "/" + name) != 0)
+      continue;
+    const std::string dir = c.substr(0, c.size() - name.size() - 1) + "/";
+    size_t k = j;
+    while (k > 0 && under(candidates[k - 1], dir)) --k;
+    if (j - k > best_end - best_start) {
+      best_start = k;
+      best_end = j;
+      best_dir = dir;
     }
   }
-  return out;
+  std::vector<std::string> subs;
+  for (size_t i = best_start; i < best_end; ++i) {
+    const std::string& g = candidates[i];
+    const std::string sub = g.substr(best_dir.size(), g.size() - best_dir.size() - name.size() - 1);
+    if (std::find(subs.begin(), subs.end(), sub) == subs.end()) subs.push_back(sub);
+  }
+  return subs;
 }
 
 Result Search(const std::string& name, const Object& requester,
-              const std::vector<Object>& loaders, const Environment& env) {
+              const std::vector<Object>& loaders, const Environment& env, bool keep_going) {
   Result r;
   if (name.find('/') != std::string::npos) {
     r.tried.push_back(name);
+    r.why.push_back({name, Step::kAsGiven, ""});
     if (Loadable(name)) {
       r.path = name;
       r.step = Step::kAsGiven;
@@ -140,31 +180,28 @@ Result Search(const std::string& name, const Object& requester,
     return r;
   }
   if (requester.runpath.empty()) {
-    std::vector<std::string> dirs;
-    for (const auto& d : SplitPath(requester.rpath)) dirs.push_back(Expand(d, requester, env));
-    for (const auto& l : loaders)
-      for (const auto& d : SplitPath(l.rpath)) dirs.push_back(Expand(d, l, env));
-    if (TryDirs(dirs, name, env, Step::kRpath, &r)) return r;
+    std::vector<std::string> dirs, owners;
+    for (const Object* o : Chain(requester, loaders))
+      for (const auto& d : SplitPath(o->rpath)) {
+        dirs.push_back(Expand(d, *o, env));
+        owners.push_back(o->path);
+      }
+    if (TryDirs(dirs, owners, name, env, Step::kRpath, keep_going, &r)) return r;
   }
-  if (!env.secure && TryDirs(env.ld_library_path, name, env, Step::kLdLibraryPath, &r)) return r;
+  if (!env.secure &&
+      TryDirs(env.ld_library_path, {}, name, env, Step::kLdLibraryPath, keep_going, &r))
+    return r;
   if (!requester.runpath.empty()) {
-    std::vector<std::string> dirs;
-    for (const auto& d : SplitPath(requester.runpath)) dirs.push_back(Expand(d, requester, env));
-    if (TryDirs(dirs, name, env, Step::kRunpath, &r)) return r;
+    std::vector<std::string> dirs, owners;
+    for (const auto& d : SplitPath(requester.runpath)) {
+      dirs.push_back(Expand(d, requester, env));
+      owners.push_back(requester.path);
+    }
+    if (TryDirs(dirs, owners, name, env, Step::kRunpath, keep_going, &r)) return r;
   }
   if (requester.nodeflib) return r;
-  if (env.cache != nullptr) {
-    const std::string p = env.cache->Lookup(name);
-    if (!p.empty()) {
-      r.tried.push_back(p);
-      if (Loadable(p)) {
-        r.path = p;
-        r.step = Step::kCache;
-        return r;
-      }
-    }
-  }
-  TryDirs(env.default_dirs, name, env, Step::kDefault, &r);
+  if (env.cache != nullptr && TryCache(env.cache->Lookup(name), keep_going, &r)) return r;
+  TryDirs(env.default_dirs, {}, name, env, Step::kDefault, keep_going, &r);
   return r;
 }
 

@@ -34,10 +34,22 @@ struct Environment {
   std::string platform = "x86_64";            // $PLATFORM
 };
 
+// A loadable file the search reached, and the step (and, for RPATH/RUNPATH, the
+// object whose dynamic section named the directory) that produced it.
+struct Match {
+  std::string path;
+  Step step = Step::kDefault;
+  std::string owner;
+};
+
 struct Result {
   std::string path;      // "" when not found
   Step step = Step::kDefault;
   std::vector<std::string> tried;
+  std::vector<Match> why;   // parallel to tried: each candidate's step and owner
+  // With keep_going: every loadable file after the first, in glibc's order. The loader
+  // stops at the first; these are what it never reached.
+  std::vector<Match> later;
 };
 
 // Names, paths and directories are escaped text (text/escape.h), as in the model; the
@@ -46,7 +58,8 @@ struct Result {
 // of objects that loaded it, nearest first, ending with the executable (their RPATHs
 // apply when the requester has no RUNPATH).
 Result Search(const std::string& name, const Object& requester,
-              const std::vector<Object>& loaders, const Environment& env);
+              const std::vector<Object>& loaders, const Environment& env,
+              bool keep_going = false);
 
 // Splits a path list at any of seps (ld.so takes ':' and ';' in LD_LIBRARY_PATH and
 // RPATH, ':' and blanks in LD_PRELOAD); empty elements dropped.

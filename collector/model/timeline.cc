@@ -10,6 +10,7 @@
 #include <link.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
@@ -63,18 +64,20 @@ class ProcessBuilder {
       : out_(out), start_ns_(image_start_ns) {}
 
   void Inherit(const flat_map<uint64_t, Obj>& parent_objects, uint64_t before_seq,
-               const std::map<uint64_t, uint64_t>& open_seq,
-               const std::map<uint64_t, uint64_t>& close_seq) {
+               const std::map<uint64_t, uint64_t>& parent_open,
+               const std::map<uint64_t, uint64_t>& parent_close) {
     for (const auto& [id, o] : parent_objects) {
-      auto os = open_seq.find(id);
-      if (os == open_seq.end() || os->second >= before_seq) continue;
-      auto cs = close_seq.find(id);
-      if (cs != close_seq.end() && cs->second < before_seq) continue;
+      auto os = parent_open.find(id);
+      if (os == parent_open.end() || os->second >= before_seq) continue;
+      auto cs = parent_close.find(id);
+      if (cs != parent_close.end() && cs->second < before_seq) continue;
       Obj copy = o;
       copy.is_open = true;
       copy.load_entry = -1;
       copy.batch = 0;  // loaded before this process image's first operation
       objects_[id] = copy;
+      // Open here from the start: a fork of this process inherits it in turn.
+      open_seq[id] = 0;
     }
   }
 
@@ -187,6 +190,17 @@ class ProcessBuilder {
     pending_.tried.push_back(c);
   }
 
+  // An object opened by a relative name ("./x.so", a relative LD_LIBRARY_PATH entry) is
+  // the file under the working directory of that moment (sent with the ObjOpen; else
+  // the one at the start), so that everything after reads the right file.
+  std::string Absolute(const v1::ObjOpen& o) const {
+    const std::string& path = o.path();
+    if (path.empty() || path.front() == '/' || o.is_vdso()) return path;
+    const std::string& cwd = o.cwd().empty() ? out_->cwd() : o.cwd();
+    if (cwd.empty()) return path;
+    return std::filesystem::path(cwd + "/" + path).lexically_normal().string();
+  }
+
   v1::LoadReason ReasonFor(const std::string& name, uint64_t requester) const {
     auto req = objects_.find(requester);
     if (req != objects_.end()) {
@@ -210,6 +224,7 @@ class ProcessBuilder {
     const auto& o = e.objopen();
     Obj obj;
     obj.open = o;
+    obj.open.set_path(Absolute(o));
     obj.batch = batch_;
     v1::Entry* en = NewEntry(e.seq(), e.mono_ns(), e.tid());
     en->set_truncated(e.truncated() || (pending_.active && pending_.truncated));

@@ -118,7 +118,7 @@ std::string ChromeTrace(const v1::Timeline& t, const v1::Report& findings) {
           if (o.seq() != 0 && e.seq() == o.seq()) at = std::max(at, e.offset_ns());
       ev.push_back(fmt::format(
           R"({{"ph":"i","s":"p","cat":"finding","name":{},"pid":{},"tid":0,"ts":{:.3f},"args":{{"message":{}}}}})",
-          JsonString(FindingKindName(f.kind())), p.pid(), us(p, at), JsonString(f.message())));
+          JsonString(FindingKindName(f.kind())), p.pid(), us(p, at), JsonString(f.headline())));
     }
   }
   std::string out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";

@@ -49,9 +49,13 @@ std::string GithubAnnotations(const v1::Report& r) {
   std::string out;
   for (const auto& f : r.findings()) {
     const char* level = f.severity() == v1::ERROR ? "error" : f.severity() == v1::WARNING ? "warning" : "notice";
+    // The headline, then the evidence and fixes on the annotation's further lines.
+    std::string text = f.headline();
+    for (const auto& d : f.details()) text += fmt::format("\n{}: {}", d.label(), d.text());
+    for (const auto& x : f.fixes()) text += fmt::format("\nfix: {}", x.text());
     out += fmt::format("::{} title={}::{}\n", level,
                        Escape(fmt::format("ldscope {} (pid {})", FindingKindName(f.kind()), f.pid()), true),
-                       Escape(f.message(), false));
+                       Escape(text, false));
   }
   return out;
 }
@@ -63,7 +67,7 @@ std::string GithubSummary(const v1::Report& r, const std::string& title) {
   for (const auto& f : r.findings()) {
     const char* level = f.severity() == v1::ERROR ? "error" : f.severity() == v1::WARNING ? "warning" : "info";
     out += fmt::format("| {} | {} | {} {} | {} |\n", level, FindingKindName(f.kind()), f.pid(),
-                       Cell(f.exe()), Cell(f.message()));
+                       Cell(f.exe()), Cell(f.headline()));
   }
   for (const auto& n : r.notes()) out += fmt::format("\n> {}\n", Cell(n));
   return out + "\n";

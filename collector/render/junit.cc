@@ -140,7 +140,7 @@ std::string TestCase(const Case& c, const std::string& trace) {
   out += Properties(p, trace);
   if (!c.failures.empty()) {
     const auto& first = *c.failures.front();
-    std::string message = first.message();
+    std::string message = first.headline();
     if (c.failures.size() > 1) message += fmt::format(" (and {} more)", c.failures.size() - 1);
     std::string body;
     for (const auto* f : c.failures) body += Evidence(*f);

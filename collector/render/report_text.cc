@@ -1,4 +1,5 @@
-// The report for people: one paragraph per finding, most severe first per process.
+// The report for people: per finding a headline, labelled evidence and fixes, most
+// severe first per process.
 #include <fmt/format.h>
 
 #include "render/render.h"
@@ -16,25 +17,6 @@ const char* SeverityWord(v1::Severity s) {
   }
 }
 
-// Wraps text at width columns, indenting continuation lines.
-std::string Wrap(const std::string& text, size_t width, const std::string& indent) {
-  std::string out, line;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find(' ', pos);
-    if (end == std::string::npos) end = text.size();
-    const std::string word = text.substr(pos, end - pos);
-    if (!line.empty() && indent.size() + line.size() + 1 + word.size() > width) {
-      out += indent + line + "\n";
-      line.clear();
-    }
-    line += (line.empty() ? "" : " ") + word;
-    pos = end + 1;
-  }
-  if (!line.empty()) out += indent + line + "\n";
-  return out;
-}
-
 }  // namespace
 
 std::string FindingKindName(v1::FindingKind k) {
@@ -49,16 +31,21 @@ std::string FindingKindName(v1::FindingKind k) {
   }
 }
 
+// `severity[kind]: headline`, the evidence as labelled lines, then the fixes: one line
+// each, unwrapped, as compilers print diagnostics (paths stay whole for copying).
 std::string FindingText(const v1::Finding& f) {
-  return text::GuardLines(fmt::format("{} [{}] process {} ({})\n", SeverityWord(f.severity()),
-                                      FindingKindName(f.kind()), f.pid(), f.exe()) +
-                          Wrap(f.message(), 100, "  "));
+  std::string out = fmt::format("{}[{}]: {}\n", SeverityWord(f.severity()),
+                                FindingKindName(f.kind()), f.headline());
+  out += fmt::format("  process: {} ({})\n", f.pid(), f.exe());
+  for (const auto& d : f.details()) out += fmt::format("  {}: {}\n", d.label(), d.text());
+  for (const auto& x : f.fixes()) out += fmt::format("  fix: {}\n", x.text());
+  return text::GuardLines(std::move(out));
 }
 
 std::string ReportText(const v1::Report& r) {
   std::string out;
   for (const auto& f : r.findings()) out += FindingText(f) + "\n";
-  for (const auto& n : r.notes()) out += Wrap("note: " + n, 100, "");
+  for (const auto& n : r.notes()) out += "note: " + n + "\n";
   size_t errors = 0, warnings = 0, infos = 0;
   for (const auto& f : r.findings()) {
     errors += f.severity() == v1::ERROR;

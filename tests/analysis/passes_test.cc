@@ -89,10 +89,29 @@ TEST(Passes, MissingSymbolsBoundToAndProvider) {
   EXPECT_EQ(ver.findings(0).missing(1).name(), "ver_b");
   const auto ok = RunPass(Record("nomissing", Python("torch_then_cupy.py")), analysis::FindMissingSymbols);
   EXPECT_EQ(ok.findings_size(), 0);
-  const auto lib = RunPass(Record("missinglib", {DLPROBE, "open", kFx + "/lib/libfix_orphan.so"}),
-                           analysis::FindMissingSymbols);
+  const auto orphan = Record("missinglib", {DLPROBE, "open", kFx + "/lib/libfix_orphan.so"});
+  EXPECT_EQ(RunPass(orphan, analysis::FindMissingSymbols).findings_size(), 0)
+      << "a library found nowhere is missing_library.cc's";
+  const auto lib = RunPass(orphan, analysis::FindMissingLibraries);
   ASSERT_EQ(lib.findings_size(), 1);
   EXPECT_EQ(lib.findings(0).kind(), v1::MISSING_LIBRARY);
+  EXPECT_EQ(lib.findings(0).severity(), v1::INFO) << "a dlopen, not the start-up";
+}
+
+// When a version node is what the shadowed copy lacks, the shadowing finding names it
+// and the copy that offers it (the report keeps only the missing-symbol finding then,
+// but the pass on its own must say so too).
+TEST(Passes, ShadowingNamesTheMissingVersion) {
+  const auto r = RunPass(Record("shadowver", Python("version_not_met.py"),
+                                {"LD_LIBRARY_PATH=" + kFx + "/ver/old"}),
+                         analysis::FindShadowing);
+  ASSERT_EQ(r.findings_size(), 1);
+  EXPECT_EQ(r.findings(0).kind(), v1::SEARCH_ORDER_SHADOWING);
+  std::string versions;
+  for (const auto& d : r.findings(0).details())
+    if (d.label() == "version") versions += d.text() + "\n";
+  EXPECT_EQ(versions, "libveruser.so needs VER_2 of libver.so.1: " + kFx + "/ver/old/libver.so.1 lacks it, " +
+                          kFx + "/ver/new/libver.so.1 offers it\n");
 }
 
 // A library loaded lazily whose function nothing defines: a warning, not an error.

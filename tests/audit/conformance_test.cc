@@ -105,6 +105,7 @@ TEST(Conformance, ObjOpenEveryField) {
   o.is_main = true;
   o.is_vdso = true;
   o.is_ldso = true;
+  o.cwd = "/home/user/project";
   auto e = EncodeAndParse([&](wire::Writer& w) { audit::EncodeObjOpen(w, Head(), o); });
   ExpectHead(e);
   const auto& p = e.objopen();
@@ -125,6 +126,7 @@ TEST(Conformance, ObjOpenEveryField) {
   EXPECT_TRUE(p.is_main());
   EXPECT_TRUE(p.is_vdso());
   EXPECT_TRUE(p.is_ldso());
+  EXPECT_EQ(p.cwd(), "/home/user/project");
 }
 
 TEST(Conformance, NegativeLmidRoundTrips) {

@@ -8,6 +8,8 @@
  *   bgopen PATH (dlopens PATH in a background thread) | join (waits for that thread,
  *   in the process that started it) |
  *   fork (the child runs the remaining steps; the parent waits, then runs them too) |
+ *   forkchild (only the child runs the remaining steps; the parent waits and exits with
+ *   the child's status) | cd DIR (chdir, so that relative names resolve elsewhere) |
  *   exec PROG ARGS... | exit N | _exit N
  * It prints one line per step on stdout, so tests can compare outputs. */
 #define _GNU_SOURCE
@@ -139,6 +141,18 @@ int main(int argc, char** argv) {
         waitpid(p, &st, 0);
       }
       printf("%s\n", p == 0 ? "child" : "parent");
+    } else if (!strcmp(s, "forkchild")) {
+      fflush(stdout);
+      pid_t p = fork();
+      if (p > 0) {
+        int st = 0;
+        waitpid(p, &st, 0);
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+      }
+      printf("child\n");
+    } else if (!strcmp(s, "cd")) {
+      printf("cd: %s\n", chdir(a) == 0 ? "ok" : "failed");
+      ++i;
     } else if (!strcmp(s, "exec")) {
       fflush(stdout);
       execv(a, argv + i + 1);

@@ -20,14 +20,18 @@ TEST(Github, AnnotationsAndStepSummary) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out.find("::"), std::string::npos) << "the command's stdout stays its own";
   EXPECT_NE(r.err.find("::error title=ldscope missing-symbol (pid "), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("::libtorch_cuda.so (for ctypes.CDLL('" FIXTURES
-                       "/site-packages/torch/lib/libtorch_cuda.so') at " SCENARIOS_DIR
-                       "/cupy_then_torch.py:7) failed to load: it needs ncclCommRegister"),
+  // The headline, then the evidence and the fixes as the annotation's further lines.
+  EXPECT_NE(r.err.find("::libtorch_cuda.so failed to load: ncclCommRegister is not in the "
+                       "libnccl.so.2 it was bound to%0Afailed: " FIXTURES
+                       "/site-packages/torch/lib/libtorch_cuda.so, loaded by ctypes.CDLL('"),
             std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("%0Afix: move `ctypes.CDLL('"), std::string::npos) << r.err;
   const std::string s = testing::ReadFile(summary);
   EXPECT_EQ(s.rfind("earlier steps wrote this\n", 0), 0u) << "appended, not overwritten";
   EXPECT_NE(s.find("### ldscope: /usr/bin/python3 "), std::string::npos) << s;
-  EXPECT_NE(s.find("| error | missing-symbol |"), std::string::npos) << s;
+  EXPECT_NE(s.find("| error | missing-symbol | "), std::string::npos) << s;
+  EXPECT_NE(s.find(" | libtorch_cuda.so failed to load: ncclCommRegister is not in the libnccl.so.2 "
+                   "it was bound to |\n"), std::string::npos) << s;
   // report: annotations on stdout; a clean trace gives a clean summary.
   const auto clean_trace = dir + "/clean.ldscope";
   ASSERT_EQ(RunCmd({LDSCOPE_BIN, "run", "-q", "-o", clean_trace, "--", "/bin/true"}, {}, {"GITHUB_ACTIONS"}).code, 0);
