@@ -168,6 +168,7 @@ void AttachPython(v1::ProcessTimeline* p, const std::vector<EntryRequest>& reque
       c.set_dlopen_call(fmt::format("{}({})", d->ev->via().empty() ? "ctypes.CDLL" : d->ev->via(),
                                     Quote(d->ev->name())));
       if (d->ev->stack_size() > 0) *c.mutable_call_site() = d->ev->stack(0);
+      if (d->ev->has_mode()) c.set_dlopen_mode(d->ev->mode());
     }
     return c;
   };

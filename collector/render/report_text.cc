@@ -44,11 +44,22 @@ std::string FindingKindName(v1::FindingKind k) {
     case v1::SEARCH_ORDER_SHADOWING: return "search-order-shadowing";
     case v1::MISSING_SYMBOL: return "missing-symbol";
     case v1::MISSING_LIBRARY: return "missing-library";
+    case v1::FALL_THROUGH: return "fall-through";
+    case v1::RUNTIME_FAMILY: return "runtime-family";
+    case v1::SYMBOL_INTERPOSITION: return "symbol-interposition";
     default: return "unknown";
   }
 }
 
 std::string FindingText(const v1::Finding& f) {
+  // The compiler-style layout: headline, labelled evidence, fixes.
+  if (!f.headline().empty()) {
+    std::string out = fmt::format("{}[{}]: {}\n", SeverityWord(f.severity()), FindingKindName(f.kind()),
+                                  f.headline());
+    for (const auto& d : f.details()) out += fmt::format("  {}: {}\n", d.label(), d.text());
+    for (const auto& x : f.fixes()) out += fmt::format("  fix: {}\n", x.text());
+    return out;
+  }
   return fmt::format("{} [{}] process {} ({})\n", SeverityWord(f.severity()),
                      FindingKindName(f.kind()), f.pid(), f.exe()) +
          Wrap(f.message(), 100, "  ");
