@@ -83,8 +83,8 @@ class Pass {
   // RTLD_GLOBAL for a dlopen root: from the ctypes call's mode; otherwise unknown.
   enum class Mode { kGlobal, kLocal, kUnknown };
   static Mode ModeOf(const Obj& root) {
-    if (root.load == nullptr || !root.load->python().has_dlopen_mode()) return Mode::kUnknown;
-    return (root.load->python().dlopen_mode() & RTLD_GLOBAL) != 0 ? Mode::kGlobal : Mode::kLocal;
+    if (root.load == nullptr || !root.load->has_dlopen_mode()) return Mode::kUnknown;
+    return (root.load->dlopen_mode() & RTLD_GLOBAL) != 0 ? Mode::kGlobal : Mode::kLocal;
   }
 
   void Add(const Obj* o, uint64_t since, Via via, const Obj* root) {

@@ -196,12 +196,23 @@ class Pass {
     auto f = Start(v1::WARNING, ms);
     f.set_headline(fmt::format("two C++ runtimes (libstdc++) loaded; {} came first", BaseName(ms.front().o->path)));
     for (const Member& m : ms)
-      layout::Detail(&f, "loaded", fmt::format("{} (offers up to {}) {}", NormalPath(m.o->path),
+      layout::Detail(&f, "loaded", fmt::format("{} (offers up to {}), {}", NormalPath(m.o->path),
                                                HighestGlibcxx(ctx_, m.o->path), ctx_.HowLoaded(pi_, *m.o)));
     if (!required.empty()) layout::Detail(&f, "required", fmt::format("{} by {}", required, required_by));
-    layout::Fix(&f, "preload-by-path", fmt::format("load one libstdc++ (the newest: the one that offers {}) "
-                                                   "first, e.g. LD_PRELOAD=<its path>",
-                                                   required.empty() ? "the most" : required));
+    const Member* newest = &ms.front();
+    for (const Member& m : ms) {
+      const std::string a = HighestGlibcxx(ctx_, m.o->path), b = HighestGlibcxx(ctx_, newest->o->path);
+      if (a != "unknown" && (b == "unknown" || a.size() > b.size() || (a.size() == b.size() && a > b))) newest = &m;
+    }
+    const std::string need = required.empty() ? HighestGlibcxx(ctx_, newest->o->path) : required;
+    if (newest->o->soname == "libstdc++.so.6")
+      layout::Fix(&f, "preload-by-path", fmt::format("load the newest copy first, for every object to share it: "
+                                                     "LD_PRELOAD={}", NormalPath(newest->o->path)));
+    else
+      layout::Fix(&f, "install", fmt::format("{} cannot stand in for libstdc++.so.6 (another SONAME): install a "
+                                             "libstdc++.so.6 that offers {} (a newer GCC's) and load it first, so "
+                                             "that one runtime serves every object",
+                                             BaseName(newest->o->path), need));
     Emit(std::move(f));
   }
 

@@ -141,7 +141,10 @@ void AttachPython(v1::ProcessTimeline* p, const std::vector<EntryRequest>& reque
     }
   }
 
+  // The ctypes call's dlopen mode, when the hook read it (goes on the Load, not on PyCause).
+  int64_t mode = -1;
   auto cause_at = [&](uint64_t at, uint32_t tid, const std::string& request) {
+    mode = -1;
     v1::PyCause c;
     int inner = -1;
     for (int i = 0; i < static_cast<int>(spans.size()); ++i) {
@@ -168,7 +171,7 @@ void AttachPython(v1::ProcessTimeline* p, const std::vector<EntryRequest>& reque
       c.set_dlopen_call(fmt::format("{}({})", d->ev->via().empty() ? "ctypes.CDLL" : d->ev->via(),
                                     Quote(d->ev->name())));
       if (d->ev->stack_size() > 0) *c.mutable_call_site() = d->ev->stack(0);
-      if (d->ev->has_mode()) c.set_dlopen_mode(d->ev->mode());
+      if (d->ev->has_mode()) mode = d->ev->mode();
     }
     return c;
   };
@@ -194,6 +197,7 @@ void AttachPython(v1::ProcessTimeline* p, const std::vector<EntryRequest>& reque
       if (c.import_index() != 0)
         spans[c.import_index() - 1].out->set_loads(spans[c.import_index() - 1].out->loads() + 1);
       *en->mutable_load()->mutable_python() = std::move(c);
+      if (mode >= 0) en->mutable_load()->set_dlopen_mode(static_cast<uint32_t>(mode));
     } else if (en->has_failed_dlopen()) {
       *en->mutable_failed_dlopen()->mutable_python() = std::move(c);
     } else {
