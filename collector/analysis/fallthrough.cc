@@ -40,13 +40,19 @@ std::vector<std::string> Lacking(Context& ctx, const Obj& requester, const Obj& 
 }
 
 // One library family: same CUDA component or runtime, or one name the stem of the other
-// (libcublas and libcublasLt; libtorch and libtorch_cpu).
+// (libcublas and libcublasLt; libtorch and libtorch_cpu), or the same family.
 bool SameFamily(const Obj& a, const Obj& b, Context& ctx) {
   const std::string fa = Family(a.soname.empty() ? a.path : a.soname);
   const std::string fb = Family(b.soname.empty() ? b.path : b.soname);
   const std::string& shorter = fa.size() < fb.size() ? fa : fb;
   const std::string& longer = fa.size() < fb.size() ? fb : fa;
-  if (shorter.size() >= 7 && longer.rfind(shorter, 0) == 0) return true;
+  // The stem must end where a new word starts (libcublas|Lt, libtorch|_cpu), so that
+  // libcuda (the driver) is not taken for a relative of libcudart.
+  if (fa == fb) return true;
+  if (shorter.size() >= 7 && longer.size() > shorter.size() && longer.rfind(shorter, 0) == 0) {
+    const char next = longer[shorter.size()];
+    if (next == '_' || next == '-' || (next >= 'A' && next <= 'Z')) return true;
+  }
   const RuntimeId ra = Classify(fa, ctx.files().Get(a.path));
   const RuntimeId rb = Classify(fb, ctx.files().Get(b.path));
   return ra.runtime != Runtime::kNone && ra.runtime == rb.runtime && ra.implementation == rb.implementation;
