@@ -37,6 +37,7 @@ _monotonic_ns = time.monotonic_ns
 _native_id = _thread.get_native_id
 _get_ident = _thread.get_ident
 _getframe = sys._getframe
+_getdlopenflags = sys.getdlopenflags
 _fstat = os.fstat
 _getpid = os.getpid
 _modules = sys.modules
@@ -260,8 +261,10 @@ def _begin(name):
             _importlib_file = getattr(_modules.get("importlib"), "__file__", None)
         t = _get_ident()
         _depth[t] = _depth.get(t, 0) + 1
-        _send(b"\x92\x01", _str(b"\x0a", name) +
-              _stack(_getframe(2), _importlib_file, 1))  # PyImportBegin, field 18
+        # The flags extension modules are dlopened with (RTLD_GLOBAL after
+        # sys.setdlopenflags): the loader's events do not carry them.
+        _send(b"\x92\x01", _str(b"\x0a", name) + _stack(_getframe(2), _importlib_file, 1) +
+              b"\x18" + _uv(_getdlopenflags()))  # PyImportBegin, field 18
 
 
 def _end(name, exc):

@@ -2,8 +2,8 @@
 // binds instead to an object that comes first in the global lookup scope (the
 // executable, LD_PRELOAD, an earlier RTLD_GLOBAL dlopen). Computed from the ELF files
 // and the scope model, not from la_symbind. Whether a dlopen was RTLD_GLOBAL is known
-// only for Python's ctypes calls (the hook reads their mode); elsewhere it is unknown,
-// and such a dlopen's objects are not taken to be in the global scope.
+// only in Python (the hook reads ctypes' mode and sys.getdlopenflags() for imports);
+// elsewhere it is unknown, and a finding that rests on it says so (information only).
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -232,13 +232,23 @@ class Pass {
     if (w->via == Via::kGlobalDlopen || w->via == Via::kMaybeGlobalDlopen) {
       const v1::PyCause& py = w->root->load->python();
       if (w->via == Via::kMaybeGlobalDlopen)
-        layout::Detail(&f, "RTLD_GLOBAL", "unknown (the trace has the mode of ctypes calls only); the binding "
-                                          "above holds only if that dlopen was RTLD_GLOBAL");
+        layout::Detail(&f, "RTLD_GLOBAL", "unknown (the trace has the mode of Python's ctypes calls and imports "
+                                          "only); the binding above holds only if that dlopen was RTLD_GLOBAL");
+      else if (!py.dlopen_call().empty())
+        layout::Detail(&f, "RTLD_GLOBAL", "yes, " + py.dlopen_call());
+      else if (!py.import_module().empty())
+        layout::Detail(&f, "RTLD_GLOBAL", fmt::format("yes, sys.getdlopenflags() had it during import {}",
+                                                      py.import_module()));
       else
-        layout::Detail(&f, "RTLD_GLOBAL", py.dlopen_call().empty() ? "yes" : "yes, " + py.dlopen_call());
-      layout::Fix(&f, "load-rtld-local",
-                  fmt::format("load {} without RTLD_GLOBAL (RTLD_LOCAL, ctypes' default mode), so its "
-                              "symbols stay private to it", BaseName(w->root->path)));
+        layout::Detail(&f, "RTLD_GLOBAL", "yes");
+      if (!py.import_module().empty() && py.dlopen_call().empty() && w->via == Via::kGlobalDlopen)
+        layout::Fix(&f, "load-rtld-local",
+                    fmt::format("take RTLD_GLOBAL out of sys.setdlopenflags() before import {} (or restore "
+                                "the flags right after what needed it)", py.import_module()));
+      else
+        layout::Fix(&f, "load-rtld-local",
+                    fmt::format("load {} without RTLD_GLOBAL (RTLD_LOCAL, ctypes' default mode), so its "
+                                "symbols stay private to it", BaseName(w->root->path)));
       layout::Fix(&f, "swap-imports", fmt::format("or load {} before {}, so that its own {} is bound first",
                                                   BaseName(g.requesters.front()->path), BaseName(w->root->path),
                                                   BaseName(loser->path)));

@@ -51,6 +51,8 @@ std::vector<Scenario> Scenarios() {
        {}},
       {"interposition_rtld_global",
        {"/usr/bin/python3", SCENARIOS_DIR "/interposition_rtld_global.py", kFx}, {}},
+      {"interposition_setdlopenflags",
+       {"/usr/bin/python3", SCENARIOS_DIR "/interposition_setdlopenflags.py", kFx}, {}},
       {"interposition_preload", {DLPROBE, "open", plugin}, {"LD_PRELOAD=" + hog}},
       // A C program's dlopen mode is not in the trace: the finding says so.
       {"interposition_mode_unknown", {DLPROBE, "gopen", hog, "open", plugin}, {}},
