@@ -31,6 +31,9 @@ std::vector<Scenario> Scenarios() {
       // libcublas.so.13 from the wheel, its libcublasLt.so.13 from the toolkit.
       {"fall_through_split", {DLPROBE, "open", cu13 + "/site-packages/torch/lib/libtorch_cuda.so"},
        {"LD_LIBRARY_PATH=" + toolkit}},
+      // libcuda.so.1 (the driver) from outside the wheel beside the wheel's libcudart: fine.
+      {"fall_through_driver_healthy", {DLPROBE, "open", cu13 + "/site-packages/torch/lib/libc10_cuda.so"},
+       {"LD_LIBRARY_PATH=" + kFx + "/classes/driver"}},
       // The RUNPATH directory lacks libver.so.1; LD_LIBRARY_PATH's old copy lacks VER_2.
       {"fall_through_failure", {DLPROBE, "open", kFx + "/classes/fall/app/libfalluser.so"},
        {"LD_LIBRARY_PATH=" + kFx + "/ver/old"}},
