@@ -37,6 +37,7 @@ _monotonic_ns = time.monotonic_ns
 _native_id = _thread.get_native_id
 _get_ident = _thread.get_ident
 _getframe = sys._getframe
+_getdlopenflags = sys.getdlopenflags
 _fstat = os.fstat
 _getpid = os.getpid
 _modules = sys.modules
@@ -284,8 +285,10 @@ def _begin(name):
             _importlib_file = getattr(_modules.get("importlib"), "__file__", None)
         t = _get_ident()
         _depth[t] = _depth.get(t, 0) + 1
-        _send(b"\x92\x01", _str(b"\x0a", name) +
-              _stack(_getframe(2), _importlib_file, 1))  # PyImportBegin, field 18
+        # The flags extension modules are dlopened with (RTLD_GLOBAL after
+        # sys.setdlopenflags): the loader's events do not carry them.
+        _send(b"\x92\x01", _str(b"\x0a", name) + _stack(_getframe(2), _importlib_file, 1) +
+              b"\x18" + _uv(_getdlopenflags()))  # PyImportBegin, field 18
 
 
 def _end(name, exc):
@@ -335,8 +338,13 @@ def _dlopen(lib, name, ctypes_file):
     t = type(lib)
     via = ("ctypes." + t.__name__) if t.__module__ == "ctypes" else (t.__module__ + "." + t.__qualname__)
     # <- __setattr__ <- CDLL.__init__ (ctypes) <- the call site
-    _send(b"\xa2\x01", _str(b"\x0a", name) + _stack(_getframe(2), ctypes_file, _MAX_FRAMES) +
-          _str(b"\x1a", via), flush=True)  # PyDlopen, field 20: sent before the dlopen
+    init = _getframe(2)
+    # The dlopen mode (RTLD_GLOBAL or not) is CDLL.__init__'s argument: the loader's
+    # events do not carry it.
+    mode = init.f_locals.get("mode") if init.f_code.co_name == "__init__" else None
+    mode = (b"\x20" + _uv(mode)) if type(mode) is int and 0 <= mode < (1 << 32) else b""
+    _send(b"\xa2\x01", _str(b"\x0a", name) + _stack(init, ctypes_file, _MAX_FRAMES) +
+          _str(b"\x1a", via) + mode, flush=True)  # PyDlopen, field 20: sent before the dlopen
 
 
 def install(path, hook_modules):

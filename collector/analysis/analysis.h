@@ -16,6 +16,15 @@ void FindShadowing(Context& ctx, v1::Report* out);
 // Undefined symbols and versions no object in scope defines, with the file that would
 // define them. missing_symbols.cc
 void FindMissingSymbols(Context& ctx, v1::Report* out);
+// NEEDED names that fell through from the requester's RPATH/RUNPATH to another
+// installation, when a failure followed or a family got split. fallthrough.cc
+void FindFallThrough(Context& ctx, v1::Report* out);
+// OpenMP, BLAS, C++ runtime and CUDA libraries from several files or implementations,
+// whatever their SONAMEs. runtime_families.cc
+void FindRuntimeFamilies(Context& ctx, v1::Report* out);
+// Symbols an object's own closure defines, bound to the executable, an LD_PRELOAD or an
+// RTLD_GLOBAL dlopen instead. interposition.cc
+void FindInterposition(Context& ctx, v1::Report* out);
 
 // A NEEDED library found nowhere: the program could not start (error), or a dlopen
 // failed (info). missing_library.cc

@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -78,6 +79,28 @@ void DropShadowingExplainedByMissingSymbols(v1::Report* r) {
             fs->end());
 }
 
+// A fall-through error names the copy that was bound and the directories that should
+// have held another: the missing-symbol finding about the same requester and copy would
+// tell the same failure again.
+void DropMissingExplainedByFallThrough(v1::Report* r) {
+  std::vector<std::tuple<uint32_t, std::string, std::string>> explained;  // (stream, requester, bound)
+  for (const auto& f : r->findings())
+    if (f.kind() == v1::FALL_THROUGH && f.severity() == v1::ERROR && f.objects_size() >= 2)
+      explained.emplace_back(f.stream(), f.objects(0).path(), f.objects(1).path());
+  auto* fs = r->mutable_findings();
+  fs->erase(std::remove_if(fs->begin(), fs->end(),
+                           [&](const v1::Finding& f) {
+                             if (f.kind() != v1::MISSING_SYMBOL || f.missing_size() == 0) return false;
+                             for (const auto& m : f.missing())
+                               if (std::find(explained.begin(), explained.end(),
+                                             std::make_tuple(f.stream(), NormalPath(m.needed_by()),
+                                                             NormalPath(m.bound_to()))) == explained.end())
+                                 return false;
+                             return true;
+                           }),
+            fs->end());
+}
+
 }  // namespace
 
 std::string Label(const v1::Library& l) {
@@ -95,7 +118,14 @@ v1::Report Analyze(const v1::Timeline& timeline) {
   FindShadowing(ctx, &r);
   // Several copies of one library in one process.
   FindDuplicates(ctx, &r);
+  // A NEEDED that fell through to another installation (a failure, a split family).
+  FindFallThrough(ctx, &r);
+  // One runtime (OpenMP, BLAS, libstdc++, CUDA) from several files, across SONAMEs.
+  FindRuntimeFamilies(ctx, &r);
+  // Symbols bound to the executable, a preload or an RTLD_GLOBAL dlopen over the own copy.
+  FindInterposition(ctx, &r);
   DropShadowingExplainedByMissingSymbols(&r);
+  DropMissingExplainedByFallThrough(&r);
   NoteChangedFiles(ctx, &r);
   std::stable_sort(r.mutable_findings()->begin(), r.mutable_findings()->end(),
                    [](const v1::Finding& a, const v1::Finding& b) {

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "analysis/analysis.h"
+#include "analysis/families.h"
 #include "model/python.h"
 
 namespace ldscope::analysis {
@@ -146,6 +147,8 @@ void FindDuplicates(Context& ctx, v1::Report* out) {
       for (const Obj* o : objs)
         if (std::find(sonames.begin(), sonames.end(), Key(*o)) == sonames.end()) sonames.push_back(Key(*o));
       if (sonames.size() < 2) continue;
+      // Runtimes (OpenMP, BLAS, libstdc++, CUDA) are the runtime-family pass's.
+      if (Classify(key.second, nullptr).runtime != Runtime::kNone) continue;
       auto f = NewFinding(pi, v1::DUPLICATE_INFO, v1::INFO);
       std::string list;
       for (const Obj* o : DistinctFiles(objs)) {

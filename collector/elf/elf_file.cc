@@ -230,6 +230,8 @@ class Parser {
       out.weak = bind == STB_WEAK;
       out.global = bind == STB_GLOBAL || bind == STB_GNU_UNIQUE;
       out.function = type == STT_FUNC || type == STT_GNU_IFUNC;
+      out.unique = bind == STB_GNU_UNIQUE;
+      out.data = type == STT_OBJECT || type == STT_TLS;
       uint16_t vs = 0;
       if (versym != nullptr && v_.Read(versym->sh_offset + i * sizeof(uint16_t), &vs)) {
         out.hidden = (vs & 0x8000) != 0;
@@ -315,6 +317,19 @@ std::string FindString(const std::string& path, std::string_view needle, size_t 
   if (at == std::string_view::npos) return "";
   const size_t end = d.find('\0', at);
   return text::Escape(d.substr(at, std::min(max_len, (end == std::string_view::npos ? d.size() : end) - at)));
+}
+
+std::vector<std::string> FindStrings(const std::string& path, std::string_view needle,
+                                     size_t max_len, size_t limit) {
+  Mapping m(path);
+  const std::string_view d = m.data();
+  std::vector<std::string> out;
+  for (size_t at = d.find(needle); at != std::string_view::npos && out.size() < limit;
+       at = d.find(needle, at + 1)) {
+    const size_t end = d.find('\0', at);
+    out.emplace_back(d.substr(at, std::min(max_len, (end == std::string_view::npos ? d.size() : end) - at)));
+  }
+  return out;
 }
 
 }  // namespace ldscope::elf

@@ -21,6 +21,8 @@ struct Symbol {
   bool weak = false;      // STB_WEAK
   bool global = false;    // STB_GLOBAL or STB_GNU_UNIQUE
   bool function = false;  // STT_FUNC or STT_GNU_IFUNC
+  bool unique = false;    // STB_GNU_UNIQUE (vague-linkage data, one copy by design)
+  bool data = false;      // STT_OBJECT or STT_TLS
   std::string version;    // version name, "" when unversioned
   bool hidden = false;    // a non-default version (name@VER rather than name@@VER)
   std::string version_file;  // for undefined: the library the version is needed from
@@ -56,6 +58,9 @@ std::unique_ptr<ElfInfo> ReadElf(const std::string& path, std::string* error);
 std::unique_ptr<ElfInfo> ParseElf(std::string_view data, const std::string& name,
                                   std::string* error);
 
+// Every NUL-terminated string in the file that starts with `needle` (at most `limit`).
+std::vector<std::string> FindStrings(const std::string& path, std::string_view needle,
+                                     size_t max_len = 120, size_t limit = 64);
 // Finds `needle` in the file's bytes (mapped); returns the NUL-terminated string that
 // starts there, or "". Used for version strings such as "NCCL version 2.28.9+cuda13.0".
 std::string FindString(const std::string& path, std::string_view needle, size_t max_len = 80);

@@ -17,6 +17,7 @@ struct Span {
   uint32_t tid = 0;
   int parent = -1;
   v1::PyImportSpan* out = nullptr;
+  int64_t dlopen_flags = -1;  // sys.getdlopenflags() at its start (-1: not sent)
 };
 
 struct Dlopen {
@@ -124,6 +125,7 @@ void AttachPython(v1::ProcessTimeline* p, const std::vector<EntryRequest>& reque
       s.tid = e->tid();
       auto& stack = open[e->tid()];
       s.parent = stack.empty() ? -1 : stack.back();
+      if (e->py_import().has_dlopen_flags()) s.dlopen_flags = e->py_import().dlopen_flags();
       s.out = p->add_imports();
       s.out->set_module(e->py_import().module());
       s.out->set_tid(e->tid());
@@ -151,7 +153,11 @@ void AttachPython(v1::ProcessTimeline* p, const std::vector<EntryRequest>& reque
     }
   }
 
+  // The dlopen mode of the ctypes call or import behind a load, when the hook read it
+  // (it goes on the Load, not on PyCause).
+  int64_t mode = -1;
   auto cause_at = [&](uint64_t at, uint32_t tid, const std::string& request) {
+    mode = -1;
     v1::PyCause c;
     int inner = -1;
     for (int i = 0; i < static_cast<int>(spans.size()); ++i) {
@@ -167,6 +173,7 @@ void AttachPython(v1::ProcessTimeline* p, const std::vector<EntryRequest>& reque
       c.set_top_module(spans[top].out->module());
       *c.mutable_top_site() = spans[top].out->site();
       c.set_import_index(static_cast<uint32_t>(inner + 1));
+      mode = spans[inner].dlopen_flags;  // for the import system's own dlopen (see below)
     }
     // The latest ctypes dlopen on this thread, if nothing began after it and the load's
     // dlopen asked for what ctypes asked for.
@@ -178,6 +185,7 @@ void AttachPython(v1::ProcessTimeline* p, const std::vector<EntryRequest>& reque
       c.set_dlopen_call(fmt::format("{}({})", d->ev->via().empty() ? "ctypes.CDLL" : d->ev->via(),
                                     Quote(d->ev->name())));
       if (d->ev->stack_size() > 0) *c.mutable_call_site() = Line(d->ev->stack(0));
+      mode = d->ev->has_mode() ? static_cast<int64_t>(d->ev->mode()) : -1;
     }
     return c;
   };
@@ -203,6 +211,14 @@ void AttachPython(v1::ProcessTimeline* p, const std::vector<EntryRequest>& reque
       if (c.import_index() != 0)
         spans[c.import_index() - 1].out->set_loads(spans[c.import_index() - 1].out->loads() + 1);
       *en->mutable_load()->mutable_python() = std::move(c);
+      // An import's flags are the mode of the import system's dlopen of an extension
+      // module (requested by python itself or libpython), not of dlopens its C code makes.
+      const std::string req = en->load().requester().path().substr(en->load().requester().path().rfind('/') + 1);
+      const bool by_ctypes = !en->load().python().dlopen_call().empty();
+      const bool by_import = !by_ctypes && en->load().reason() == v1::LOAD_DLOPEN &&
+                             (req.rfind("python", 0) == 0 || req.rfind("libpython", 0) == 0);
+      if (mode >= 0 && (by_ctypes || by_import))
+        en->mutable_load()->set_dlopen_mode(static_cast<uint32_t>(mode));
     } else if (en->has_failed_dlopen()) {
       *en->mutable_failed_dlopen()->mutable_python() = std::move(c);
     } else {

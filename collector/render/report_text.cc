@@ -27,6 +27,9 @@ std::string FindingKindName(v1::FindingKind k) {
     case v1::SEARCH_ORDER_SHADOWING: return "search-order-shadowing";
     case v1::MISSING_SYMBOL: return "missing-symbol";
     case v1::MISSING_LIBRARY: return "missing-library";
+    case v1::FALL_THROUGH: return "fall-through";
+    case v1::RUNTIME_FAMILY: return "runtime-family";
+    case v1::SYMBOL_INTERPOSITION: return "symbol-interposition";
     default: return "unknown";
   }
 }

@@ -1,6 +1,7 @@
 /* dlprobe: a scriptable test program that drives the dynamic loader. Each argument
  * is a step, run in order:
- *   open PATH | lazy PATH | mopen PATH | noload PATH | close | sleep MS |
+ *   open PATH | lazy PATH | gopen PATH (RTLD_GLOBAL) | mopen PATH | noload PATH | close |
+ *   sleep MS |
  *   threads N PATH... (N threads released at once; thread k dlopens PATH number k) |
  *   cycles N PATH (N times dlopen+dlclose of PATH; prints how many succeeded) |
  *   mark PATH (creates the file PATH: a signal to a test) |
@@ -62,6 +63,8 @@ int main(int argc, char** argv) {
     const char* a = i + 1 < argc ? argv[i + 1] : "";
     if (!strcmp(s, "open")) {
       opened("open", a, dlopen(a, RTLD_NOW)), ++i;
+    } else if (!strcmp(s, "gopen")) {
+      opened("gopen", a, dlopen(a, RTLD_NOW | RTLD_GLOBAL)), ++i;
     } else if (!strcmp(s, "lazy")) {
       opened("lazy", a, dlopen(a, RTLD_LAZY)), ++i;
     } else if (!strcmp(s, "noload")) {

@@ -1,0 +1,160 @@
+// Fall-through to another installation: a NEEDED of an object that carries its own
+// RPATH/RUNPATH, which none of those directories held, found by LD_LIBRARY_PATH,
+// ld.so.cache or the default directories. Alone that is how Debian's own packages find
+// system libraries; it is a finding only when a failure followed (error) or when it
+// splits one library family across two installations (warning).
+#include <unistd.h>
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "analysis/analysis.h"
+#include "analysis/families.h"
+
+namespace ldscope::analysis {
+namespace {
+
+std::string Join(const std::vector<std::string>& v, const char* sep = ", ") {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+// What the requester needs from the fall-through copy that it does not offer: version
+// nodes of its verneed for that file, and symbols bound to that file's versions.
+std::vector<std::string> Lacking(Context& ctx, const Obj& requester, const Obj& o, const std::string& name) {
+  std::vector<std::string> out;
+  const elf::ElfInfo* r = ctx.files().Get(requester.path);
+  const SymbolIndex* got = ctx.files().Symbols(o.path);
+  if (r == nullptr || got == nullptr) return out;
+  for (const auto& vn : r->verneeds)
+    if (vn.file == name)
+      for (const auto& v : vn.versions)
+        if (!got->DefinesVersion(v)) out.push_back(fmt::format("version {}", v));
+  for (const auto& s : r->symbols)
+    if (!s.defined && !s.weak && s.version_file == name && !got->Defines(s.name, s.version) &&
+        out.size() < 8)
+      out.push_back(fmt::format("{}@{}", s.name, s.version));
+  return out;
+}
+
+// One library family: same CUDA component or runtime, or one name the stem of the other
+// (libcublas and libcublasLt; libtorch and libtorch_cpu), or the same family.
+bool SameFamily(const Obj& a, const Obj& b, Context& ctx) {
+  const std::string fa = Family(a.soname.empty() ? a.path : a.soname);
+  const std::string fb = Family(b.soname.empty() ? b.path : b.soname);
+  const std::string& shorter = fa.size() < fb.size() ? fa : fb;
+  const std::string& longer = fa.size() < fb.size() ? fb : fa;
+  // The stem must end where a new word starts (libcublas|Lt, libtorch|_cpu), so that
+  // libcuda (the driver) is not taken for a relative of libcudart.
+  if (fa == fb) return true;
+  if (shorter.size() >= 7 && longer.size() > shorter.size() && longer.rfind(shorter, 0) == 0) {
+    const char next = longer[shorter.size()];
+    if (next == '_' || next == '-' || (next >= 'A' && next <= 'Z')) return true;
+  }
+  const RuntimeId ra = Classify(fa, ctx.files().Get(a.path));
+  const RuntimeId rb = Classify(fb, ctx.files().Get(b.path));
+  return ra.runtime != Runtime::kNone && ra.runtime == rb.runtime && ra.implementation == rb.implementation;
+}
+
+std::string OwnDirsText(const FallThrough& ft, Context& ctx, const ProcessIndex& pi) {
+  const loader::Object r = pi.AsRequester(*ft.requester, ctx.files());
+  return fmt::format("{} ({}): {}", r.runpath.empty() ? "RPATH" : "RUNPATH",
+                     r.runpath.empty() ? r.rpath : r.runpath,
+                     ft.own_dirs.empty() ? std::string("no directory") : Join(ft.own_dirs));
+}
+
+void Failure(Context& ctx, const ProcessIndex& pi, const FallThrough& ft,
+             const std::vector<std::string>& lacking, v1::Report* out) {
+  const Obj& o = *ft.object;
+  const Obj& r = *ft.requester;
+  const std::string name = o.load->requested_name();
+  auto f = NewFinding(pi, v1::FALL_THROUGH, v1::ERROR);
+  *f.add_objects() = ctx.Describe(pi, r);
+  *f.add_objects() = ctx.Describe(pi, o);
+  f.add_evidence(r.open_seq);
+  f.add_evidence(o.open_seq);
+  f.set_headline(fmt::format("{} failed: its {} fell through to {} and lacks {}", BaseName(r.path), name,
+                             ft.step, lacking.front()));
+  layout::Detail(&f, "needed by", fmt::format("{} ({})", NormalPath(r.path), ctx.HowLoaded(pi, r)));
+  layout::Detail(&f, "own directories", OwnDirsText(ft, ctx, pi) + fmt::format(" (none holds {})", name));
+  layout::Detail(&f, "bound to", fmt::format("{} (found via {})", NormalPath(o.path), ft.step));
+  layout::Detail(&f, "lacks", Join(lacking));
+  const std::string dest = ft.own_dirs.empty() ? std::string("the requester's directory") : ft.own_dirs.front();
+  layout::Fix(&f, "install", fmt::format("install the {} that {} was built with into {}, where its {} looks first",
+                                         name, BaseName(r.path), dest,
+                                         pi.AsRequester(r, ctx.files()).runpath.empty() ? "RPATH" : "RUNPATH"));
+  if (ft.step == "LD_LIBRARY_PATH")
+    layout::Fix(&f, "drop-from-ld-library-path",
+                fmt::format("or remove {} from LD_LIBRARY_PATH if another copy should serve it", DirName(NormalPath(o.path))));
+  else
+    layout::Fix(&f, "install", fmt::format("or upgrade the system's {} ({}) to one that offers {}", name,
+                                           NormalPath(o.path), lacking.front()));
+  layout::Compose(&f);
+  *out->add_findings() = std::move(f);
+}
+
+void Split(Context& ctx, const ProcessIndex& pi, const FallThrough& ft, const Obj& sibling, v1::Report* out) {
+  const Obj& o = *ft.object;
+  const Obj& r = *ft.requester;
+  const std::string name = o.load->requested_name();
+  const std::string odir = DirName(NormalPath(o.path));
+  auto f = NewFinding(pi, v1::FALL_THROUGH, v1::WARNING);
+  *f.add_objects() = ctx.Describe(pi, o);
+  *f.add_objects() = ctx.Describe(pi, sibling);
+  *f.add_objects() = ctx.Describe(pi, r);
+  f.add_evidence(o.open_seq);
+  f.add_evidence(sibling.open_seq);
+  f.set_headline(fmt::format("{} fell through to {}: its family is split across two installations", name,
+                             ft.step));
+  layout::Detail(&f, "needed by", fmt::format("{} ({})", NormalPath(r.path), ctx.HowLoaded(pi, r)));
+  layout::Detail(&f, "own directories", OwnDirsText(ft, ctx, pi) + fmt::format(" (none holds {})", name));
+  layout::Detail(&f, "bound to", fmt::format("{} (found via {})", NormalPath(o.path), ft.step));
+  layout::Detail(&f, "same family", &sibling == &r ? fmt::format("{} (the requester itself)", NormalPath(sibling.path))
+                                                  : fmt::format("{} ({})", NormalPath(sibling.path), ctx.HowLoaded(pi, sibling)));
+  if (!sibling.soname.empty() && access((odir + "/" + sibling.soname).c_str(), F_OK) == 0)
+    layout::Detail(&f, "other installation", fmt::format("{} holds its own {} too", odir, sibling.soname));
+  const std::string dest = ft.own_dirs.empty() ? DirName(NormalPath(sibling.path)) : ft.own_dirs.front();
+  layout::Fix(&f, "install", fmt::format("restore {} in {} (reinstall the package that put {} there, at the "
+                                         "same version)", name, dest, BaseName(sibling.path)));
+  if (ft.step == "LD_LIBRARY_PATH")
+    layout::Fix(&f, "drop-from-ld-library-path", fmt::format("or remove {} from LD_LIBRARY_PATH", odir));
+  else
+    layout::Fix(&f, "preload-by-path", fmt::format("or load {} and {} from one installation (both from {})",
+                                                   BaseName(sibling.path), name, odir));
+  layout::Compose(&f);
+  *out->add_findings() = std::move(f);
+}
+
+}  // namespace
+
+void FindFallThrough(Context& ctx, v1::Report* out) {
+  for (const auto& pi : ctx.processes()) {
+    for (const FallThrough& ft : FallThroughs(ctx, pi)) {
+      const Obj& o = *ft.object;
+      const std::string name = o.load->requested_name();
+      if (IsSystemRuntime(name) && InSystemDir(o.path)) continue;
+      if (ft.requester->rolled_back) {
+        const auto lacking = Lacking(ctx, *ft.requester, o, name);
+        if (!lacking.empty()) {
+          Failure(ctx, pi, ft, lacking, out);
+          continue;
+        }
+      }
+      // A relative from the requester's own directories (or the requester itself).
+      const Obj* sibling = nullptr;
+      std::vector<const Obj*> candidates = {ft.requester};
+      for (const Obj* a : pi.AliveAt(o.lmid, o.open_seq))
+        if (std::find(ft.own_dirs.begin(), ft.own_dirs.end(), DirName(NormalPath(a->path))) != ft.own_dirs.end())
+          candidates.push_back(a);
+      for (const Obj* c : candidates)
+        if (sibling == nullptr && c != &o && !Context::SameFile(c->path, o.path) &&
+            DirName(NormalPath(c->path)) != DirName(NormalPath(o.path)) && SameFamily(*c, o, ctx))
+          sibling = c;
+      if (sibling != nullptr) Split(ctx, pi, ft, *sibling, out);
+    }
+  }
+}
+
+}  // namespace ldscope::analysis

@@ -1,0 +1,284 @@
+// Symbol interposition: a symbol an object's own DT_NEEDED closure defines, which glibc
+// binds instead to an object that comes first in the global lookup scope (the
+// executable, LD_PRELOAD, an earlier RTLD_GLOBAL dlopen). Computed from the ELF files
+// and the scope model, not from la_symbind. Whether a dlopen was RTLD_GLOBAL is known
+// only in Python (the hook reads ctypes' mode and sys.getdlopenflags() for imports);
+// elsewhere it is unknown, and a finding that rests on it says so (information only).
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "analysis/analysis.h"
+#include "analysis/families.h"
+
+namespace ldscope::analysis {
+namespace {
+
+enum class Via { kExecutable, kPreload, kGlobalDlopen, kMaybeGlobalDlopen };
+
+struct GlobalEntry {
+  const Obj* o;
+  uint64_t since;  // in the global scope from this sequence number on
+  Via via;
+  const Obj* root;  // the preload or dlopen that brought it
+};
+
+const elf::Symbol* DefOf(const elf::ElfInfo* e, const std::string& name) {
+  if (e == nullptr) return nullptr;
+  for (const auto& s : e->symbols)
+    if (s.defined && s.name == name) return &s;
+  return nullptr;
+}
+
+class Pass {
+ public:
+  Pass(Context& ctx, const ProcessIndex& pi, v1::Report* out) : ctx_(ctx), pi_(pi), out_(out) {}
+
+  void Run() {
+    BuildGlobal();
+    if (global_.empty()) return;
+    for (const auto& [id, o] : pi_.objects)
+      if (!o.rolled_back && o.load != nullptr && o.lmid == 0 && o.load->reason() != v1::LOAD_VDSO &&
+          o.load->reason() != v1::LOAD_INTERPRETER)
+        Check(o);
+    for (auto& [key, g] : groups_) Report(key.first, key.second, g);
+  }
+
+ private:
+  // The object glibc bound o's NEEDED name to.
+  const Obj* Bound(const Obj& o, const std::string& name) const {
+    if (o.load != nullptr)
+      for (const auto& r : o.load->reused())
+        if (r.name() == name) {
+          auto it = pi_.objects.find(r.object().id());
+          if (it != pi_.objects.end()) return &it->second;
+        }
+    for (const auto& [id, other] : pi_.objects)
+      if (other.requester == o.id && other.load != nullptr && other.load->requested_name() == name) return &other;
+    for (const Obj* other : pi_.AliveAt(o.lmid, o.open_seq))
+      if (other->soname == name) return other;
+    return nullptr;
+  }
+
+  // o and its DT_NEEDED closure, breadth first (glibc's order).
+  std::vector<const Obj*> Closure(const Obj& o) const {
+    std::vector<const Obj*> q = {&o};
+    for (size_t i = 0; i < q.size() && q.size() < 4096; ++i) {
+      std::vector<std::string> needed;
+      if (q[i]->load != nullptr) needed.assign(q[i]->load->needed().begin(), q[i]->load->needed().end());
+      else if (const elf::ElfInfo* e = ctx_.files().Get(q[i]->path)) needed = e->needed;
+      for (const auto& n : needed) {
+        const Obj* b = Bound(*q[i], n);
+        if (b != nullptr && std::find(q.begin(), q.end(), b) == q.end()) q.push_back(b);
+      }
+    }
+    return q;
+  }
+
+  // RTLD_GLOBAL for a dlopen root: from the ctypes call's mode; otherwise unknown.
+  enum class Mode { kGlobal, kLocal, kUnknown };
+  static Mode ModeOf(const Obj& root) {
+    if (root.load == nullptr || !root.load->has_dlopen_mode()) return Mode::kUnknown;
+    return (root.load->dlopen_mode() & RTLD_GLOBAL) != 0 ? Mode::kGlobal : Mode::kLocal;
+  }
+
+  void Add(const Obj* o, uint64_t since, Via via, const Obj* root) {
+    for (const auto& g : global_)
+      if (g.o == o) return;
+    global_.push_back({o, since, via, root});
+  }
+
+  void BuildGlobal() {
+    uint64_t first_dlopen = UINT64_MAX;
+    std::vector<const Obj*> order;
+    for (const auto& [id, o] : pi_.objects) {
+      if (o.load == nullptr || o.lmid != 0) continue;
+      order.push_back(&o);
+      if (o.load->reason() == v1::LOAD_DLOPEN) first_dlopen = std::min(first_dlopen, o.open_seq);
+    }
+    std::sort(order.begin(), order.end(), [](const Obj* a, const Obj* b) { return a->open_seq < b->open_seq; });
+    const Obj* exe = pi_.Executable();
+    if (exe != nullptr) Add(exe, 0, Via::kExecutable, exe);
+    for (const Obj* o : order)
+      if (o->load->reason() == v1::LOAD_PRELOAD)
+        for (const Obj* c : Closure(*o)) {
+          if (c->open_seq < first_dlopen && c != exe) preload_closure_[c] = o;
+          if (c == o) Add(o, 0, Via::kPreload, o);
+        }
+    // The rest of start-up, then the preloads' own dependencies, in load order; these are
+    // the scope the winners are measured against, not winners themselves.
+    for (const Obj* o : order)
+      if (o->open_seq < first_dlopen && o->load->reason() == v1::LOAD_NEEDED) {
+        auto p = preload_closure_.find(o);
+        startup_.push_back(o);
+        if (p != preload_closure_.end()) Add(o, 0, Via::kPreload, p->second);
+      }
+    for (const Obj* o : order)
+      if (o->load->reason() == v1::LOAD_DLOPEN && ModeOf(*o) != Mode::kLocal) {
+        // glibc adds the closure to the global scope after relocating it: objects of the
+        // same dlopen do not see it there.
+        const auto closure = Closure(*o);
+        uint64_t since = o->open_seq;
+        for (const Obj* c : closure) since = std::max(since, c->open_seq);
+        for (const Obj* c : closure)
+          Add(c, since + 1, ModeOf(*o) == Mode::kGlobal ? Via::kGlobalDlopen : Via::kMaybeGlobalDlopen, o);
+      }
+    for (size_t i = 0; i < global_.size(); ++i)
+      if (const elf::ElfInfo* e = ctx_.files().Get(global_[i].o->path))
+        for (const auto& s : e->symbols)
+          if (s.defined) definers_[s.name].push_back(i);
+  }
+
+  // The first definer in the global scope as o's relocation saw it; start-up objects
+  // that no preload brought sit between the preloads and the RTLD_GLOBAL dlopens.
+  const GlobalEntry* Winner(const Obj& o, const std::string& name, const std::string& version,
+                            const std::vector<const Obj*>& closure) {
+    auto it = definers_.find(name);
+    if (it == definers_.end()) return nullptr;
+    for (size_t i : it->second) {
+      const GlobalEntry& g = global_[i];
+      if (g.since > o.open_seq || g.o == &o) continue;
+      if (g.via == Via::kGlobalDlopen || g.via == Via::kMaybeGlobalDlopen) {
+        // Start-up objects come first in the scope: one of them defining it wins.
+        for (const Obj* s : startup_)
+          if (const SymbolIndex* idx = ctx_.files().Symbols(s->path); idx && idx->Defines(name, version))
+            return nullptr;
+      }
+      const SymbolIndex* idx = ctx_.files().Symbols(g.o->path);
+      if (idx == nullptr || !idx->Defines(name, version)) continue;
+      if (std::find(closure.begin(), closure.end(), g.o) != closure.end()) return nullptr;
+      return &g;
+    }
+    return nullptr;
+  }
+
+  void Check(const Obj& o) {
+    const elf::ElfInfo* e = ctx_.files().Get(o.path);
+    if (e == nullptr) return;
+    std::vector<const Obj*> closure;
+    for (const auto& s : e->symbols) {
+      if (s.defined) continue;
+      if (closure.empty()) closure = Closure(o);
+      const GlobalEntry* w = Winner(o, s.name, s.version, closure);
+      if (w == nullptr) continue;
+      const Obj* loser = nullptr;
+      for (const Obj* c : closure)
+        if (c != &o && ctx_.files().Symbols(c->path) != nullptr &&
+            ctx_.files().Symbols(c->path)->Defines(s.name, s.version)) {
+          loser = c;
+          break;
+        }
+      if (loser == nullptr || Context::SameFile(loser->path, w->o->path) ||
+          (!loser->soname.empty() && loser->soname == w->o->soname))
+        continue;
+      // Vague linkage (inline functions, template instantiations, their static data) is
+      // weak or unique in both copies and meant to be merged; the executable's copies of
+      // library data are copy relocations, also by design.
+      const elf::Symbol* wd = DefOf(ctx_.files().Get(w->o->path), s.name);
+      const elf::Symbol* ld = DefOf(ctx_.files().Get(loser->path), s.name);
+      if (wd == nullptr || ld == nullptr || wd->weak || ld->weak || wd->unique || ld->unique) continue;
+      // Programs that replace C library functions (bash's malloc and getenv) do so on
+      // purpose; an LD_PRELOAD that does is reported, as information.
+      if (w->via == Via::kExecutable && (wd->data || (IsSystemRuntime(loser->path) && InSystemDir(loser->path))))
+        continue;
+      auto& g = groups_[{w, loser}];
+      const std::string sym = s.version.empty() ? s.name : s.name + "@" + s.version;
+      if (std::find(g.symbols.begin(), g.symbols.end(), sym) == g.symbols.end()) g.symbols.push_back(sym);
+      if (std::find(g.requesters.begin(), g.requesters.end(), &o) == g.requesters.end()) g.requesters.push_back(&o);
+    }
+  }
+
+  struct Group {
+    std::vector<std::string> symbols;
+    std::vector<const Obj*> requesters;
+  };
+
+  static std::string FirstFew(const std::vector<std::string>& v, size_t n = 4) {
+    std::string out;
+    for (size_t i = 0; i < v.size() && i < n; ++i) out += (i ? ", " : "") + v[i];
+    if (v.size() > n) out += fmt::format(" and {} more", v.size() - n);
+    return out;
+  }
+
+  void Report(const GlobalEntry* w, const Obj* loser, const Group& g) {
+    const v1::Severity sev = w->via == Via::kGlobalDlopen ? v1::WARNING : v1::INFO;
+    auto f = NewFinding(pi_, v1::SYMBOL_INTERPOSITION, sev);
+    *f.add_objects() = ctx_.Describe(pi_, *w->o);
+    *f.add_objects() = ctx_.Describe(pi_, *loser);
+    for (const Obj* r : g.requesters) *f.add_objects() = ctx_.Describe(pi_, *r);
+    f.add_evidence(w->o->open_seq);
+    f.add_evidence(loser->open_seq);
+    const char* how = w->via == Via::kPreload        ? "LD_PRELOAD"
+                      : w->via == Via::kExecutable   ? "the executable"
+                      : w->via == Via::kGlobalDlopen ? "an RTLD_GLOBAL dlopen"
+                                                     : "a dlopen, if RTLD_GLOBAL";
+    f.set_headline(fmt::format("{} {} of {}'s own {} bound to {} ({})", g.symbols.size(),
+                               g.symbols.size() == 1 ? "symbol" : "symbols", BaseName(g.requesters.front()->path),
+                               BaseName(loser->path), BaseName(w->o->path), how));
+    layout::Detail(&f, "symbols", FirstFew(g.symbols));
+    std::vector<std::string> reqs;
+    for (const Obj* r : g.requesters) reqs.push_back(NormalPath(r->path));
+    layout::Detail(&f, "requested by", FirstFew(reqs, 3));
+    layout::Detail(&f, "bound to", fmt::format("{} ({})", NormalPath(w->o->path), ctx_.HowLoaded(pi_, *w->o)));
+    if (w->root != w->o)
+      layout::Detail(&f, "in the global scope through", fmt::format("{} ({})", NormalPath(w->root->path),
+                                                                    ctx_.HowLoaded(pi_, *w->root)));
+    layout::Detail(&f, "own definition", fmt::format("{} ({})", NormalPath(loser->path), ctx_.HowLoaded(pi_, *loser)));
+    if (w->via == Via::kGlobalDlopen || w->via == Via::kMaybeGlobalDlopen) {
+      const v1::PyCause& py = w->root->load->python();
+      if (w->via == Via::kMaybeGlobalDlopen)
+        layout::Detail(&f, "RTLD_GLOBAL", "unknown (the trace has the mode of Python's ctypes calls and imports "
+                                          "only); the binding above holds only if that dlopen was RTLD_GLOBAL");
+      else if (!py.dlopen_call().empty())
+        layout::Detail(&f, "RTLD_GLOBAL", "yes, " + py.dlopen_call());
+      else if (!py.import_module().empty())
+        layout::Detail(&f, "RTLD_GLOBAL", fmt::format("yes, sys.getdlopenflags() had it during import {}",
+                                                      py.import_module()));
+      else
+        layout::Detail(&f, "RTLD_GLOBAL", "yes");
+      if (!py.import_module().empty() && py.dlopen_call().empty() && w->via == Via::kGlobalDlopen)
+        layout::Fix(&f, "load-rtld-local",
+                    fmt::format("take RTLD_GLOBAL out of sys.setdlopenflags() before import {} (or restore "
+                                "the flags right after what needed it)", py.import_module()));
+      else
+        layout::Fix(&f, "load-rtld-local",
+                    fmt::format("load {} without RTLD_GLOBAL (RTLD_LOCAL, ctypes' default mode), so its "
+                                "symbols stay private to it", BaseName(w->root->path)));
+      layout::Fix(&f, "swap-imports", fmt::format("or load {} before {}, so that its own {} is bound first",
+                                                  BaseName(g.requesters.front()->path), BaseName(w->root->path),
+                                                  BaseName(loser->path)));
+    } else if (w->via == Via::kPreload) {
+      layout::Fix(&f, "none", fmt::format("none if intended (an allocator such as jemalloc or tcmalloc is "
+                                          "preloaded for exactly this); otherwise remove {} from LD_PRELOAD",
+                                          NormalPath(w->root->path)));
+    } else {
+      layout::Fix(&f, "hide-symbols", fmt::format("build {} without exporting {} (-fvisibility=hidden, or a "
+                                                  "version script), or with -Wl,-Bsymbolic in {}",
+                                                  BaseName(w->o->path), g.symbols.front(), BaseName(loser->path)));
+    }
+    layout::Compose(&f);
+    *out_->add_findings() = std::move(f);
+  }
+
+  Context& ctx_;
+  const ProcessIndex& pi_;
+  v1::Report* out_;
+  std::vector<GlobalEntry> global_;
+  std::vector<const Obj*> startup_;
+  std::map<const Obj*, const Obj*> preload_closure_;
+  std::unordered_map<std::string, std::vector<size_t>> definers_;
+  std::map<std::pair<const GlobalEntry*, const Obj*>, Group> groups_;
+};
+
+}  // namespace
+
+void FindInterposition(Context& ctx, v1::Report* out) {
+  for (const auto& pi : ctx.processes()) Pass(ctx, pi, out).Run();
+}
+
+}  // namespace ldscope::analysis

@@ -1,0 +1,258 @@
+// Runtime families across SONAMEs: one runtime loaded from several files that SONAME
+// matching never relates (a wheel's libgomp-e985bcbb.so.1.0.0 beside libgomp.so.1,
+// GNU libgomp beside LLVM libomp, two BLAS builds, two libstdc++, CUDA libraries of two
+// installations). Same-SONAME copies are the duplicates pass's; fall-throughs that
+// split a family are the fall-through pass's.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "analysis/analysis.h"
+#include "analysis/families.h"
+
+namespace ldscope::analysis {
+namespace {
+
+struct Member {
+  const Obj* o;
+  RuntimeId id;
+  std::string version;
+};
+
+bool Overlap(const Obj& a, const Obj& b) { return a.open_seq < b.close_seq && b.open_seq < a.close_seq; }
+
+// One member per distinct file (first loaded first), keeping only files alive together
+// with another member.
+std::vector<Member> Together(std::vector<Member> ms) {
+  std::sort(ms.begin(), ms.end(), [](const Member& a, const Member& b) { return a.o->open_seq < b.o->open_seq; });
+  std::vector<Member> files;
+  for (const Member& m : ms) {
+    bool seen = false;
+    for (const Member& d : files)
+      seen |= (m.o->dev != 0 && m.o->dev == d.o->dev && m.o->ino == d.o->ino) || Context::SameFile(m.o->path, d.o->path);
+    if (!seen) files.push_back(m);
+  }
+  std::vector<Member> out;
+  for (const Member& a : files)
+    for (const Member& b : files)
+      if (a.o != b.o && Overlap(*a.o, *b.o)) {
+        out.push_back(a);
+        break;
+      }
+  return out;
+}
+
+std::set<std::string> Sonames(const std::vector<Member>& ms) {
+  std::set<std::string> s;
+  for (const Member& m : ms) s.insert(m.o->soname.empty() ? BaseName(m.o->path) : m.o->soname);
+  return s;
+}
+
+std::string HighestGlibcxx(Context& ctx, const std::string& path) {
+  std::string best;
+  if (const elf::ElfInfo* e = ctx.files().Get(path))
+    for (const auto& d : e->verdefs)
+      if (d.rfind("GLIBCXX_", 0) == 0 && (d.size() > best.size() || (d.size() == best.size() && d > best))) best = d;
+  return best.empty() ? "unknown" : best;
+}
+
+class Pass {
+ public:
+  Pass(Context& ctx, const ProcessIndex& pi, v1::Report* out) : ctx_(ctx), pi_(pi), out_(out) {}
+
+  void Run() {
+    std::map<std::pair<int64_t, Runtime>, std::vector<Member>> by_runtime;
+    std::map<std::pair<int64_t, std::string>, std::vector<Member>> cuda;
+    for (const auto& [id, o] : pi_.objects) {
+      if (o.rolled_back || o.path.empty()) continue;
+      if (o.load != nullptr && (o.load->reason() == v1::LOAD_EXECUTABLE || o.load->reason() == v1::LOAD_VDSO)) continue;
+      const RuntimeId rid = Classify(o.soname.empty() ? o.path : o.soname, ctx_.files().Get(o.path));
+      if (rid.runtime == Runtime::kNone) continue;
+      Member m{&o, rid, RuntimeVersion(ctx_, o, rid)};
+      if (rid.runtime == Runtime::kCuda) cuda[{o.lmid, rid.implementation}].push_back(m);
+      else by_runtime[{o.lmid, rid.runtime}].push_back(m);
+    }
+    for (const auto& ft : FallThroughs(ctx_, pi_)) fell_through_.insert(ft.object);
+    for (auto& [key, ms] : by_runtime) {
+      const auto together = Together(ms);
+      if (together.size() < 2) continue;
+      if (key.second == Runtime::kOpenMP) OpenMP(together);
+      if (key.second == Runtime::kBlas) Blas(together);
+      if (key.second == Runtime::kCxx) Cxx(together);
+    }
+    for (auto& [key, ms] : cuda) Cuda(key.second, Together(ms));
+  }
+
+ private:
+  v1::Finding Start(v1::Severity sev, const std::vector<Member>& ms) {
+    auto f = NewFinding(pi_, v1::RUNTIME_FAMILY, sev);
+    for (const Member& m : ms) {
+      *f.add_objects() = ctx_.Describe(pi_, *m.o);
+      f.add_evidence(m.o->open_seq);
+    }
+    return f;
+  }
+
+  void Copies(v1::Finding* f, const std::vector<Member>& ms, bool with_impl) {
+    for (const Member& m : ms) {
+      const std::string what = with_impl ? fmt::format("{} {}", m.id.implementation,
+                                                       m.version == "unknown" ? "(version unknown)" : m.version)
+                                         : (m.o->soname.empty() ? BaseName(m.o->path) : m.o->soname);
+      layout::Detail(f, "loaded", fmt::format("{}: {} ({})", what, NormalPath(m.o->path), ctx_.HowLoaded(pi_, *m.o)));
+    }
+  }
+
+  void Emit(v1::Finding f) {
+    layout::Compose(&f);
+    *out_->add_findings() = std::move(f);
+  }
+
+  void OpenMP(const std::vector<Member>& ms) {
+    std::set<std::string> impls;
+    for (const Member& m : ms) impls.insert(m.id.implementation);
+    if (impls.size() >= 2) {
+      auto f = Start(v1::WARNING, ms);
+      f.set_headline(fmt::format("{} different OpenMP runtimes loaded together: {}", impls.size(),
+                                 fmt::join(impls, " and ")));
+      Copies(&f, ms, true);
+      layout::Detail(&f, "why it matters", "two OpenMP runtimes each start their own thread pools; "
+                                           "together they oversubscribe, crash or deadlock");
+      layout::Fix(&f, "set-variable", fmt::format("make every package use one runtime: preload one of them "
+                                                  "(LD_PRELOAD={}) or install builds that share it",
+                                                  NormalPath(ms.front().o->path)));
+      layout::Fix(&f, "set-variable", "as a stopgap for Intel's runtime beside another: KMP_DUPLICATE_LIB_OK=TRUE "
+                                      "(hides the check, not the conflict)");
+      Emit(std::move(f));
+      return;
+    }
+    if (Sonames(ms).size() < 2) return;  // one SONAME twice: the duplicates pass
+    auto f = Start(v1::INFO, ms);
+    f.set_headline(fmt::format("OpenMP runtime: {} copies of {} (each keeps its own thread settings)", ms.size(),
+                               *impls.begin()));
+    Copies(&f, ms, false);
+    layout::Fix(&f, "set-variable", "set OMP_NUM_THREADS for the process: omp_set_num_threads() in one copy "
+                                    "does not reach the others");
+    Emit(std::move(f));
+  }
+
+  void Blas(const std::vector<Member>& ms) {
+    // One installation counts once: Debian's libblas.so.3, liblapack.so.3 and
+    // libopenblas.so.0 of one OpenBLAS build live side by side.
+    std::vector<Member> installs;
+    for (const Member& m : ms) {
+      bool same = false;
+      for (const Member& i : installs)
+        same |= i.id.implementation == m.id.implementation && i.version == m.version &&
+                DirName(NormalPath(i.o->path)) == DirName(NormalPath(m.o->path));
+      if (!same) installs.push_back(m);
+    }
+    if (installs.size() < 2) return;
+    std::vector<const Member*> plain;
+    std::set<std::string> impls;
+    for (const Member& m : installs) {
+      impls.insert(m.id.implementation);
+      if (m.id.blas_names) plain.push_back(&m);
+    }
+    bool clash = false;
+    for (const Member* a : plain)
+      for (const Member* b : plain) clash |= a->id.implementation != b->id.implementation;
+    if (clash) {
+      auto f = Start(v1::WARNING, installs);
+      f.set_headline(fmt::format("two BLAS libraries export the same names (dgemm_ ...): {}", fmt::join(impls, " and ")));
+      Copies(&f, installs, true);
+      layout::Detail(&f, "why it matters", "each BLAS call binds to whichever copy comes first in the caller's "
+                                           "lookup scope, so callers can mix the two builds");
+      layout::Fix(&f, "pin-version", "use one BLAS for every package (one alternative: update-alternatives "
+                                     "--config libblas.so.3-x86_64-linux-gnu, or wheels that bundle theirs under "
+                                     "renamed symbols)");
+      Emit(std::move(f));
+      return;
+    }
+    auto f = Start(v1::INFO, installs);
+    f.set_headline(fmt::format("BLAS/LAPACK: {} builds loaded (as threadpoolctl lists them)", installs.size()));
+    Copies(&f, installs, true);
+    layout::Fix(&f, "set-variable", "thread limits must reach each: set OPENBLAS_NUM_THREADS/MKL_NUM_THREADS "
+                                    "(or use threadpoolctl) rather than one library's API");
+    Emit(std::move(f));
+  }
+
+  void Cxx(const std::vector<Member>& ms) {
+    if (Sonames(ms).size() < 2) return;
+    // What objects loaded after the first copy require of the C++ runtime.
+    std::string required, required_by;
+    for (const auto& [id, o] : pi_.objects) {
+      if (o.open_seq <= ms.front().o->open_seq || o.lmid != ms.front().o->lmid) continue;
+      const elf::ElfInfo* e = ctx_.files().Get(o.path);
+      if (e == nullptr) continue;
+      for (const auto& vn : e->verneeds)
+        for (const auto& v : vn.versions)
+          if (v.rfind("GLIBCXX_", 0) == 0 && (v.size() > required.size() || (v.size() == required.size() && v > required))) {
+            required = v;
+            required_by = NormalPath(o.path);
+          }
+    }
+    auto f = Start(v1::WARNING, ms);
+    f.set_headline(fmt::format("two C++ runtimes (libstdc++) loaded; {} came first", BaseName(ms.front().o->path)));
+    for (const Member& m : ms)
+      layout::Detail(&f, "loaded", fmt::format("{} (offers up to {}), {}", NormalPath(m.o->path),
+                                               HighestGlibcxx(ctx_, m.o->path), ctx_.HowLoaded(pi_, *m.o)));
+    if (!required.empty()) layout::Detail(&f, "required", fmt::format("{} by {}", required, required_by));
+    const Member* newest = &ms.front();
+    for (const Member& m : ms) {
+      const std::string a = HighestGlibcxx(ctx_, m.o->path), b = HighestGlibcxx(ctx_, newest->o->path);
+      if (a != "unknown" && (b == "unknown" || a.size() > b.size() || (a.size() == b.size() && a > b))) newest = &m;
+    }
+    const std::string need = required.empty() ? HighestGlibcxx(ctx_, newest->o->path) : required;
+    if (newest->o->soname == "libstdc++.so.6")
+      layout::Fix(&f, "preload-by-path", fmt::format("load the newest copy first, for every object to share it: "
+                                                     "LD_PRELOAD={}", NormalPath(newest->o->path)));
+    else
+      layout::Fix(&f, "install", fmt::format("{} cannot stand in for libstdc++.so.6 (another SONAME): install a "
+                                             "libstdc++.so.6 that offers {} (a newer GCC's) and load it first, so "
+                                             "that one runtime serves every object",
+                                             BaseName(newest->o->path), need));
+    Emit(std::move(f));
+  }
+
+  void Cuda(const std::string& component, const std::vector<Member>& ms) {
+    if (ms.size() < 2 || Sonames(ms).size() < 2) return;  // one SONAME twice: the duplicates pass
+    for (const Member& m : ms)
+      if (fell_through_.count(m.o)) return;  // the fall-through pass tells that story
+    std::set<std::string> dirs, families;
+    std::map<std::string, std::set<std::string>> sonames_by_family;
+    for (const Member& m : ms) {
+      dirs.insert(DirName(NormalPath(m.o->path)));
+      sonames_by_family[Family(m.o->soname.empty() ? m.o->path : m.o->soname)].insert(m.o->soname);
+    }
+    bool two_versions = false;
+    for (const auto& [fam, s] : sonames_by_family) two_versions |= s.size() >= 2;
+    if (dirs.size() < 2 && !two_versions) return;
+    auto f = Start(v1::WARNING, ms);
+    f.set_headline(two_versions ? fmt::format("{} of two CUDA versions loaded together", component)
+                                : fmt::format("{} libraries from {} installations", component, dirs.size()));
+    Copies(&f, ms, false);
+    if (two_versions)
+      layout::Fix(&f, "pin-version", fmt::format("install every package's build for one CUDA major version, so "
+                                                 "that one of {} is loaded", fmt::join(Sonames(ms), " and ")));
+    else
+      layout::Fix(&f, "pin-version", fmt::format("load every {} library from one installation ({}): install the "
+                                                 "matching package there, or drop the other directory from the "
+                                                 "search path", component, *dirs.begin()));
+    Emit(std::move(f));
+  }
+
+  Context& ctx_;
+  const ProcessIndex& pi_;
+  v1::Report* out_;
+  std::set<const Obj*> fell_through_;
+};
+
+}  // namespace
+
+void FindRuntimeFamilies(Context& ctx, v1::Report* out) {
+  for (const auto& pi : ctx.processes()) Pass(ctx, pi, out).Run();
+}
+
+}  // namespace ldscope::analysis

@@ -1,0 +1,157 @@
+// The finding classes of issue 10 (fall-through to another installation, runtime
+// families across SONAMEs, symbol interposition), each on tiny fixture libraries with
+// whole golden text and JSON reports; and real, healthy Debian stacks (numpy, scipy,
+// scikit-learn, torch, a make/gcc build) giving no finding at all with every pass.
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "support/test_support.h"
+
+namespace ldscope {
+namespace {
+
+using testing::RunCmd;
+
+const std::string kFx = FIXTURES;
+
+struct Scenario {
+  std::string name;
+  std::vector<std::string> argv;
+  std::vector<std::string> env;
+};
+
+std::vector<Scenario> Scenarios() {
+  const std::string cu13 = kFx + "/classes/cu13";
+  const std::string toolkit = cu13 + "/cuda-13.0/targets/x86_64-linux/lib";
+  const std::string omp = kFx + "/classes/omp", blas = kFx + "/classes/blas";
+  const std::string hog = kFx + "/classes/interpose/global/libhog.so";
+  const std::string plugin = kFx + "/classes/interpose/plugin/libplugin.so";
+  return {
+      // libcublas.so.13 from the wheel, its libcublasLt.so.13 from the toolkit.
+      {"fall_through_split", {DLPROBE, "open", cu13 + "/site-packages/torch/lib/libtorch_cuda.so"},
+       {"LD_LIBRARY_PATH=" + toolkit}},
+      // libcuda.so.1 (the driver) from outside the wheel beside the wheel's libcudart: fine.
+      {"fall_through_driver_healthy", {DLPROBE, "open", cu13 + "/site-packages/torch/lib/libc10_cuda.so"},
+       {"LD_LIBRARY_PATH=" + kFx + "/classes/driver"}},
+      // The RUNPATH directory lacks libver.so.1; LD_LIBRARY_PATH's old copy lacks VER_2.
+      {"fall_through_failure", {DLPROBE, "open", kFx + "/classes/fall/app/libfalluser.so"},
+       {"LD_LIBRARY_PATH=" + kFx + "/ver/old"}},
+      // Two copies of GNU libgomp (one renamed by auditwheel), two OpenBLAS builds.
+      {"runtime_copies",
+       {DLPROBE, "open", omp + "/lib/libgomp.so.1", "open", omp + "/wheel.libs/libgomp-e985bcbb.so.1.0.0", "open",
+        blas + "/lib/libopenblas.so.0", "open", blas + "/numpy.libs/libscipy_openblas64_-ff651d7f.so"},
+       {}},
+      // GNU and LLVM OpenMP; OpenBLAS and MKL both exporting dgemm_; CUDA 12 and 13 cuBLAS.
+      {"runtime_conflicts",
+       {DLPROBE, "open", omp + "/lib/libgomp.so.1", "open", omp + "/llvm/libomp.so", "open",
+        blas + "/lib/libopenblas.so.0", "open", blas + "/mkl/libmkl_rt.so.2", "open",
+        kFx + "/classes/cu12/site-packages/nvidia/cublas/lib/libcublas.so.12", "open", toolkit + "/libcublas.so.13"},
+       {}},
+      // libstdc++.so.6 first, then a wheel's renamed libstdc++ that libcxxuser.so needs.
+      {"two_cxx_runtimes",
+       {DLPROBE, "open", kFx + "/classes/cxx/system/libstdc++.so.6", "open", kFx + "/classes/cxx/app/libcxxuser.so"},
+       {}},
+      {"interposition_rtld_global",
+       {"/usr/bin/python3", SCENARIOS_DIR "/interposition_rtld_global.py", kFx}, {}},
+      {"interposition_setdlopenflags",
+       {"/usr/bin/python3", SCENARIOS_DIR "/interposition_setdlopenflags.py", kFx}, {}},
+      {"interposition_preload", {DLPROBE, "open", plugin}, {"LD_PRELOAD=" + hog}},
+      // A C program's dlopen mode is not in the trace: the finding says so.
+      {"interposition_mode_unknown", {DLPROBE, "gopen", hog, "open", plugin}, {}},
+  };
+}
+
+std::string Normalize(std::string s, const std::string& scratch) {
+  s = testing::ReplaceAll(s, kFx, "${FIXTURES}");
+  s = testing::ReplaceAll(s, DLPROBE, "${DLPROBE}");
+  s = testing::ReplaceAll(s, SCENARIOS_DIR, "${SCENARIOS}");
+  s = testing::ReplaceAll(s, scratch, "${SCRATCH}");
+  s = std::regex_replace(s, std::regex("process [0-9]+"), "process ${PID}");
+  s = std::regex_replace(s, std::regex("\\+[0-9]+\\.[0-9] ms"), "+T ms");
+  s = std::regex_replace(s, std::regex("\"pid\": [0-9]+"), "\"pid\": 0");
+  s = std::regex_replace(s, std::regex("\"(seq|atMs)\": \"?[0-9.e-]+\"?"), "\"$1\": 0");
+  s = std::regex_replace(s, std::regex("\"buildId\": \"[0-9a-f]+\""), "\"buildId\": \"\"");
+  s = std::regex_replace(s, std::regex("\"evidence\": \\[[^\\]]*\\]"), "\"evidence\": []");
+  s = std::regex_replace(s, std::regex("python3\\.[0-9]+"), "python3.X");
+  return s;
+}
+
+void ExpectGolden(const std::string& file, const std::string& actual) {
+  const std::string path = GOLDEN_DIR "/" + file;
+  if (getenv("LDSCOPE_UPDATE_GOLDEN") != nullptr) testing::WriteFile(path, actual);
+  EXPECT_EQ(actual, testing::ReadFile(path)) << "golden " << path << " (LDSCOPE_UPDATE_GOLDEN=1 rewrites it)";
+}
+
+class ClassGolden : public ::testing::TestWithParam<Scenario> {};
+
+TEST_P(ClassGolden, TextAndJson) {
+  const Scenario& sc = GetParam();
+  const auto dir = testing::ScratchDir("classes_" + sc.name);
+  const std::string trace = dir + "/t.ldscope";
+  std::vector<std::string> cmd = {LDSCOPE_BIN, "run", "-q", "-o", trace, "--report", dir + "/report.txt", "--"};
+  cmd.insert(cmd.end(), sc.argv.begin(), sc.argv.end());
+  const auto r = RunCmd(cmd, sc.env);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string text =
+      "== the command printed\n" + r.out + "\n== ldscope's diagnosis\n" + testing::ReadFile(dir + "/report.txt");
+  ExpectGolden("classes_" + sc.name + ".txt", Normalize(text, dir));
+  const auto j = RunCmd({LDSCOPE_BIN, "report", "--format", "json", trace}, sc.env);
+  ASSERT_EQ(j.code, 0) << j.err;
+  ExpectGolden("classes_" + sc.name + ".json", Normalize(j.out, dir));
+}
+
+INSTANTIATE_TEST_SUITE_P(Classes, ClassGolden, ::testing::ValuesIn(Scenarios()),
+                         [](const auto& info) { return info.param.name; });
+
+// Real stacks from Debian's packages (scripts/setup installs them): every pass runs, and
+// the report is empty. min_loads keeps the test honest about what it traced.
+struct Healthy {
+  std::string name;
+  std::vector<std::string> argv;
+  size_t min_loads;
+};
+
+std::vector<Healthy> HealthyStacks() {
+  auto py = [](const std::string& code) { return std::vector<std::string>{"/usr/bin/python3", "-c", code}; };
+  return {
+      {"numpy", py("import numpy, numpy.linalg, numpy.fft, numpy.random; numpy.linalg.inv(numpy.eye(3))"), 20},
+      {"scipy", py("import scipy.linalg, scipy.sparse.linalg, scipy.optimize, scipy.special, scipy.fft; "
+                   "scipy.linalg.inv([[1.0, 2.0], [3.0, 4.0]])"), 40},
+      {"sklearn", py("import sklearn.ensemble, sklearn.linear_model, sklearn.cluster"), 60},
+      {"torch", py("import torch; torch.ones(3) @ torch.ones(3)"), 150},
+      {"torch_numpy_scipy_sklearn", py("import torch, numpy, scipy.linalg, sklearn.ensemble"), 150},
+      {"make_gcc", {"make", "-B", "-s", "CC=gcc"}, 10},
+      // bash defines its own getenv and malloc, which its libtinfo's calls bind to: by design.
+      {"bash", {"/bin/bash", "-c", "/bin/true"}, 4},
+  };
+}
+
+class HealthyStack : public ::testing::TestWithParam<Healthy> {};
+
+TEST_P(HealthyStack, NoFindings) {
+  const Healthy& h = GetParam();
+  const auto dir = testing::ScratchDir("healthy_" + h.name);
+  // A small C project for the make/gcc build: two objects and libm.
+  testing::WriteFile(dir + "/Makefile", "prog: a.o b.o\n\t$(CC) -o $@ $^ -lm\n%.o: %.c\n\t$(CC) -O1 -c $< -o $@\n");
+  testing::WriteFile(dir + "/a.c", "int f(void) { return 1; }\n");
+  testing::WriteFile(dir + "/b.c", "#include <math.h>\nint f(void);\nint main(void) { return f() + (int)sqrt(4.0); }\n");
+  std::vector<std::string> cmd = {LDSCOPE_BIN, "run", "-q", "-o", dir + "/t.ldscope", "--report",
+                                  dir + "/report.txt", "--fail-on", "warning", "--"};
+  cmd.insert(cmd.end(), h.argv.begin(), h.argv.end());
+  if (h.name == "make_gcc") cmd.insert(cmd.end(), {"-C", dir});
+  const auto r = RunCmd(cmd);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(testing::ReadFile(dir + "/report.txt"), "0 errors, 0 warnings, 0 info\n");
+  size_t loads = 0;
+  const v1::Timeline t = testing::TimelineOf({dir + "/t.ldscope"});
+  for (const auto& p : t.processes())
+    loads += testing::LoadLines(p).size();
+  EXPECT_GE(loads, h.min_loads) << "the workload loaded less than expected: is the package installed?";
+}
+
+INSTANTIATE_TEST_SUITE_P(Debian, HealthyStack, ::testing::ValuesIn(HealthyStacks()),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace ldscope
