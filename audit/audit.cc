@@ -1,5 +1,5 @@
 // The rtld-audit hooks: record every library search, open, close and namespace
-// change of the traced process and stream them to the collector. Rules (DESIGN.md):
+// change of the traced process and stream them to the collector. Rules (docs/ARCHITECTURE.md):
 // never throw, never abort, no heap, no stdio, bounded waits, and return the value
 // that changes nothing whenever anything goes wrong.
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-// A model of glibc's library search (LOADER-FACTS.md, dl-load.c _dl_map_object), in
+// A model of glibc's library search (docs/LOADER.md, glibc dl-load.c _dl_map_object), in
 // one place, as libtree writes it down: for a requester and a name, which directories
 // are tried in which order and which file is found. It answers "where would this
 // requester's own search find NAME?" for the analysis passes.

@@ -1,4 +1,4 @@
-// See timeline.h. The reconstruction follows LOADER-FACTS.md: searches are reported
+// See timeline.h. The reconstruction follows docs/LOADER.md: searches are reported
 // candidate by candidate before open(); success shows only as the objopen that
 // follows; NEEDED names that match a loaded object's name or SONAME cause no search.
 #include "model/timeline.h"

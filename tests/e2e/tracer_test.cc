@@ -38,7 +38,7 @@ TEST(Tracer, StartupDlopenDlmopenDlcloseExitSequence) {
   EXPECT_EQ(r.err, "") << "ldscope -q prints nothing on success";
   const auto events = EventsOf(trace);
   for (size_t i = 0; i < events.size(); ++i) EXPECT_EQ(events[i].seq(), i) << "no gaps";
-  // glibc 2.36 order (LOADER-FACTS.md). dlclose on 2.36-2.40: objclose, DELETE,
+  // glibc 2.36 order (docs/LOADER.md). dlclose on 2.36-2.40: objclose, DELETE,
   // CONSISTENT. Startup: main, ld.so, ADD, vDSO, NEEDED closure, CONSISTENT, preinit.
   std::vector<std::string> expected = {
       "start",
