@@ -100,7 +100,7 @@ namespace {
 // The user's own line that made a load: the top-level import, else the ctypes call.
 struct Site {
   std::string what;
-  v1::PyFrame frame;
+  v1::SourceLine frame;
   bool import = false;
 };
 
