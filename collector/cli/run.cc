@@ -159,7 +159,7 @@ int Run(const RunOptions& opt) {
   // The output is opened now (so that a bad -o stops us before anything runs) but only
   // emptied once the command has started: a failure to start leaves it as it was.
   Session session;
-  if (std::string e = session.Start(socket, output, opt.analyse); !e.empty()) {
+  if (std::string e = session.Start(socket, output, opt.analyse || !opt.report.junit.empty()); !e.empty()) {
     Complain(e);
     RemoveRunDir(dir);
     return kUsage;

@@ -112,7 +112,7 @@ TEST(Bytes, OddDirectoryNamesInEveryOutput) {
   ASSERT_EQ(run.code, 0) << run.err;
   ExpectNoInjection("run", run.err);  // (stdout is dlprobe's own)
   EXPECT_NE(run.err.find("::notice title=ldscope missing-library"), std::string::npos) << run.err;
-  EXPECT_NE(run.err.find("libfix_a.so\\n::error::injected\\xff could not be loaded"),
+  EXPECT_NE(run.err.find("dlopen of libfix_a.so\\n::error::injected\\xff failed: its NEEDED libfix_b.so is not found"),
             std::string::npos) << run.err;
 
   const auto t = testing::TimelineOf({trace});
@@ -135,13 +135,13 @@ TEST(Bytes, OddDirectoryNamesInEveryOutput) {
   ExpectNoInjection("diff", diff.out + diff.err);
   const auto report = RunCmd({LDSCOPE_BIN, "report", trace});
   ExpectNoInjection("report", report.out + report.err);
-  EXPECT_NE(report.out.find("libfix_a.so\\n::error::injected\\xff could not be loaded"),
+  EXPECT_NE(report.out.find("dlopen of libfix_a.so\\n::error::injected\\xff failed: its NEEDED libfix_b.so is not found"),
             std::string::npos) << report.out;
   const auto gh = RunCmd({LDSCOPE_BIN, "report", "--github", trace}, {"GITHUB_STEP_SUMMARY=" + summary});
   ExpectNoInjection("report --github", gh.out + gh.err);
   const std::string md = testing::ReadFile(summary);
   ExpectNoInjection("step summary", md);
-  EXPECT_NE(md.find("libfix\\_a.so\\\\n::error::injected\\\\xff could"), std::string::npos) << md;
+  EXPECT_NE(md.find("dlopen of libfix\\_a.so\\\\n::error::injected\\\\xff failed"), std::string::npos) << md;
   const auto chrome = RunCmd({LDSCOPE_BIN, "export", "--chrome", trace, "-o", dir + "/c.json"});
   ASSERT_EQ(chrome.code, 0) << chrome.err;
   ExpectNoInjection("export", chrome.out + chrome.err + testing::ReadFile(dir + "/c.json"));

@@ -30,7 +30,7 @@ TEST(Github, AnnotationsAndStepSummary) {
   EXPECT_EQ(s.rfind("earlier steps wrote this\n", 0), 0u) << "appended, not overwritten";
   EXPECT_NE(s.find("### ldscope: /usr/bin/python3 "), std::string::npos) << s;
   EXPECT_NE(s.find("| error | missing-symbol | "), std::string::npos) << s;
-  EXPECT_NE(s.find(" | libtorch_cuda.so failed to load: ncclCommRegister is not in the libnccl.so.2 "
+  EXPECT_NE(s.find(" | libtorch\\_cuda.so failed to load: ncclCommRegister is not in the libnccl.so.2 "
                    "it was bound to |\n"), std::string::npos) << s;
   // report: annotations on stdout; a clean trace gives a clean summary.
   const auto clean_trace = dir + "/clean.ldscope";
