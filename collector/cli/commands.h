@@ -84,6 +84,8 @@ int Imports(const ImportsOptions& opt);
 
 // Validates --fail-on words; returns "" or an error message.
 std::string CheckFailOn(const std::vector<std::string>& words);
+// The words --fail-on takes, comma-separated (for --help).
+std::string FailOnHelp();
 // When the report goes to default_out (a --report file is always written).
 enum class PrintWhen {
   kAlways,    // `report`

@@ -36,10 +36,8 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--format", run.report.format, "Diagnosis format: text or json")
       ->check(CLI::IsMember({"text", "json"}));
   run_cmd->add_option("--fail-on", run.report.fail_on,
-                      "Exit with status 3 when findings of these kinds exist (comma-separated: "
-                      "missing-symbol, missing-library, shadowed-dependency, "
-                      "search-order-shadowing, duplicate-library, duplicate-info, or error, "
-                      "warning, any)")
+                      "Exit with status 3 when findings of these kinds exist (comma-separated: " +
+                          FailOnHelp() + ")")
       ->delimiter(',');
   run_cmd->add_option("--junit", run.report.junit,
                       "Also write the diagnosis as JUnit XML (a test suite per program, a test "
@@ -94,8 +92,9 @@ int main(int argc, char** argv) {
   // report: the diagnosis of saved traces.
   ReportCommandOptions report;
   auto* report_cmd = app.add_subcommand(
-      "report", "Analyse traces (files or LDSCOPE_DIR directories): duplicate libraries, "
-                "shadowed dependencies (import-order effects), missing symbols. Exit status 3 "
+      "report", "Analyse traces (files or LDSCOPE_DIR directories): missing libraries and "
+                "symbols, duplicate libraries and runtimes, shadowed dependencies (import-order "
+                "effects), fall-through to other installations, symbol interposition. Exit status 3 "
                 "when --fail-on matches, 1 when a trace is damaged.");
   report_cmd->add_option("trace", report.traces, "Trace files or directories")->required();
   report_cmd->add_option("--format", report.report.format, "text or json (proto3 JSON mapping)")

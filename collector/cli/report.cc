@@ -1,5 +1,6 @@
 // `ldscope report`, and the diagnosis `run` prints after the command: analyse traces,
 // render the findings, and decide the --fail-on exit status.
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -8,6 +9,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "analysis/analysis.h"
 #include "cli/commands.h"
@@ -20,10 +22,18 @@
 namespace ldscope::cli {
 namespace {
 
-const std::set<std::string>& FailOnWords() {
-  static const std::set<std::string> words = {
-      "any", "error", "warning", "duplicate-library", "duplicate-info", "shadowed-dependency",
-      "search-order-shadowing", "missing-symbol", "missing-library"};
+// Every finding kind's name (from the schema's enum, so a new kind is never missing),
+// then the severities.
+const std::vector<std::string>& FailOnWords() {
+  static const std::vector<std::string> words = [] {
+    std::vector<std::string> w;
+    const auto* kinds = v1::FindingKind_descriptor();
+    for (int i = 0; i < kinds->value_count(); ++i)
+      if (kinds->value(i)->number() != v1::FINDING_KIND_UNSPECIFIED)
+        w.push_back(render::FindingKindName(static_cast<v1::FindingKind>(kinds->value(i)->number())));
+    w.insert(w.end(), {"error", "warning", "any"});
+    return w;
+  }();
   return words;
 }
 
@@ -60,13 +70,15 @@ std::string WriteJunit(const v1::Timeline& timeline, const v1::Report& report,
 
 }  // namespace
 
+std::string FailOnHelp() {
+  return fmt::format("{}", fmt::join(FailOnWords(), ", "));
+}
+
 std::string CheckFailOn(const std::vector<std::string>& words) {
+  const auto& known = FailOnWords();
   for (const auto& w : words)
-    if (!FailOnWords().count(w)) {
-      std::string all;
-      for (const auto& x : FailOnWords()) all += (all.empty() ? "" : ", ") + x;
-      return fmt::format("--fail-on: unknown kind '{}' (one of: {})", w, all);
-    }
+    if (std::find(known.begin(), known.end(), w) == known.end())
+      return fmt::format("--fail-on: unknown kind '{}' (one of: {})", w, FailOnHelp());
   return "";
 }
 
