@@ -142,12 +142,14 @@ void FindFallThrough(Context& ctx, v1::Report* out) {
           continue;
         }
       }
-      // A relative from the requester's own directories (or the requester itself).
+      // A relative from the requester's own directories (or the requester itself),
+      // loaded before or after it while it was loaded (NEEDED order decides which first).
       const Obj* sibling = nullptr;
       std::vector<const Obj*> candidates = {ft.requester};
-      for (const Obj* a : pi.AliveAt(o.lmid, o.open_seq))
-        if (std::find(ft.own_dirs.begin(), ft.own_dirs.end(), DirName(NormalPath(a->path))) != ft.own_dirs.end())
-          candidates.push_back(a);
+      for (const auto& [id, a] : pi.objects)
+        if (a.lmid == o.lmid && a.open_seq < o.close_seq && o.open_seq < a.close_seq &&
+            std::find(ft.own_dirs.begin(), ft.own_dirs.end(), DirName(NormalPath(a.path))) != ft.own_dirs.end())
+          candidates.push_back(&a);
       for (const Obj* c : candidates)
         if (sibling == nullptr && c != &o && !Context::SameFile(c->path, o.path) &&
             DirName(NormalPath(c->path)) != DirName(NormalPath(o.path)) && SameFamily(*c, o, ctx))

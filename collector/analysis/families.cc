@@ -71,9 +71,13 @@ RuntimeId Classify(const std::string& soname_or_path, const elf::ElfInfo* e) {
         set(Runtime::kCuda, c.component);
       }
   }
-  // Marker symbols, for copies whose names say nothing (libblas.so.3 as OpenBLAS, an
-  // OpenMP runtime under another name).
-  if (id.runtime == Runtime::kNone && e != nullptr) {
+  // Marker symbols, for generic names that say nothing of the implementation
+  // (libblas.so.3 as OpenBLAS, liblapack, an OpenMP runtime under a name of its own), as
+  // threadpoolctl finds them. A runtime linked statically into a bigger library
+  // (torch's libtorch_cpu exports MKL's entry points) is that library's own business.
+  const bool generic = StartsWith(f, "libblas") || StartsWith(f, "libcblas") || StartsWith(f, "liblapack") ||
+                       f.find("omp") != std::string::npos;
+  if (id.runtime == Runtime::kNone && e != nullptr && generic) {
     if (DefinesLike(e, "openblas_get_config")) set(Runtime::kBlas, "OpenBLAS");
     else if (DefinesName(e, "MKL_Get_Version_String")) set(Runtime::kBlas, "MKL");
     else if (DefinesName(e, "bli_info_get_version_str")) set(Runtime::kBlas, "BLIS");
@@ -103,7 +107,8 @@ std::string RuntimeVersion(Context& ctx, const Obj& o, const RuntimeId& id) {
   if (id.implementation == "MKL") {
     for (const auto& s : elf::FindStrings(o.path, "Math Kernel Library Version ")) {
       std::string v = s.substr(std::string("Math Kernel Library Version ").size());
-      return v.substr(0, v.find_first_of("- "));
+      v = v.substr(0, v.find_first_of("- "));
+      if (!v.empty()) return v;
     }
     return "unknown";
   }

@@ -206,7 +206,13 @@ class Pass {
   }
 
   void Report(const GlobalEntry* w, const Obj* loser, const Group& g) {
-    const v1::Severity sev = w->via == Via::kGlobalDlopen ? v1::WARNING : v1::INFO;
+    // Two copies of one runtime (a wheel's renamed libgomp and the system's): binding to
+    // the first is how they end up sharing one; the runtime-family finding lists them.
+    const RuntimeId rw = Classify(w->o->soname.empty() ? w->o->path : w->o->soname, ctx_.files().Get(w->o->path));
+    const RuntimeId rl = Classify(loser->soname.empty() ? loser->path : loser->soname, ctx_.files().Get(loser->path));
+    const bool same_runtime = rw.runtime != Runtime::kNone && rw.runtime == rl.runtime &&
+                              rw.implementation == rl.implementation;
+    const v1::Severity sev = w->via == Via::kGlobalDlopen && !same_runtime ? v1::WARNING : v1::INFO;
     auto f = NewFinding(pi_, v1::SYMBOL_INTERPOSITION, sev);
     *f.add_objects() = ctx_.Describe(pi_, *w->o);
     *f.add_objects() = ctx_.Describe(pi_, *loser);
@@ -229,7 +235,15 @@ class Pass {
       layout::Detail(&f, "in the global scope through", fmt::format("{} ({})", NormalPath(w->root->path),
                                                                     ctx_.HowLoaded(pi_, *w->root)));
     layout::Detail(&f, "own definition", fmt::format("{} ({})", NormalPath(loser->path), ctx_.HowLoaded(pi_, *loser)));
-    if (w->via == Via::kGlobalDlopen || w->via == Via::kMaybeGlobalDlopen) {
+    if (same_runtime)
+      layout::Detail(&f, "same runtime", fmt::format("both are {}: the calls reach one copy of it, as sharing one "
+                                                     "runtime needs", rw.implementation));
+    if (same_runtime) {
+      layout::Fix(&f, "none", fmt::format("none needed while both copies are of compatible versions; to keep "
+                                          "{} on its own copy, load {} before {}",
+                                          BaseName(g.requesters.front()->path), BaseName(g.requesters.front()->path),
+                                          BaseName(w->root->path)));
+    } else if (w->via == Via::kGlobalDlopen || w->via == Via::kMaybeGlobalDlopen) {
       const v1::PyCause& py = w->root->load->python();
       if (w->via == Via::kMaybeGlobalDlopen)
         layout::Detail(&f, "RTLD_GLOBAL", "unknown (the trace has the mode of Python's ctypes calls and imports "

@@ -56,6 +56,10 @@ std::vector<Scenario> Scenarios() {
        {"/usr/bin/python3", SCENARIOS_DIR "/interposition_rtld_global.py", kFx}, {}},
       {"interposition_setdlopenflags",
        {"/usr/bin/python3", SCENARIOS_DIR "/interposition_setdlopenflags.py", kFx}, {}},
+      // One OpenBLAS, and MKL inside a bigger library: one BLAS as threadpoolctl counts them.
+      {"blas_embedded_quiet", {DLPROBE, "open", blas + "/lib/libopenblas.so.0", "open", blas + "/app/libtorch_cpu_like.so"}, {}},
+      {"interposition_same_runtime",
+       {"/usr/bin/python3", SCENARIOS_DIR "/interposition_same_runtime.py", kFx}, {}},
       {"interposition_preload", {DLPROBE, "open", plugin}, {"LD_PRELOAD=" + hog}},
       // A C program's dlopen mode is not in the trace: the finding says so.
       {"interposition_mode_unknown", {DLPROBE, "gopen", hog, "open", plugin}, {}},
