@@ -164,6 +164,7 @@ int Run(const RunOptions& opt) {
     RemoveRunDir(dir);
     return kUsage;
   }
+  session.server().set_python_hook_dir(python_hook);
 
   std::vector<std::string> env = ChildEnv(audit_lib, socket, python_hook);
   std::vector<char*> envp, argv;

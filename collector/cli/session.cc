@@ -21,7 +21,8 @@ uint64_t PidNamespace() {
 
 bool Empty(const v1::CollectorNotes& n) {
   return n.still_running_size() == 0 && n.held_by_children() == 0 &&
-         n.untraced_after_size() == 0 && n.accept_deferred() == 0 && n.refused() == 0;
+         n.untraced_after_size() == 0 && n.accept_deferred() == 0 && n.refused() == 0 &&
+         n.python_hook_silent_size() == 0;
 }
 
 }  // namespace
@@ -107,7 +108,7 @@ std::string Session::NotesText() const {
                        "traced:", n.still_running_size(), n.still_running_size() == 1 ? "" : "es");
     const char* sep = " ";
     for (const auto& r : n.still_running()) {
-      out += fmt::format("{}pid {} ({})", sep, r.pid(), server_.ExeOfImage(r.pid(), r.image_start_ns()));
+      out += fmt::format("{}pid {} ({})", sep, r.pid(), text::Escape(server_.ExeOfImage(r.pid(), r.image_start_ns())));
       sep = ", ";
     }
   }
@@ -133,6 +134,14 @@ std::string Session::NotesText() const {
     out += fmt::format("; {} image{} ended without an exit event and nothing traced followed "
                        "(_exit, a crash, or an exec into a program not traced):{}",
                        n_gone, n_gone == 1 ? "" : "s", gone);
+  if (n.python_hook_silent_size() > 0) {
+    out += "; the Python hook did not report in (its loads are not attributed to imports):";
+    const char* sep = " ";
+    for (const auto& r : n.python_hook_silent()) {
+      out += fmt::format("{}pid {} ({})", sep, r.pid(), text::Escape(server_.ExeOfImage(r.pid(), r.image_start_ns())));
+      sep = ", ";
+    }
+  }
   if (n.accept_deferred() > 0)
     out += fmt::format("; descriptor limit {} reached {} time{}: connections waited for it",
                        n.fd_limit(), n.accept_deferred(), n.accept_deferred() == 1 ? "" : "s");

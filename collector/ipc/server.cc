@@ -183,6 +183,18 @@ bool ParseFrame(const uint8_t* data, size_t size, v1::Event* out) {
          out->pid() != 0 && out->stream() == 0;
 }
 
+// A new Python program image (not a fork) whose PYTHONPATH starts with the hook's
+// directory: its hook should report.
+static bool ExpectsPythonHook(const v1::ProcessStart& s, const std::string& hook_dir) {
+  if (hook_dir.empty() || s.reason() != v1::START_EXEC) return false;
+  const std::string& exe = s.exe();
+  if (exe.compare(exe.rfind('/') + 1, 6, "python") != 0) return false;
+  for (const auto& v : s.env())
+    if (v.name() == "PYTHONPATH")
+      return v.value() == hook_dir || v.value().rfind(hook_dir + ":", 0) == 0;
+  return false;
+}
+
 bool Server::HandleEvent(Conn& c, const uint8_t* data, size_t size) {
   v1::Event e;
   if (!ParseFrame(data, size, &e)) return false;
@@ -206,6 +218,9 @@ bool Server::HandleEvent(Conn& c, const uint8_t* data, size_t size) {
     if (e.has_process_start()) {
       info.image_start_ns = e.process_start().image_start_ns();
       info.exe = e.process_start().exe();
+      info.expects_hook = ExpectsPythonHook(e.process_start(), python_hook_dir_);
+    } else {
+      info.image_start_ns = e.mono_ns();
     }
     ++info.open;
   } else if (e.pid() != c.pid) {
@@ -363,6 +378,16 @@ v1::CollectorNotes Server::StopRecording() {
     u->mutable_image()->set_pid(s.pid);
     u->mutable_image()->set_image_start_ns(s.image_start_ns);
     u->set_exe_after(s.exe_after);
+  }
+  for (const auto& [stream, sp] : ordered) {
+    if (!sp->expects_hook) continue;
+    bool reported = false;
+    for (const auto& [other_stream, o] : stream_info_)
+      reported |= o.python && o.pid == sp->pid && o.image_start_ns >= sp->image_start_ns;
+    if (reported) continue;
+    auto* r = notes.add_python_hook_silent();
+    r->set_pid(sp->pid);
+    r->set_image_start_ns(sp->image_start_ns);
   }
   std::sort(notes.mutable_still_running()->begin(), notes.mutable_still_running()->end(),
             [](const v1::ImageRef& a, const v1::ImageRef& b) { return a.pid() < b.pid(); });

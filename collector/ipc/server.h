@@ -65,6 +65,9 @@ class Server {
   std::string Listen(const std::string& socket_path);
   // Where accepted events go (written with their stream number).
   void set_writer(store::TraceWriter* w) { writer_ = w; }
+  // The Python hook's directory that `run` put first on PYTHONPATH: a Python program
+  // started with it whose hook never reports is named in the notes.
+  void set_python_hook_dir(std::string dir) { python_hook_dir_ = std::move(dir); }
   // An extra descriptor to watch (e.g. a pidfd); Serve returns when it is readable.
   void WatchExtra(int fd);
 
@@ -93,7 +96,8 @@ class Server {
     uint32_t pid = 0;
     uint64_t image_start_ns = 0;
     std::string exe;
-    bool python = false;
+    bool python = false;       // the Python hook's stream (image_start_ns: its PyStart's time)
+    bool expects_hook = false; // a Python program started with the hook on PYTHONPATH
     bool exited = false;       // its ProcessExit arrived
     int open = 0;              // connections of it still open
     bool ended_open = false;   // a connection of it ended before the exit event
@@ -113,6 +117,7 @@ class Server {
   int extra_fd_ = -1;
   std::string path_;
   store::TraceWriter* writer_ = nullptr;
+  std::string python_hook_dir_;
   std::unordered_map<int, Conn> conns_;
   // (pid, image start) -> stream, so a reconnecting image keeps its stream.
   std::unordered_map<std::string, uint32_t> streams_;

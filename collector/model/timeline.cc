@@ -419,6 +419,7 @@ class ProcessBuilder {
 struct Notes {
   std::set<std::pair<uint32_t, uint64_t>> still_running;
   std::map<std::pair<uint32_t, uint64_t>, std::string> untraced_after;  // -> exe_after
+  std::set<std::pair<uint32_t, uint64_t>> python_hook_silent;
 };
 
 void AddNotes(const v1::CollectorNotes& n, v1::Timeline* tl, Notes* notes) {
@@ -432,6 +433,7 @@ void AddNotes(const v1::CollectorNotes& n, v1::Timeline* tl, Notes* notes) {
   for (const auto& r : n.still_running()) notes->still_running.insert({r.pid(), r.image_start_ns()});
   for (const auto& u : n.untraced_after())
     notes->untraced_after[{u.image().pid(), u.image().image_start_ns()}] = u.exe_after();
+  for (const auto& r : n.python_hook_silent()) notes->python_hook_silent.insert({r.pid(), r.image_start_ns()});
 }
 
 std::string ReasonText(uint32_t r) {
@@ -550,6 +552,7 @@ v1::Timeline BuildTimeline(const store::TraceSet& traces) {
     std::pair<uint32_t, uint64_t> key{img.pid, img.start ? img.start->image_start_ns() : 0};
     const bool cut = notes.still_running.count(key) != 0;
     p->set_still_running(cut);
+    p->set_python_hook_silent(notes.python_hook_silent.count(key) != 0);
     if (auto u = notes.untraced_after.find(key); u != notes.untraced_after.end()) {
       p->set_untraced_after(true);
       p->set_exe_after(u->second);

@@ -158,6 +158,9 @@ void RenderProcess(std::string& out, const v1::ProcessTimeline& p, const TextOpt
       default: break;
     }
   }
+  if (p.python_hook_silent())
+    out += "  python: ldscope's Python hook did not report (python -I, -E or -S ignore it, or it could "
+           "not connect): loads are not attributed to imports\n";
   // Failed imports that are not the optional probes Python makes itself.
   for (const auto& i : p.imports()) {
     if (!i.failed() || i.error().rfind("ModuleNotFoundError", 0) == 0) continue;

@@ -245,6 +245,39 @@ TEST(Loss, UntracedProcessesAreNamed) {
       << r.err;
 }
 
+// A Python started with the hook on PYTHONPATH whose hook never reports (here python -S,
+// which skips site and sitecustomize; a descriptor limit does the same) is named in the
+// run summary and in `show`; one whose hook reports, and a fork of it, are not.
+TEST(Loss, SilentPythonHookIsNamed) {
+  const auto dir = testing::ScratchDir("loss_python_hook");
+  const std::string trace = dir + "/t.ldscope";
+  const auto r = RunCmd({LDSCOPE_BIN, "run", "--no-report", "-o", trace, "--", "/bin/sh", "-c",
+                         "/usr/bin/python3 -S -c pass; /usr/bin/python3 -c 'import os\nif os.fork() == 0:\n"
+                         " import _bz2\n os._exit(0)\nos.wait()'"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto t = testing::TimelineOf({trace});
+  std::vector<const v1::ProcessTimeline*> pys;  // /usr/bin/python3.X
+  for (const auto& p : t.processes())
+    if (p.exe().find("/python3") != std::string::npos) pys.push_back(&p);
+  ASSERT_EQ(pys.size(), 3u) << "python -S, python, its fork";
+  const v1::ProcessTimeline* silent = nullptr;
+  for (const auto* p : pys) {
+    const bool dash_s = p->argv_size() > 1 && p->argv(1) == "-S";
+    EXPECT_EQ(p->python_hook_silent(), dash_s) << p->pid();
+    if (dash_s) silent = p;
+  }
+  ASSERT_NE(silent, nullptr);
+  EXPECT_NE(r.err.find("; the Python hook did not report in (its loads are not attributed to "
+                       "imports): pid " + std::to_string(silent->pid()) + " (" + silent->exe() + ")"),
+            std::string::npos)
+      << r.err;
+  const std::string show = Show(trace);
+  const std::string line = "  python: ldscope's Python hook did not report (python -I, -E or -S "
+                           "ignore it, or it could not connect): loads are not attributed to imports\n";
+  EXPECT_NE(show.find(line), std::string::npos) << show;
+  EXPECT_EQ(show.find(line), show.rfind(line)) << "once, for python -S only";
+}
+
 // A collector at its descriptor limit with more traced processes than descriptors does
 // not spin: it stops accepting for a while instead, the others wait in the backlog, and
 // every process's stream arrives whole; the summary says the limit was reached.
