@@ -412,9 +412,12 @@ class Pass {
     if (r.load != nullptr && r.load->reason() == v1::LOAD_EXECUTABLE && !StartedUp(pi, e.seq())) return;
     // "No new object mapped" is also what a name that resolves to a file already loaded
     // gives (dev/inode match): only candidates that do not exist make it "not found".
+    // (Relative candidates are the traced process's, relative to its cwd.)
     for (const auto& c : s.tried()) {
+      const std::string p = !c.path().empty() && c.path()[0] != '/' && !pi.p->cwd().empty()
+                                ? pi.p->cwd() + "/" + c.path() : c.path();
       struct stat st;
-      if (stat(c.path().c_str(), &st) == 0) return;
+      if (stat(p.c_str(), &st) == 0) return;
     }
     if (name.find('/') == std::string::npos && NotInherited(pi, e, r)) return;
     auto f = NewFinding(pi, v1::DLOPEN_NOT_FOUND, v1::INFO);
