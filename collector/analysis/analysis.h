@@ -33,6 +33,18 @@ void FindMissingLibraries(Context& ctx, v1::Report* out);
 // of it ran, so nothing was called lazily either.
 bool StartupFailed(const ProcessIndex& pi);
 
+// Failed dlopens explained: a plugin rejected because a library it needs lacks a version
+// or symbol (warning), a name found nowhere (info), a name only a RUNPATH of the
+// caller's loader holds (warning: RUNPATH is not inherited), an undefined symbol that
+// a loaded object outside the lookup scope defines (error). failed_dlopen.cc
+void FindFailedDlopens(Context& ctx, v1::Report* out);
+// The search behind a failed request of name by requester, as labelled lines: one
+// "tried" line per directory (hwcaps subdirectories folded in), LD_LIBRARY_PATH, the
+// loaders' RUNPATHs that were not searched, ld.so.cache. missing_library.cc
+void AddSearchDetails(Context& ctx, const ProcessIndex& pi, const Obj& requester,
+                      const std::string& name, const v1::SearchResult* s, bool dlopen,
+                      v1::Finding* f);
+
 // Runs every pass over a timeline; findings ordered by process, then severity.
 v1::Report Analyze(const v1::Timeline& timeline);
 

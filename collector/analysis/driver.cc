@@ -101,6 +101,31 @@ void DropMissingExplainedByFallThrough(v1::Report* r) {
             fs->end());
 }
 
+// A rejected plugin or an out-of-scope symbol lists the requirements it explains: the
+// missing-symbol finding about the same object would tell the same failure again.
+void DropMissingExplainedByFailedDlopen(v1::Report* r) {
+  std::vector<std::tuple<uint32_t, std::string, std::string, std::string>> explained;  // stream, object, name, version
+  for (const auto& f : r->findings())
+    if (f.kind() == v1::DLOPEN_REJECTED || f.kind() == v1::DLOPEN_OUT_OF_SCOPE)
+      for (const auto& m : f.missing())
+        explained.emplace_back(f.stream(), NormalPath(m.needed_by()), m.name(), m.version());
+  if (explained.empty()) return;
+  auto* fs = r->mutable_findings();
+  fs->erase(std::remove_if(fs->begin(), fs->end(),
+                           [&](const v1::Finding& f) {
+                             if (f.kind() != v1::MISSING_SYMBOL || f.severity() != v1::ERROR ||
+                                 f.missing_size() == 0)
+                               return false;
+                             for (const auto& m : f.missing())
+                               if (std::find(explained.begin(), explained.end(),
+                                             std::make_tuple(f.stream(), NormalPath(m.needed_by()), m.name(),
+                                                             m.version())) == explained.end())
+                                 return false;
+                             return true;
+                           }),
+            fs->end());
+}
+
 }  // namespace
 
 std::string Label(const v1::Library& l) {
@@ -124,8 +149,12 @@ v1::Report Analyze(const v1::Timeline& timeline) {
   FindRuntimeFamilies(ctx, &r);
   // Symbols bound to the executable, a preload or an RTLD_GLOBAL dlopen over the own copy.
   FindInterposition(ctx, &r);
+  // Failed dlopens explained: a plugin rejected, absent, not found because a RUNPATH is
+  // not inherited, or failed on a symbol that a loaded object outside its scope defines.
+  FindFailedDlopens(ctx, &r);
   DropShadowingExplainedByMissingSymbols(&r);
   DropMissingExplainedByFallThrough(&r);
+  DropMissingExplainedByFailedDlopen(&r);
   NoteChangedFiles(ctx, &r);
   std::stable_sort(r.mutable_findings()->begin(), r.mutable_findings()->end(),
                    [](const v1::Finding& a, const v1::Finding& b) {

@@ -30,10 +30,13 @@ std::string Why(const v1::Candidate& c, const loader::Result& model) {
   return c.step();
 }
 
+}  // namespace
+
 // One "tried" line per directory (its glibc-hwcaps subdirectories, which depend on the
 // CPU, are folded into it).
-void TriedLines(Context& ctx, const ProcessIndex& pi, const Obj& requester,
-                const std::string& name, const v1::SearchResult* s, v1::Finding* f) {
+void AddSearchDetails(Context& ctx, const ProcessIndex& pi, const Obj& requester,
+                      const std::string& name, const v1::SearchResult* s, bool dlopen,
+                      v1::Finding* f) {
   const loader::Result model = loader::Search(name, pi.AsRequester(requester, ctx.files()),
                                               pi.LoaderChain(requester, ctx.files()), pi.env);
   if (s == nullptr) {
@@ -58,11 +61,14 @@ void TriedLines(Context& ctx, const ProcessIndex& pi, const Obj& requester,
   for (const auto& l : pi.LoaderChain(requester, ctx.files()))
     if (!l.runpath.empty())
       AddDetail(f, "not searched", fmt::format("{}'s RUNPATH {}: a RUNPATH applies only to its own "
-                                               "object's NEEDED entries", BaseName(l.path), l.runpath));
+                                               "object's NEEDED entries{}", BaseName(l.path), l.runpath,
+                                               dlopen ? " and dlopen calls" : ""));
   const loader::Object r = pi.AsRequester(requester, ctx.files());
   if (!r.nodeflib && ctx.cache().Lookup(name).empty())
     AddDetail(f, "ld.so.cache", fmt::format("no entry for {}", name));
 }
+
+namespace {
 
 void AddFixes(const Obj& requester, const std::string& name, v1::Finding* f) {
   AddFix(f, "install", fmt::format("install the package that provides {}", name));
@@ -108,7 +114,7 @@ void Startup(Context& ctx, const ProcessIndex& pi, v1::Report* out) {
       "loader stopped before main (exit status 127).",
       program, BaseName(req->path), name));
   AddDetail(&f, "needed by", fmt::format("{}, loaded {}", r.path(), r.loaded_by()));
-  TriedLines(ctx, pi, *req, name, SearchFor(pi, *req, name), &f);
+  AddSearchDetails(ctx, pi, *req, name, SearchFor(pi, *req, name), false, &f);
   AddFixes(*req, name, &f);
   *out->add_findings() = std::move(f);
 }
@@ -136,7 +142,7 @@ void FailedDlopens(Context& ctx, const ProcessIndex& pi, v1::Report* out) {
             "way; if the program needs it, install it or put its directory on the search path.",
             BaseName(o.path), n, BaseName(o.path), l.loaded_by()));
         AddDetail(&f, "failed", fmt::format("{}, loaded {}", l.path(), l.loaded_by()));
-        TriedLines(ctx, pi, o, n, s, &f);
+        AddSearchDetails(ctx, pi, o, n, s, false, &f);
         AddDetail(&f, "note", "packages often probe for optional components this way: if the "
                               "program works without it, nothing needs doing");
         AddFixes(o, n, &f);

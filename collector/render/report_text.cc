@@ -30,6 +30,10 @@ std::string FindingKindName(v1::FindingKind k) {
     case v1::FALL_THROUGH: return "fall-through";
     case v1::RUNTIME_FAMILY: return "runtime-family";
     case v1::SYMBOL_INTERPOSITION: return "symbol-interposition";
+    case v1::DLOPEN_REJECTED: return "dlopen-rejected";
+    case v1::DLOPEN_NOT_FOUND: return "dlopen-not-found";
+    case v1::RUNPATH_NOT_INHERITED: return "runpath-not-inherited";
+    case v1::DLOPEN_OUT_OF_SCOPE: return "dlopen-out-of-scope";
     default: return "unknown";
   }
 }

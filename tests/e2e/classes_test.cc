@@ -1,7 +1,8 @@
 // The finding classes of issue 10 (fall-through to another installation, runtime
-// families across SONAMEs, symbol interposition), each on tiny fixture libraries with
-// whole golden text and JSON reports; and real, healthy Debian stacks (numpy, scipy,
-// scikit-learn, torch, a make/gcc build) giving no finding at all with every pass.
+// families across SONAMEs, symbol interposition, failed dlopens explained), each on
+// tiny fixture libraries with whole golden text and JSON reports; and real, healthy
+// Debian stacks (numpy, scipy, scikit-learn, torch, a make/gcc build) giving no finding
+// at all with every pass.
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -63,6 +64,22 @@ std::vector<Scenario> Scenarios() {
       {"interposition_preload", {DLPROBE, "open", plugin}, {"LD_PRELOAD=" + hog}},
       // A C program's dlopen mode is not in the trace: the finding says so.
       {"interposition_mode_unknown", {DLPROBE, "gopen", hog, "open", plugin}, {}},
+      // Failed dlopens explained. NCCL-style: libnccl-net.so found through
+      // LD_LIBRARY_PATH, its libfabric.so.1 (RUNPATH) too old for FABRIC_1.7.
+      {"failed_dlopen_plugin_rejected", {DLPROBE, "open", "libnccl-net.so"},
+       {"LD_LIBRARY_PATH=" + kFx + "/classes/plugin/nccl"}},
+      // The same probe with no plugin installed: information only.
+      {"failed_dlopen_plugin_absent", {DLPROBE, "open", "libnccl-net.so"}, {}},
+      // libframework.so's constructor dlopens libbackend.so, which only libapp.so's
+      // RUNPATH holds.
+      {"failed_dlopen_runpath_not_inherited", {DLPROBE, "open", kFx + "/classes/runpath/app/libapp.so"}, {}},
+      // provider_fn is in libprovider.so, loaded by an earlier dlopen of unknown mode.
+      {"failed_dlopen_out_of_scope",
+       {DLPROBE, "open", kFx + "/classes/scope/provider/libprovider.so", "open",
+        kFx + "/classes/scope/consumer/libconsumer.so"}, {}},
+      // The same from Python's ctypes, whose mode (RTLD_LOCAL) the hook reads.
+      {"failed_dlopen_out_of_scope_python",
+       {"/usr/bin/python3", SCENARIOS_DIR "/failed_dlopen_local_scope.py", kFx}, {}},
   };
 }
 

@@ -1,0 +1,518 @@
+// Failed dlopens explained (docs/LOADER.md sections 2, 3 and 5). Four shapes:
+// - rejected: the dlopen found the object, but a library it needs (directly or further
+//   down its NEEDED chain) lacks a symbol version or symbol it requires, and no other
+//   file on the search path offers it: the installed dependency is too old (warning;
+//   a program probing for a plugin goes on without it);
+// - not found: a name no directory on the caller's search path holds (info: packages
+//   probe for optional plugins on every start);
+// - RUNPATH not inherited: the same, for a bare name that a RUNPATH directory of an
+//   object that loaded the caller holds (warning: dlopen uses only the caller's own
+//   RUNPATH; an RPATH is inherited, a RUNPATH is not);
+// - out of scope: an undefined symbol that an object already loaded defines, but that
+//   object is not in the failing object's lookup scope (error).
+// Where a fact was not read (a file, a C caller's dlopen mode), the finding says
+// "unknown" instead of concluding from its absence. Rejected and out-of-scope findings
+// list the symbols they explain in `missing`, so that the driver drops the
+// missing-symbol finding telling the same failure.
+#include <sys/stat.h>
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "analysis/analysis.h"
+#include "analysis/families.h"
+#include "model/python.h"
+
+namespace ldscope::analysis {
+namespace {
+
+constexpr uint32_t kRtldGlobal = 0x100;
+
+std::string Join(const std::vector<std::string>& v, const char* sep = ", ") {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+// "libfabric.so.1 (found via RUNPATH)"-style: the path, and the step that found it.
+std::string PathFound(const Obj& o) {
+  const std::string step =
+      o.load != nullptr && o.load->tried_size() > 0 ? o.load->tried(o.load->tried_size() - 1).step() : "";
+  if (step.empty()) return NormalPath(o.path);
+  if (step == "as given") return fmt::format("{} (opened by its path)", NormalPath(o.path));
+  return fmt::format("{} (found via {})", NormalPath(o.path), step);
+}
+
+// One requirement of an object in a failed dlopen that the library bound to its NEEDED
+// name does not meet.
+struct Lack {
+  const Obj* object = nullptr;  // the object that requires it
+  const Obj* bound = nullptr;   // what its NEEDED name was bound to
+  std::string needed_name;
+  std::string version;          // the version node (or the symbol's version)
+  std::string symbol;           // "" for a version node
+};
+
+std::string LackText(const Lack& l) {
+  return l.symbol.empty() ? fmt::format("version {}", l.version)
+                          : l.version.empty() ? l.symbol : fmt::format("{}@{}", l.symbol, l.version);
+}
+
+class Pass {
+ public:
+  Pass(Context& ctx, v1::Report* out) : ctx_(ctx), out_(out) {}
+
+  void Run() {
+    for (const auto& pi : ctx_.processes()) {
+      for (const auto& e : pi.p->entries()) {
+        if (e.has_failed_dlopen()) FailedDlopen(pi, e);
+        if (e.has_search()) Search(pi, e);
+      }
+    }
+  }
+
+ private:
+  // ---- A dlopen that mapped objects and rolled them back ----
+
+  void FailedDlopen(const ProcessIndex& pi, const v1::Entry& e) {
+    std::vector<const Obj*> batch;
+    for (const auto& r : e.failed_dlopen().rolled_back()) {
+      auto it = pi.objects.find(r.id());
+      if (it != pi.objects.end() && it->second.load != nullptr) batch.push_back(&it->second);
+    }
+    if (batch.empty()) return;
+    std::sort(batch.begin(), batch.end(), [](const Obj* a, const Obj* b) { return a->open_seq < b->open_seq; });
+    const Obj& root = *batch.front();
+    if (root.load->reason() != v1::LOAD_DLOPEN) return;
+    // A NEEDED found nowhere fails the dlopen first (missing_library.cc).
+    for (const Obj* o : batch)
+      for (const auto& n : o->load->needed())
+        if (BoundFor(pi, *o, n) == nullptr) return;
+    // Versions are checked for the whole batch before any symbol is looked up
+    // (_dl_check_map_versions in dl-version.c, called from dl_open_worker).
+    std::vector<Lack> lacks;
+    bool unknown = false;
+    for (const Obj* o : batch) Lacking(pi, *o, &lacks, &unknown);
+    if (unknown) return;
+    if (!lacks.empty()) {
+      Rejected(pi, e, root, batch, lacks);
+      return;
+    }
+    for (const Obj* o : batch) OutOfScope(pi, e, root, *o);
+  }
+
+  // The versions (and versioned symbols) o requires from the libraries its NEEDED names
+  // were bound to and that those do not offer.
+  void Lacking(const ProcessIndex& pi, const Obj& o, std::vector<Lack>* out, bool* unknown) {
+    const elf::ElfInfo* info = ctx_.files().Get(o.path);
+    if (info == nullptr) {
+      *unknown = true;
+      return;
+    }
+    for (const auto& vn : info->verneeds) {
+      const Obj* b = BoundFor(pi, o, vn.file);
+      if (b == nullptr) continue;
+      const SymbolIndex* s = ctx_.files().Symbols(b->path);
+      if (s == nullptr) {
+        *unknown = true;
+        return;
+      }
+      for (const auto& v : vn.versions)
+        if (!s->DefinesVersion(v)) out->push_back({&o, b, vn.file, v, ""});
+    }
+    for (const auto& sym : info->symbols) {
+      if (sym.defined || sym.weak || sym.version_file.empty()) continue;
+      const Obj* b = BoundFor(pi, o, sym.version_file);
+      const SymbolIndex* s = b != nullptr ? ctx_.files().Symbols(b->path) : nullptr;
+      if (s == nullptr) continue;
+      // Under a missing version node too: glibc would name the node, but these are the
+      // symbols it stands for.
+      if (!s->Defines(sym.name, sym.version)) out->push_back({&o, b, sym.version_file, sym.version, sym.name});
+    }
+  }
+
+  // Does any file on o's own search path (the whole of it) other than the one bound
+  // offer what l lacks? Then the failure is a search-order story that the shadowing,
+  // fall-through and missing-symbol passes tell with their own fixes.
+  bool OfferedElsewhere(const ProcessIndex& pi, const Lack& l) {
+    const loader::Result r = loader::Search(l.needed_name, pi.AsRequester(*l.object, ctx_.files()),
+                                            pi.LoaderChain(*l.object, ctx_.files()), pi.env,
+                                            /*keep_going=*/true);
+    std::vector<std::string> files;
+    if (!r.path.empty()) files.push_back(r.path);
+    for (const auto& m : r.later) files.push_back(m.path);
+    for (const auto& f : files) {
+      if (Context::SameFile(f, l.bound->path)) continue;
+      const SymbolIndex* s = ctx_.files().Symbols(f);
+      if (s == nullptr) return true;  // unknown: leave it to the passes that say so
+      if (l.symbol.empty() ? s->DefinesVersion(l.version) : s->Defines(l.symbol, l.version)) return true;
+    }
+    return false;
+  }
+
+  // "dlprobe → dlopen libnccl-net.so → NEEDED libfabric.so.1": how the dlopen reached
+  // the object that requires what is missing.
+  std::string Chain(const ProcessIndex& pi, const v1::Entry& e, const Obj& root, const Lack& l) {
+    std::vector<const Obj*> path = {l.object};
+    for (const Obj* o = l.object; o != &root && path.size() < 16;) {
+      auto it = pi.objects.find(o->requester);
+      if (it == pi.objects.end()) break;
+      o = &it->second;
+      path.push_back(o);
+    }
+    std::reverse(path.begin(), path.end());
+    auto caller = pi.objects.find(root.requester);
+    std::string out = caller != pi.objects.end() ? BaseName(caller->second.path) : std::string("(unknown caller)");
+    out += fmt::format(" → dlopen {}", e.failed_dlopen().requested_name().empty() ? BaseName(root.path)
+                                                                                    : e.failed_dlopen().requested_name());
+    for (size_t i = 1; i < path.size(); ++i) out += fmt::format(" → NEEDED {}", path[i]->load->requested_name());
+    out += fmt::format(" → NEEDED {} → {}, which lacks {}", l.needed_name, NormalPath(l.bound->path), LackText(l));
+    return out;
+  }
+
+  void Rejected(const ProcessIndex& pi, const v1::Entry& e, const Obj& root,
+                const std::vector<const Obj*>& batch, const std::vector<Lack>& lacks) {
+    for (const Lack& l : lacks)
+      if (OfferedElsewhere(pi, l)) return;
+    // A NEEDED that fell through from the requester's own RPATH/RUNPATH to another
+    // installation that lacks it: the fall-through error tells that, with its fixes
+    // (fallthrough.cc, which leaves out system runtimes in system directories).
+    for (const FallThrough& ft : FallThroughs(ctx_, pi))
+      for (const Lack& l : lacks)
+        if (ft.object == l.bound && ft.requester == l.object &&
+            !(IsSystemRuntime(l.needed_name) && InSystemDir(l.bound->path)))
+          return;
+    // Version nodes first: glibc stops there ("version `V' not found").
+    std::vector<Lack> shown;
+    for (const Lack& l : lacks)
+      if (l.symbol.empty()) shown.push_back(l);
+    if (shown.empty()) shown = lacks;
+    const Lack& l0 = shown.front();
+    auto f = NewFinding(pi, v1::DLOPEN_REJECTED, v1::WARNING);
+    *f.add_objects() = ctx_.Describe(pi, root);
+    if (l0.object != &root) *f.add_objects() = ctx_.Describe(pi, *l0.object);
+    *f.add_objects() = ctx_.Describe(pi, *l0.bound);
+    f.add_evidence(root.open_seq);
+    f.add_evidence(e.seq());
+    for (const Lack& l : lacks) {
+      auto* m = f.add_missing();
+      m->set_name(l.symbol);
+      m->set_version(l.version);
+      m->set_needed_by(l.object->path);
+      m->set_bound_to(NormalPath(l.bound->path));
+    }
+    std::vector<std::string> what;
+    for (const Lack& l : shown)
+      if (l.needed_name == l0.needed_name && what.size() < 4) what.push_back(LackText(l));
+    f.set_headline(fmt::format("plugin {} rejected: its {} lacks {}", BaseName(root.path), l0.needed_name,
+                               Join(what)));
+    layout::Detail(&f, "chain", Chain(pi, e, root, l0));
+    layout::Detail(&f, "plugin", fmt::format("{}, loaded {}", PathFound(root), ctx_.HowLoaded(pi, root)));
+    if (l0.object != &root)
+      layout::Detail(&f, "requires", fmt::format("{} (needs {} from {})", NormalPath(l0.object->path),
+                                                 Join(what), l0.needed_name));
+    layout::Detail(&f, "bound to", fmt::format("{}, loaded {}", NormalPath(l0.bound->path), ctx_.HowLoaded(pi, *l0.bound)));
+    if (const elf::ElfInfo* b = ctx_.files().Get(l0.bound->path)) {
+      std::vector<std::string> offers;
+      for (const auto& v : b->verdefs)
+        if (v != b->soname && v != BaseName(l0.bound->path)) offers.push_back(v);
+      layout::Detail(&f, "offers", offers.empty() ? std::string("no symbol versions")
+                                                  : fmt::format("versions {}", Join(offers)));
+    }
+    layout::Detail(&f, "elsewhere", fmt::format("no other file on {}'s search path offers {}",
+                                                BaseName(l0.object->path), LackText(l0)));
+    layout::Detail(&f, "effect", fmt::format("the dlopen failed and its {} object{} {} unloaded again: "
+                                             "the plugin is not in use",
+                                             batch.size(), batch.size() == 1 ? "" : "s",
+                                             batch.size() == 1 ? "was" : "were"));
+    layout::Fix(&f, "install", fmt::format("upgrade {} ({}) to a release that offers {}", l0.needed_name,
+                                           NormalPath(l0.bound->path), LackText(l0)));
+    layout::Fix(&f, "install", fmt::format("or install a build of {} made against the {} that is installed",
+                                           BaseName(l0.object->path), l0.needed_name));
+    layout::Fix(&f, "remove", fmt::format("or, if the program is meant to run without the plugin, remove {} "
+                                          "so that nothing tries to load it",
+                                          NormalPath(root.path)));
+    layout::Compose(&f);
+    *out_->add_findings() = std::move(f);
+  }
+
+  // glibc's lookup scope for a failing object of the dlopen whose root is root
+  // (docs/LOADER.md section 5): the global scope (objects of start-up, LD_PRELOAD, ld.so,
+  // and dlopens known to be RTLD_GLOBAL) and the root's dependency closure. Objects
+  // loaded by other dlopens are outside it unless their mode is known to be global.
+  std::vector<const Obj*> Scope(const ProcessIndex& pi, const Obj& root, uint64_t seq) {
+    uint64_t first_dlopen = UINT64_MAX;
+    for (const auto& [id, o] : pi.objects)
+      if (o.load != nullptr && o.load->reason() == v1::LOAD_DLOPEN) first_dlopen = std::min(first_dlopen, o.open_seq);
+    std::vector<const Obj*> scope;
+    auto add = [&](const Obj* o) {
+      if (o != nullptr && std::find(scope.begin(), scope.end(), o) == scope.end()) scope.push_back(o);
+    };
+    for (const auto& [id, o] : pi.objects) {
+      if (o.lmid != root.lmid || o.close_seq <= seq || o.path.empty() || o.rolled_back) continue;
+      const bool global = o.load != nullptr && o.load->has_dlopen_mode() && (o.load->dlopen_mode() & kRtldGlobal);
+      if (o.open_seq < first_dlopen || global) add(&o);
+    }
+    for (const auto& [id, o] : pi.objects)
+      if (o.load != nullptr && o.load->reason() == v1::LOAD_INTERPRETER) add(&o);
+    add(&root);
+    for (size_t i = 0; i < scope.size(); ++i) {
+      if (scope[i]->load == nullptr) continue;
+      for (const auto& n : scope[i]->load->needed()) add(BoundFor(pi, *scope[i], n));
+    }
+    return scope;
+  }
+
+  void OutOfScope(const ProcessIndex& pi, const v1::Entry& e, const Obj& root, const Obj& o) {
+    const elf::ElfInfo* info = ctx_.files().Get(o.path);
+    if (info == nullptr) return;
+    const std::vector<const Obj*> scope = Scope(pi, root, e.seq());
+    std::vector<const SymbolIndex*> idx;
+    for (const Obj* s : scope) {
+      if (s->load != nullptr && s->load->reason() == v1::LOAD_VDSO) continue;
+      const SymbolIndex* x = ctx_.files().Symbols(s->path);
+      if (x == nullptr) return;  // what it defines is unknown: so is what is missing
+      idx.push_back(x);
+    }
+    struct Found {
+      const elf::Symbol* sym;
+      const Obj* provider;
+    };
+    std::vector<Found> found;
+    for (const auto& s : info->symbols) {
+      if (s.defined || s.weak || AnyDefines(idx, s.name, s.version)) continue;
+      // A symbol that one of o's own NEEDED names should provide (a versioned reference
+      // names it; or a file o's own search path finds for a NEEDED defines it) is a
+      // story of what that name was bound to: the missing-symbol pass tells it.
+      if (!s.version_file.empty() || OwnNeededDefines(pi, o, *info, s)) return;
+      const Obj* provider = nullptr;
+      for (const Obj* a : pi.AliveAt(o.lmid, e.seq() > 0 ? e.seq() - 1 : 0)) {
+        if (a->rolled_back || a->path.empty() || std::find(scope.begin(), scope.end(), a) != scope.end()) continue;
+        const SymbolIndex* x = ctx_.files().Symbols(a->path);
+        if (x != nullptr && x->Defines(s.name, s.version)) {
+          provider = a;
+          break;
+        }
+      }
+      // A symbol no loaded object defines: the missing-symbol finding tells that story,
+      // and this one would tell half of it.
+      if (provider == nullptr) return;
+      found.push_back({&s, provider});
+    }
+    if (found.empty()) return;
+    const Obj& p = *found.front().provider;
+    std::vector<std::string> names;
+    for (const auto& x : found)
+      if (x.provider == &p) names.push_back(x.sym->version.empty() ? x.sym->name : x.sym->name + "@" + x.sym->version);
+    const std::string base = BaseName(o.path), pbase = BaseName(p.path);
+    auto f = NewFinding(pi, v1::DLOPEN_OUT_OF_SCOPE, v1::ERROR);
+    *f.add_objects() = ctx_.Describe(pi, o);
+    *f.add_objects() = ctx_.Describe(pi, p);
+    f.add_evidence(o.open_seq);
+    f.add_evidence(p.open_seq);
+    for (const auto& x : found) {
+      auto* m = f.add_missing();
+      m->set_name(x.sym->name);
+      m->set_version(x.sym->version);
+      m->set_needed_by(o.path);
+      m->set_provider(NormalPath(x.provider->path));
+    }
+    const std::string shown = names.size() <= 3 ? Join(names)
+                                                : fmt::format("{}, {} and {} more", names[0], names[1], names.size() - 2);
+    f.set_headline(fmt::format("{} failed to load: {} is in {}, outside its lookup scope", base,
+                               names.size() == 1 ? names[0] : fmt::format("{} symbols", names.size()), pbase));
+    layout::Detail(&f, "failed", fmt::format("{}, loaded {}", NormalPath(o.path), ctx_.HowLoaded(pi, o)));
+    layout::Detail(&f, "needs", fmt::format("{} (undefined in {}; none of its NEEDED libraries defines {})", shown,
+                                            base, names.size() == 1 ? "it" : "them"));
+    layout::Detail(&f, "defined by", fmt::format("{}, loaded {}, +{:.1f} ms", NormalPath(p.path), ctx_.HowLoaded(pi, p),
+                                                 p.at_ms));
+    const Obj* proot = DlopenRoot(pi, p);
+    if (proot != nullptr && proot->load->has_dlopen_mode())
+      layout::Detail(&f, "mode", fmt::format("{} (read by ldscope's Python hook): its symbols stay private to "
+                                             "that dlopen's own objects",
+                                             (proot->load->dlopen_mode() & kRtldGlobal) ? "RTLD_GLOBAL" : "RTLD_LOCAL"));
+    else
+      layout::Detail(&f, "mode", fmt::format("unknown (the trace has the mode of Python's ctypes calls and imports "
+                                             "only); {} is in the global scope only if that dlopen was RTLD_GLOBAL, "
+                                             "and then this lookup would have found {}",
+                                             pbase, names.size() == 1 ? "it" : "them"));
+    std::vector<std::string> members;
+    for (const Obj* s : Scope(pi, root, e.seq()))
+      if (s->load == nullptr || s->load->reason() != v1::LOAD_VDSO) members.push_back(BaseName(s->path));
+    layout::Detail(&f, "lookup scope", fmt::format("{} (the global scope and {}'s own NEEDED closure)",
+                                                   Join(members), BaseName(root.path)));
+    const bool python = o.load->has_python() || (p.load != nullptr && p.load->has_python());
+    layout::Fix(&f, "load-rtld-global",
+                fmt::format("load {} with RTLD_GLOBAL where it is loaded now ({}){}", NormalPath(p.path),
+                            ctx_.HowLoaded(pi, p),
+                            python ? ": ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)" : ": dlopen(path, RTLD_NOW | RTLD_GLOBAL)"));
+    const std::string pname = p.soname.empty() ? pbase : p.soname;
+    const loader::Result own = loader::Search(pname, pi.AsRequester(o, ctx_.files()), pi.LoaderChain(o, ctx_.files()),
+                                              pi.env);
+    layout::Fix(&f, "add-needed",
+                fmt::format("or link {} against {} (a DT_NEEDED entry: patchelf --add-needed {} {}){}", base, pname,
+                            pname, NormalPath(o.path),
+                            !own.path.empty() && Context::SameFile(own.path, p.path)
+                                ? ""
+                                : fmt::format(", with a RUNPATH that finds it (patchelf --add-rpath {} {})",
+                                              DirName(NormalPath(p.path)), NormalPath(o.path))));
+    layout::Compose(&f);
+    *out_->add_findings() = std::move(f);
+  }
+
+  // Does a file that o's own search finds for one of its NEEDED names (any match along
+  // the whole path, or one it was bound to) define s? Unreadable files count as yes
+  // (unknown: no out-of-scope claim then).
+  bool OwnNeededDefines(const ProcessIndex& pi, const Obj& o, const elf::ElfInfo& info, const elf::Symbol& s) {
+    for (const auto& n : info.needed) {
+      std::vector<std::string> files;
+      if (const Obj* b = BoundFor(pi, o, n)) files.push_back(b->path);
+      const loader::Result r = loader::Search(n, pi.AsRequester(o, ctx_.files()), pi.LoaderChain(o, ctx_.files()),
+                                              pi.env, /*keep_going=*/true);
+      if (!r.path.empty()) files.push_back(r.path);
+      for (const auto& m : r.later) files.push_back(m.path);
+      for (const auto& f : files) {
+        const SymbolIndex* x = ctx_.files().Symbols(f);
+        if (x == nullptr || x->Defines(s.name, s.version)) return true;
+      }
+    }
+    return false;
+  }
+
+  // The object whose dlopen loaded o (o itself, or the requester chain up to a dlopen).
+  static const Obj* DlopenRoot(const ProcessIndex& pi, const Obj& o) {
+    const Obj* cur = &o;
+    for (int i = 0; i < 64 && cur != nullptr && cur->load != nullptr; ++i) {
+      if (cur->load->reason() == v1::LOAD_DLOPEN) return cur;
+      if (cur->load->reason() != v1::LOAD_NEEDED) return nullptr;
+      auto it = pi.objects.find(cur->requester);
+      cur = it == pi.objects.end() ? nullptr : &it->second;
+    }
+    return nullptr;
+  }
+
+  // ---- A dlopen of a name that nothing on the search path holds ----
+
+  void Search(const ProcessIndex& pi, const v1::Entry& e) {
+    const v1::SearchResult& s = e.search();
+    if (s.has_same_as() || s.tried_size() == 0 || s.outcome().rfind("unknown", 0) == 0) return;
+    auto it = pi.objects.find(s.requester().id());
+    if (it == pi.objects.end()) return;
+    const Obj& r = it->second;
+    const std::string& name = s.requested_name();
+    // NEEDED names are missing_library.cc's; a requester whose NEEDED list is not known
+    // cannot be told apart.
+    const elf::ElfInfo* info = ctx_.files().Get(r.path);
+    if (r.load == nullptr && info == nullptr) return;
+    const auto& needed = r.load != nullptr ? r.load->needed() : google::protobuf::RepeatedPtrField<std::string>();
+    if (std::find(needed.begin(), needed.end(), name) != needed.end()) return;
+    if (info != nullptr && std::find(info->needed.begin(), info->needed.end(), name) != info->needed.end()) return;
+    // LD_PRELOAD entries are searched for the executable before main.
+    if (r.load != nullptr && r.load->reason() == v1::LOAD_EXECUTABLE && !StartedUp(pi, e.seq())) return;
+    // "No new object mapped" is also what a name that resolves to a file already loaded
+    // gives (dev/inode match): only candidates that do not exist make it "not found".
+    // (Relative candidates are the traced process's, relative to its cwd.)
+    for (const auto& c : s.tried()) {
+      const std::string p = !c.path().empty() && c.path()[0] != '/' && !pi.p->cwd().empty()
+                                ? pi.p->cwd() + "/" + c.path() : c.path();
+      struct stat st;
+      if (stat(p.c_str(), &st) == 0) return;
+    }
+    if (name.find('/') == std::string::npos && NotInherited(pi, e, r)) return;
+    auto f = NewFinding(pi, v1::DLOPEN_NOT_FOUND, v1::INFO);
+    *f.add_objects() = ctx_.Describe(pi, r);
+    f.add_evidence(e.seq());
+    const std::string py = model::PyCauseText(s.python(), pi.p->cwd());
+    f.set_headline(fmt::format("dlopen of {} from {} failed: not found", name, BaseName(r.path)));
+    layout::Detail(&f, "requested by", fmt::format("{}, loaded {}{}", NormalPath(r.path), ctx_.HowLoaded(pi, r),
+                                                   py.empty() ? "" : ", for " + py));
+    AddSearchDetails(ctx_, pi, r, name, &s, /*dlopen=*/true, &f);
+    layout::Detail(&f, "note", "packages probe for optional plugins this way on every start: if the program "
+                               "works without it, nothing needs doing");
+    layout::Fix(&f, "install", fmt::format("if the program should use {}, install the package that provides it", name));
+    if (name.find('/') == std::string::npos)
+      layout::Fix(&f, "set-variable",
+                  fmt::format("or, if {} is installed in a directory of its own, add that directory to "
+                              "LD_LIBRARY_PATH or to {}'s RUNPATH (patchelf --add-rpath DIR {})",
+                              name, BaseName(r.path), NormalPath(r.path)));
+    layout::Compose(&f);
+    *out_->add_findings() = std::move(f);
+  }
+
+  // Whether the executable's start-up had finished at seq (a dlopen, not a preload).
+  static bool StartedUp(const ProcessIndex& pi, uint64_t seq) {
+    for (const auto& [id, o] : pi.objects)
+      if (o.open_seq < seq && o.load != nullptr && o.load->reason() != v1::LOAD_PRELOAD &&
+          o.load->reason() != v1::LOAD_EXECUTABLE && o.load->reason() != v1::LOAD_INTERPRETER)
+        return true;
+    return false;
+  }
+
+  // The RUNPATH-not-inherited shape: a RUNPATH directory of an object that loaded the
+  // caller holds the name. Reported (warning) when true.
+  bool NotInherited(const ProcessIndex& pi, const v1::Entry& e, const Obj& r) {
+    const std::string& name = e.search().requested_name();
+    loader::Environment env = pi.env;
+    env.ld_library_path.clear();
+    for (const loader::Object& l : pi.LoaderChain(r, ctx_.files())) {
+      if (l.runpath.empty() || NormalPath(l.path) == NormalPath(r.path)) continue;
+      loader::Object only = l;
+      only.rpath.clear();
+      const loader::Result found = loader::Search(name, only, {}, env);
+      if (found.path.empty() || found.step != loader::Step::kRunpath) continue;
+      const std::string file = NormalPath(found.path);
+      const std::string lbase = BaseName(l.path), rbase = BaseName(r.path);
+      auto f = NewFinding(pi, v1::RUNPATH_NOT_INHERITED, v1::WARNING);
+      *f.add_objects() = ctx_.Describe(pi, r);
+      f.add_evidence(e.seq());
+      f.set_headline(fmt::format("dlopen of {} from {} failed: only {}'s RUNPATH holds it", name, rbase, lbase));
+      layout::Detail(&f, "requested by", fmt::format("{}, loaded {}", NormalPath(r.path), ctx_.HowLoaded(pi, r)));
+      AddSearchDetails(ctx_, pi, r, name, &e.search(), /*dlopen=*/true, &f);
+      layout::Detail(&f, "would be found", fmt::format("{}, in {}'s RUNPATH ({})", file, lbase, l.runpath));
+      layout::Detail(&f, "rule", fmt::format("a dlopen searches the RUNPATH of the object that calls it ({}) only; "
+                                             "a RUNPATH is not inherited by the objects it loads (an RPATH is, when "
+                                             "the caller has no RUNPATH)", rbase));
+      const loader::Object self = pi.AsRequester(r, ctx_.files());
+      layout::Fix(&f, "set-runpath",
+                  fmt::format("give {} a RUNPATH of its own that holds {}: patchelf --add-rpath {} {}", rbase, name,
+                              DirName(file) == DirName(NormalPath(r.path)) ? std::string("'$ORIGIN'") : DirName(file),
+                              NormalPath(r.path)));
+      layout::Fix(&f, "dlopen-by-path", fmt::format("or have {} dlopen {} by its full path", rbase, file));
+      // glibc's RPATH walk follows l_loader, which a dlopen leaves empty (dl-load.c
+      // clears the loader for __RTLD_CALLMAP): only a chain of NEEDED entries from l to
+      // the caller, or the executable's own RPATH, reaches the caller's dlopen.
+      if (self.runpath.empty() && ReachesByNeeded(pi, r, l))
+        layout::Fix(&f, "link-rpath", fmt::format("or link {} with an RPATH instead of a RUNPATH (-Wl,--disable-new-dtags), "
+                                                  "which objects it loads inherit",
+                                                  lbase));
+      layout::Compose(&f);
+      *out_->add_findings() = std::move(f);
+      return true;
+    }
+    return false;
+  }
+
+  // l is the executable, or r was loaded through NEEDED entries only from l.
+  static bool ReachesByNeeded(const ProcessIndex& pi, const Obj& r, const loader::Object& l) {
+    const Obj* exe = pi.Executable();
+    if (exe != nullptr && NormalPath(exe->path) == NormalPath(l.path)) return true;
+    const Obj* cur = &r;
+    for (int i = 0; i < 64 && cur != nullptr && cur->load != nullptr; ++i) {
+      if (cur->load->reason() != v1::LOAD_NEEDED) return false;
+      auto it = pi.objects.find(cur->requester);
+      cur = it == pi.objects.end() ? nullptr : &it->second;
+      if (cur != nullptr && NormalPath(cur->path) == NormalPath(l.path)) return true;
+    }
+    return false;
+  }
+
+  Context& ctx_;
+  v1::Report* out_;
+};
+
+}  // namespace
+
+void FindFailedDlopens(Context& ctx, v1::Report* out) { Pass(ctx, out).Run(); }
+
+}  // namespace ldscope::analysis
