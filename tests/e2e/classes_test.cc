@@ -67,7 +67,7 @@ std::string Normalize(std::string s, const std::string& scratch) {
   s = testing::ReplaceAll(s, DLPROBE, "${DLPROBE}");
   s = testing::ReplaceAll(s, SCENARIOS_DIR, "${SCENARIOS}");
   s = testing::ReplaceAll(s, scratch, "${SCRATCH}");
-  s = std::regex_replace(s, std::regex("process [0-9]+"), "process ${PID}");
+  s = std::regex_replace(s, std::regex("process(:?) [0-9]+"), "process$1 ${PID}");
   s = std::regex_replace(s, std::regex("\\+[0-9]+\\.[0-9] ms"), "+T ms");
   s = std::regex_replace(s, std::regex("\"pid\": [0-9]+"), "\"pid\": 0");
   s = std::regex_replace(s, std::regex("\"(seq|atMs)\": \"?[0-9.e-]+\"?"), "\"$1\": 0");
