@@ -124,6 +124,8 @@ v1::Report Analyze(const v1::Timeline& timeline) {
   FindRuntimeFamilies(ctx, &r);
   // Symbols bound to the executable, a preload or an RTLD_GLOBAL dlopen over the own copy.
   FindInterposition(ctx, &r);
+  // The CUDA driver library: a stub, two copies, a compat copy against the kernel driver.
+  FindCudaDriver(ctx, &r);
   DropShadowingExplainedByMissingSymbols(&r);
   DropMissingExplainedByFallThrough(&r);
   NoteChangedFiles(ctx, &r);

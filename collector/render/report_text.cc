@@ -30,6 +30,7 @@ std::string FindingKindName(v1::FindingKind k) {
     case v1::FALL_THROUGH: return "fall-through";
     case v1::RUNTIME_FAMILY: return "runtime-family";
     case v1::SYMBOL_INTERPOSITION: return "symbol-interposition";
+    case v1::CUDA_DRIVER: return "cuda-driver";
     default: return "unknown";
   }
 }

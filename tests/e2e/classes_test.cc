@@ -1,5 +1,5 @@
 // The finding classes of issue 10 (fall-through to another installation, runtime
-// families across SONAMEs, symbol interposition), each on tiny fixture libraries with
+// families across SONAMEs, symbol interposition, the CUDA driver library), each on tiny fixture libraries with
 // whole golden text and JSON reports; and real, healthy Debian stacks (numpy, scipy,
 // scikit-learn, torch, a make/gcc build) giving no finding at all with every pass.
 #include <gtest/gtest.h>
@@ -27,6 +27,7 @@ std::vector<Scenario> Scenarios() {
   const std::string omp = kFx + "/classes/omp", blas = kFx + "/classes/blas";
   const std::string hog = kFx + "/classes/interpose/global/libhog.so";
   const std::string plugin = kFx + "/classes/interpose/plugin/libplugin.so";
+  const std::string cuda = kFx + "/classes/cuda";
   return {
       // libcublas.so.13 from the wheel, its libcublasLt.so.13 from the toolkit.
       {"fall_through_split", {DLPROBE, "open", cu13 + "/site-packages/torch/lib/libtorch_cuda.so"},
@@ -59,6 +60,24 @@ std::vector<Scenario> Scenarios() {
       {"interposition_preload", {DLPROBE, "open", plugin}, {"LD_PRELOAD=" + hog}},
       // A C program's dlopen mode is not in the trace: the finding says so.
       {"interposition_mode_unknown", {DLPROBE, "gopen", hog, "open", plugin}, {}},
+      // The CUDA driver library. LDSCOPE_NVIDIA_VERSION_FILE stands in for
+      // /proc/driver/nvidia/version (absent: no kernel driver loaded).
+      // A toolkit's stub found through LD_LIBRARY_PATH, on a machine without a driver.
+      {"cuda_stub", {DLPROBE, "open", "libcuda.so"},
+       {"LD_LIBRARY_PATH=" + cuda + "/toolkit/lib64/stubs", "LDSCOPE_NVIDIA_VERSION_FILE=" + cuda + "/nvidia/absent"}},
+      // cuda-compat 580.65.06 from LD_LIBRARY_PATH on kernel driver 535.104.05.
+      {"cuda_compat_mismatch", {DLPROBE, "open", "libcuda.so.1"},
+       {"LD_LIBRARY_PATH=" + cuda + "/compat", "LDSCOPE_NVIDIA_VERSION_FILE=" + cuda + "/nvidia/proc-version-535"}},
+      // The same with the kernel driver of its version (the sysfs file's format): nothing.
+      {"cuda_compat_matches", {DLPROBE, "open", "libcuda.so.1"},
+       {"LD_LIBRARY_PATH=" + cuda + "/compat", "LDSCOPE_NVIDIA_VERSION_FILE=" + cuda + "/nvidia/sys-version-580"}},
+      // The same with no kernel driver recorded: the match cannot be checked (info).
+      {"cuda_compat_unknown", {DLPROBE, "open", "libcuda.so.1"},
+       {"LD_LIBRARY_PATH=" + cuda + "/compat", "LDSCOPE_NVIDIA_VERSION_FILE=" + cuda + "/nvidia/absent"}},
+      // A driver's libcuda.so.1 and the compat copy, both loaded by path.
+      {"cuda_two_copies",
+       {DLPROBE, "open", kFx + "/classes/driver/libcuda.so.1", "open", cuda + "/compat/libcuda.so.1"},
+       {"LDSCOPE_NVIDIA_VERSION_FILE=" + cuda + "/nvidia/sys-version-580"}},
   };
 }
 
