@@ -126,6 +126,8 @@ v1::Report Analyze(const v1::Timeline& timeline) {
   FindInterposition(ctx, &r);
   // The CUDA driver library: a stub, two copies, a compat copy against the kernel driver.
   FindCudaDriver(ctx, &r);
+  // Processes of one program (ranks, workers) that disagree about a library's file.
+  FindSiblingMismatch(ctx, &r);
   DropShadowingExplainedByMissingSymbols(&r);
   DropMissingExplainedByFallThrough(&r);
   NoteChangedFiles(ctx, &r);

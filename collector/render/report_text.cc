@@ -31,6 +31,7 @@ std::string FindingKindName(v1::FindingKind k) {
     case v1::RUNTIME_FAMILY: return "runtime-family";
     case v1::SYMBOL_INTERPOSITION: return "symbol-interposition";
     case v1::CUDA_DRIVER: return "cuda-driver";
+    case v1::SIBLING_MISMATCH: return "sibling-mismatch";
     default: return "unknown";
   }
 }
