@@ -25,6 +25,12 @@ void FindRuntimeFamilies(Context& ctx, v1::Report* out);
 // Symbols an object's own closure defines, bound to the executable, an LD_PRELOAD or an
 // RTLD_GLOBAL dlopen instead. interposition.cc
 void FindInterposition(Context& ctx, v1::Report* out);
+// The CUDA driver library (libcuda.so*): a toolkit's stub loaded at run time, two copies,
+// a cuda-compat copy against a kernel driver of another version. cuda_driver.cc
+void FindCudaDriver(Context& ctx, v1::Report* out);
+// Processes running one program (torchrun ranks, pytest-xdist workers) that bound
+// different files for one SONAME: the odd ones out against the others. siblings.cc
+void FindSiblingMismatch(Context& ctx, v1::Report* out);
 
 // A NEEDED library found nowhere: the program could not start (error), or a dlopen
 // failed (info). missing_library.cc

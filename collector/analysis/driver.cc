@@ -152,6 +152,10 @@ v1::Report Analyze(const v1::Timeline& timeline) {
   // Failed dlopens explained: a plugin rejected, absent, not found because a RUNPATH is
   // not inherited, or failed on a symbol that a loaded object outside its scope defines.
   FindFailedDlopens(ctx, &r);
+  // The CUDA driver library: a stub, two copies, a compat copy against the kernel driver.
+  FindCudaDriver(ctx, &r);
+  // Processes of one program (ranks, workers) that disagree about a library's file.
+  FindSiblingMismatch(ctx, &r);
   DropShadowingExplainedByMissingSymbols(&r);
   DropMissingExplainedByFallThrough(&r);
   DropMissingExplainedByFailedDlopen(&r);

@@ -71,6 +71,8 @@ void FindDuplicates(Context& ctx, v1::Report* out) {
       // Without a SONAME nothing can bind to an object by name: same-named Python
       // extension modules of different packages are different modules, not copies.
       if (!Counts(o) || o.soname.empty()) continue;
+      // Copies of the CUDA driver library are the CUDA driver pass's (cuda_driver.cc).
+      if (Family(Key(o)) == "libcuda") continue;
       by_soname[{o.lmid, Key(o)}].push_back(&o);
       by_soname_any_ns[Key(o)].push_back(&o);
       by_family[{o.lmid, Family(Key(o))}].push_back(&o);

@@ -6,6 +6,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <regex>
+#include <sstream>
+
 #include <fmt/format.h>
 
 #include "text/escape.h"
@@ -25,6 +29,33 @@ bool Empty(const v1::CollectorNotes& n) {
          n.python_hook_silent_size() == 0;
 }
 
+// The NVIDIA kernel driver's version on this machine, a fact of the traced machine that
+// the report cannot read later (docs/LOADER.md, "How libcuda is found"). The proc file
+// reads "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug ..." (or
+// "... Open Kernel Module for x86_64  580.65.06  Release Build ..."); the sysfs file holds
+// the version alone. LDSCOPE_NVIDIA_VERSION_FILE (for tests) replaces both paths.
+void RecordNvidiaDriver(v1::TraceHeader* h) {
+  std::vector<std::string> paths = {"/proc/driver/nvidia/version", "/sys/module/nvidia/version"};
+  if (const char* test = getenv("LDSCOPE_NVIDIA_VERSION_FILE"); test != nullptr && *test != '\0')
+    paths = {test};
+  static const std::regex version("([0-9]+\\.[0-9]+(\\.[0-9]+)?)");
+  for (const auto& path : paths) {
+    std::ifstream in(path);
+    if (!in) continue;
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string text = ss.str().substr(0, 4096);
+    text = text.substr(0, text.find('\n'));
+    const auto module = text.find("Kernel Module");
+    std::smatch m;
+    const std::string tail = module == std::string::npos ? text : text.substr(module);
+    h->set_nvidia_driver_source(path);
+    if (std::regex_search(tail, m, version)) h->set_nvidia_driver_version(m[1]);
+    return;  // present but unparsable: the source is named, the version stays unknown
+  }
+  h->set_nvidia_driver_source("none");
+}
+
 }  // namespace
 
 std::string Session::Start(const std::string& socket_path, const std::string& output,
@@ -40,6 +71,7 @@ std::string Session::Start(const std::string& socket_path, const std::string& ou
   h.set_start_unix_ns(static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec);
   h.set_writer("ldscope " LDSCOPE_VERSION);
   h.set_pid_namespace(PidNamespace());
+  RecordNvidiaDriver(&h);
   if (keep_copy) writer_.KeepCopy();
   if (std::string err = writer_.Prepare(output); !err.empty()) return err;
   if (std::string err = server_.Listen(socket_path); !err.empty()) {

@@ -469,6 +469,10 @@ v1::Timeline BuildTimeline(const store::TraceSet& traces) {
       p->set_message(f.problem.message);
     }
     if (tl.pid_namespace() == 0) tl.set_pid_namespace(f.header.pid_namespace());
+    if (tl.nvidia_driver_source().empty() && !f.header.nvidia_driver_source().empty()) {
+      tl.set_nvidia_driver_source(f.header.nvidia_driver_source());
+      tl.set_nvidia_driver_version(f.header.nvidia_driver_version());
+    }
     for (const auto& e : f.events) {
       if (e.has_collector()) {
         AddNotes(e.collector(), &tl, &notes);

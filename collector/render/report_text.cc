@@ -34,6 +34,8 @@ std::string FindingKindName(v1::FindingKind k) {
     case v1::DLOPEN_NOT_FOUND: return "dlopen-not-found";
     case v1::RUNPATH_NOT_INHERITED: return "runpath-not-inherited";
     case v1::DLOPEN_OUT_OF_SCOPE: return "dlopen-out-of-scope";
+    case v1::CUDA_DRIVER: return "cuda-driver";
+    case v1::SIBLING_MISMATCH: return "sibling-mismatch";
     default: return "unknown";
   }
 }

@@ -1,0 +1,265 @@
+// The CUDA driver library, libcuda.so.1 (docs/LOADER.md, "How libcuda is found"): the
+// user-space half of the NVIDIA driver, installed with the kernel module and found through
+// ld.so.cache. Three things go wrong with it:
+// - a CUDA toolkit's link-time stub (…/stubs/libcuda.so) is loaded at run time: every
+//   driver call fails (error);
+// - two copies are loaded (warning; the duplicates pass leaves libcuda to this one);
+// - a cuda-compat copy (…/compat/libcuda.so.1 -> libcuda.so.580.65.06) is used with a
+//   kernel driver of another version (warning), or with one the trace does not name
+//   (info: the match cannot be checked).
+// One system copy, or one copy from any other place that is neither stub nor compat, is
+// the healthy case: nothing is reported. The kernel driver's version is the trace's
+// (recorded when tracing started), never this machine's.
+#include <algorithm>
+#include <filesystem>
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "analysis/analysis.h"
+#include "analysis/families.h"
+#include "text/escape.h"
+
+namespace ldscope::analysis {
+namespace {
+
+bool IsDriver(const Obj& o) {
+  if (o.path.empty() || o.rolled_back) return false;
+  if (o.load != nullptr && (o.load->reason() == v1::LOAD_EXECUTABLE || o.load->reason() == v1::LOAD_VDSO))
+    return false;
+  return Family(o.soname.empty() ? o.path : o.soname) == "libcuda";
+}
+
+// Where a path leads through symlinks, as the file system says now ("" if it cannot).
+std::string Resolved(const std::string& path) {
+  std::error_code ec;
+  const auto p = std::filesystem::canonical(text::Unescape(path), ec);
+  return ec ? std::string() : text::Escape(p.string());
+}
+
+bool Under(const std::string& path, const char* dir) {
+  const std::string p = NormalPath(path), r = Resolved(path);
+  const std::string d = fmt::format("/{}/", dir);
+  return p.find(d) != std::string::npos || r.find(d) != std::string::npos;
+}
+
+// The driver version a copy's file name carries (libcuda.so.580.65.06, the file a
+// compat directory's libcuda.so.1 links to), or "unknown".
+std::string FileVersion(const std::string& path) {
+  static const std::regex name("^libcuda\\.so\\.([0-9]+\\.[0-9]+(\\.[0-9]+)*)$");
+  for (const std::string& p : {path, Resolved(path)}) {
+    std::smatch m;
+    const std::string base = BaseName(p);
+    if (std::regex_match(base, m, name)) return m[1];
+  }
+  return "unknown";
+}
+
+// -1, 0, 1 comparing dotted numbers.
+int CompareVersions(const std::string& a, const std::string& b) {
+  auto parts = [](const std::string& s) {
+    std::vector<long> v;
+    size_t i = 0;
+    while (i < s.size()) {
+      const size_t dot = s.find('.', i);
+      v.push_back(std::strtol(s.substr(i, dot == std::string::npos ? std::string::npos : dot - i).c_str(), nullptr, 10));
+      if (dot == std::string::npos) break;
+      i = dot + 1;
+    }
+    return v;
+  };
+  const auto x = parts(a), y = parts(b);
+  for (size_t i = 0; i < std::max(x.size(), y.size()); ++i) {
+    const long p = i < x.size() ? x[i] : 0, q = i < y.size() ? y[i] : 0;
+    if (p != q) return p < q ? -1 : 1;
+  }
+  return 0;
+}
+
+std::string Step(const Obj& o) {
+  if (o.load == nullptr || o.load->tried_size() == 0) return "";
+  return o.load->tried(o.load->tried_size() - 1).step();
+}
+
+class Pass {
+ public:
+  Pass(Context& ctx, const ProcessIndex& pi, v1::Report* out) : ctx_(ctx), pi_(pi), out_(out) {
+    const auto& t = ctx.timeline();
+    kernel_ = t.nvidia_driver_version();
+    source_ = t.nvidia_driver_source();
+  }
+
+  void Run() {
+    // One representative per distinct file, first loaded first.
+    std::vector<const Obj*> copies;
+    std::vector<const Obj*> all;
+    for (const auto& [id, o] : pi_.objects)
+      if (IsDriver(o)) all.push_back(&o);
+    std::sort(all.begin(), all.end(), [](const Obj* a, const Obj* b) { return a->open_seq < b->open_seq; });
+    for (const Obj* o : all) {
+      bool seen = false;
+      for (const Obj* c : copies)
+        seen |= (o->dev != 0 && o->dev == c->dev && o->ino == c->ino) || Context::SameFile(o->path, c->path);
+      if (!seen) copies.push_back(o);
+    }
+    // A forked child's inherited copies are its parent's findings.
+    for (const Obj* o : copies)
+      if (o->load != nullptr && Under(o->path, "stubs")) Stub(*o);
+    std::vector<const Obj*> together;
+    for (const Obj* a : copies)
+      for (const Obj* b : copies)
+        if (a != b && a->open_seq < b->close_seq && b->open_seq < a->close_seq &&
+            std::find(together.begin(), together.end(), a) == together.end())
+          together.push_back(a);
+    bool own = false;
+    for (const Obj* o : together) own |= o->load != nullptr;
+    if (together.size() >= 2 && own) TwoCopies(together);
+    for (const Obj* o : copies)
+      if (o->load != nullptr && !Under(o->path, "stubs") && Under(o->path, "compat")) Compat(*o);
+  }
+
+ private:
+  // What the trace says of the kernel driver.
+  std::string KernelText() const {
+    if (source_.empty()) return "unknown (this trace did not record it)";
+    if (source_ == "none")
+      return "none loaded when the trace was taken (no /proc/driver/nvidia/version or /sys/module/nvidia/version)";
+    if (kernel_.empty()) return fmt::format("unknown ({} did not name a version)", source_);
+    return fmt::format("{} (read from {} when the trace was taken)", kernel_, source_);
+  }
+
+  std::string Where(const Obj& o) const {
+    const std::string p = NormalPath(o.path), r = Resolved(o.path);
+    std::string how = ctx_.HowLoaded(pi_, o);
+    const std::string step = Step(o);
+    if (o.load != nullptr && o.load->reason() != v1::LOAD_NEEDED && !step.empty() && step != "as given")
+      how += fmt::format("; found via {}", step);
+    return !r.empty() && r != p ? fmt::format("{} -> {} ({})", p, r, how) : fmt::format("{} ({})", p, how);
+  }
+
+  v1::Finding Start(v1::Severity sev, const std::vector<const Obj*>& objs) {
+    auto f = NewFinding(pi_, v1::CUDA_DRIVER, sev);
+    for (const Obj* o : objs) {
+      *f.add_objects() = ctx_.Describe(pi_, *o);
+      f.add_evidence(o->open_seq);
+    }
+    return f;
+  }
+
+  void Emit(v1::Finding f) {
+    layout::Compose(&f);
+    *out_->add_findings() = std::move(f);
+  }
+
+  // How to stop finding `o` the way it was found; keep: the copy to load instead.
+  void AvoidFix(v1::Finding* f, const Obj& o, const std::string& instead, const Obj* keep = nullptr) {
+    const std::string dir = DirName(NormalPath(o.path));
+    const std::string step = Step(o);
+    if (o.load != nullptr && o.load->reason() == v1::LOAD_PRELOAD) {
+      layout::Fix(f, "set-variable", fmt::format("remove {} from LD_PRELOAD{}", NormalPath(o.path), instead));
+    } else if (step == "LD_LIBRARY_PATH") {
+      layout::Fix(f, "drop-from-ld-library-path", fmt::format("remove {} from LD_LIBRARY_PATH{}", dir, instead));
+    } else if (step == "RPATH" || step == "RUNPATH") {
+      auto req = pi_.objects.find(o.requester);
+      layout::Fix(f, "relink", fmt::format("relink {} without {} in its {}{}",
+                                           req == pi_.objects.end() ? std::string("the requester")
+                                                                    : NormalPath(req->second.path),
+                                           dir, step, instead));
+    } else if (step == "ld.so.cache" || step == "default dirs") {
+      layout::Fix(f, "edit-ld-so-conf", fmt::format("remove {} from /etc/ld.so.conf.d/ and run ldconfig{}", dir,
+                                                    instead));
+    } else if (keep != nullptr) {
+      layout::Fix(f, "load-by-path", fmt::format("make the code that loads {} ({}) load {} instead",
+                                                 NormalPath(o.path), ctx_.HowLoaded(pi_, o), NormalPath(keep->path)));
+    } else {
+      layout::Fix(f, "load-by-name", fmt::format("load libcuda.so.1 by name, not by the path {}{}",
+                                                 NormalPath(o.path), instead));
+    }
+  }
+
+  void Stub(const Obj& o) {
+    auto f = Start(v1::ERROR, {&o});
+    f.set_headline(fmt::format("{} is a CUDA toolkit stub: every CUDA driver call fails", BaseName(o.path)));
+    layout::Detail(&f, "loaded", Where(o));
+    layout::Detail(&f, "why", "a toolkit's stubs directory holds a placeholder to link against on machines "
+                              "without a driver; at run time its functions return CUDA_ERROR_STUB_LIBRARY (34)");
+    layout::Detail(&f, "kernel driver", KernelText());
+    AvoidFix(&f, o, ": the stubs are for linking (-L), never for running");
+    if (source_ == "none")
+      layout::Fix(&f, "install", "install the NVIDIA driver: its libcuda.so.1 comes with the kernel module, "
+                                 "and no kernel driver was loaded when this trace was taken");
+    else
+      layout::Fix(&f, "install", "let the driver's own libcuda.so.1 be found (installed with the kernel "
+                                 "module, listed by ldconfig -p)");
+    Emit(std::move(f));
+  }
+
+  void TwoCopies(const std::vector<const Obj*>& copies) {
+    auto f = Start(v1::WARNING, copies);
+    f.set_headline(fmt::format("{} copies of the CUDA driver library (libcuda) are loaded together",
+                               copies.size() == 2 ? "two" : std::to_string(copies.size())));
+    // The copy to keep: the one of the kernel driver's version, else the first.
+    const Obj* keep = copies.front();
+    for (const Obj* o : copies)
+      if (!kernel_.empty() && FileVersion(o->path) == kernel_) keep = o;
+    for (const Obj* o : copies)
+      layout::Detail(&f, "copy", fmt::format("{}, version {}", Where(*o), FileVersion(o->path)));
+    layout::Detail(&f, "kernel driver", KernelText());
+    layout::Detail(&f, "why", "each copy keeps its own driver state: contexts, memory and streams made through "
+                              "one are unknown to the other");
+    for (const Obj* o : copies)
+      if (o != keep) AvoidFix(&f, *o, fmt::format(", so that {} serves every user", NormalPath(keep->path)), keep);
+    Emit(std::move(f));
+  }
+
+  void Compat(const Obj& o) {
+    const std::string compat = FileVersion(o.path);
+    const std::string step = Step(o);
+    const std::string found = step.empty() ? ctx_.HowLoaded(pi_, o) : step;
+    if (compat != "unknown" && !kernel_.empty()) {
+      const int cmp = CompareVersions(compat, kernel_);
+      if (cmp == 0) return;  // the compat copy matches the kernel driver: what cuda-compat is for
+      auto f = Start(v1::WARNING, {&o});
+      f.set_headline(fmt::format("cuda-compat libcuda {} (via {}) with kernel driver {}", compat, found, kernel_));
+      layout::Detail(&f, "loaded", Where(o));
+      layout::Detail(&f, "kernel driver", KernelText());
+      if (cmp < 0)
+        layout::Detail(&f, "why", "a compat libcuda older than the kernel driver is unsupported: cuInit fails "
+                                  "with CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (803)");
+      else
+        layout::Detail(&f, "why", "forward compatibility works only on data-center GPUs and kernel driver "
+                                  "branches this compat release supports; elsewhere cuInit fails (803, or 804 "
+                                  "on unsupported GPUs)");
+      AvoidFix(&f, o, fmt::format(", so that the kernel driver's own libcuda.so.1 ({}) is used", kernel_));
+      if (cmp > 0)
+        layout::Fix(&f, "pin-version", fmt::format("or keep it only where forward compatibility is supported "
+                                                   "(a data-center GPU on a driver branch cuda-compat {} lists)",
+                                                   compat));
+      Emit(std::move(f));
+      return;
+    }
+    auto f = Start(v1::INFO, {&o});
+    f.set_headline(fmt::format("libcuda is a cuda-compat copy ({}, via {}); its match with the kernel driver is "
+                               "unknown", compat == "unknown" ? "version unknown" : compat, found));
+    layout::Detail(&f, "loaded", Where(o));
+    layout::Detail(&f, "compat version", compat == "unknown" ? "unknown (its file name does not say)" : compat);
+    layout::Detail(&f, "kernel driver", KernelText());
+    layout::Fix(&f, "check-version", fmt::format("compare with the kernel driver (cat /proc/driver/nvidia/version): "
+                                                 "a compat libcuda must not be older; if it is, remove {} from "
+                                                 "the search path", DirName(NormalPath(o.path))));
+    Emit(std::move(f));
+  }
+
+  Context& ctx_;
+  const ProcessIndex& pi_;
+  v1::Report* out_;
+  std::string kernel_, source_;
+};
+
+}  // namespace
+
+void FindCudaDriver(Context& ctx, v1::Report* out) {
+  for (const auto& pi : ctx.processes()) Pass(ctx, pi, out).Run();
+}
+
+}  // namespace ldscope::analysis
