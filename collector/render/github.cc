@@ -60,6 +60,15 @@ std::string GithubAnnotations(const v1::Report& r) {
   return out;
 }
 
+std::string GithubLockAnnotations(const v1::LockCheck& c, const std::string& lock_name) {
+  std::string out;
+  for (const auto& d : c.differences())
+    out += fmt::format("::error title={}::{}\n",
+                       Escape(fmt::format("ldscope lock {} ({})", lock_name, d.program()), true),
+                       Escape(LockDifferenceLine(d), false));
+  return out;
+}
+
 std::string GithubSummary(const v1::Report& r, const std::string& title) {
   std::string out = fmt::format("### ldscope: {}\n\n", Cell(title));
   if (r.findings_size() == 0) return out + "No loader problems found.\n\n";
