@@ -46,10 +46,17 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("--github", run.report.github,
                     "GitHub Actions annotations (on stderr) and step summary (also when "
                     "GITHUB_ACTIONS=true)");
+  run_cmd->add_option("--lock", run.lock,
+                      "After the command, check what it loaded against this lock file (see "
+                      "`ldscope check`): the differences on stderr, status 3 when there are any "
+                      "(as for --fail-on); a missing or garbled lock stops ldscope before the "
+                      "command runs (status 2)");
+  run_cmd->add_flag("--ignore-build-id", run.ignore_build_id,
+                    "With --lock: do not compare build-ids");
   // Everything from the first non-option argument on is the command's.
   run_cmd->prefix_command();
   run_cmd->allow_extras();
-  run_cmd->footer("Usage: ldscope run [-o FILE] [-q] [--] COMMAND [ARGS...]");
+  run_cmd->footer("Usage: ldscope run [-o FILE] [-q] [--lock FILE] [--] COMMAND [ARGS...]");
 
   // collect: the same server, standalone, for programs started elsewhere.
   CollectOptions collect;
