@@ -88,7 +88,8 @@ int Check(const CheckOptions& opt);
 
 // Compares what the timeline loaded with a lock: nothing printed and kOk when they
 // match; else the differences (and, with github or GITHUB_ACTIONS=true, ::error
-// annotations) on out, and kFindings (kWriteFailed when out cannot be written).
+// annotations) on out, and kFindings (kWriteFailed when out cannot be written). With
+// github, a table is also appended to $GITHUB_STEP_SUMMARY.
 int CheckAgainstLock(const v1::Timeline& timeline, const v1::Lock& lock,
                      const std::string& lock_name, bool ignore_build_id, bool github,
                      std::FILE* out);

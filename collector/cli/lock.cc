@@ -3,6 +3,7 @@
 // the command).
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 
 #include <fmt/format.h>
 
@@ -42,6 +43,14 @@ int CheckAgainstLock(const v1::Timeline& timeline, const v1::Lock& lock,
                      const std::string& lock_name, bool ignore_build_id, bool github,
                      std::FILE* out) {
   const v1::LockCheck c = analysis::CheckLock(lock, analysis::MakeLock(timeline), ignore_build_id);
+  if (GithubWanted(github)) {
+    if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY"); summary != nullptr && *summary) {
+      std::ofstream s(summary, std::ios::app);
+      s << render::GithubLockSummary(c, lock_name);
+      s.close();
+      if (!s) Complain(fmt::format("cannot append to GITHUB_STEP_SUMMARY={}", summary));
+    }
+  }
   if (c.differences_size() == 0) return kOk;
   if (!Print(out, render::LockCheckText(c, lock_name))) return kWriteFailed;
   if (GithubWanted(github) && !Print(out, render::GithubLockAnnotations(c, lock_name)))

@@ -41,6 +41,8 @@ std::string LockDifferenceLine(const v1::LockDifference& d);
 std::string LockCheckText(const v1::LockCheck& c, const std::string& lock_name);
 // GitHub Actions: one ::error annotation per lock difference.
 std::string GithubLockAnnotations(const v1::LockCheck& c, const std::string& lock_name);
+// The same as a Markdown table for $GITHUB_STEP_SUMMARY ("match" when there are none).
+std::string GithubLockSummary(const v1::LockCheck& c, const std::string& lock_name);
 // GitHub Actions: one workflow-command annotation per finding (error, warning,
 // notice), and a Markdown section for $GITHUB_STEP_SUMMARY.
 std::string GithubAnnotations(const v1::Report& r);
