@@ -13,15 +13,16 @@ int main(int argc, char** argv) {
   app.footer("Exit statuses: run exits with the command's status (128+N if killed by signal N; "
              "127/126 if it could not be found/executed, no trace written). Otherwise, and "
              "over it: 2 bad arguments, cannot start, or no trace could be read; 1 a trace is "
-             "damaged; 3 --fail-on matched (check, run --lock: not as locked); 4 a trace, report or output could not be written "
+             "damaged; 3 --fail-on matched, or the traces differ from the lock (check, run --lock); 4 a trace, report or output could not be written "
              "completely (disk full, size limit, I/O error).");
 
   // run: trace a command (and every process it starts) with the embedded collector.
   RunOptions run;
   auto* run_cmd = app.add_subcommand(
       "run", "Run COMMAND under the audit library and record a trace. Exits with the "
-             "command's status (128+N when killed by signal N), 4 when the trace or report "
-             "could not be written completely.");
+             "command's status (128+N when killed by signal N), 3 when --fail-on matched or "
+             "the trace differs from --lock (over the command's status), 4 when the trace "
+             "or report could not be written completely.");
   run_cmd->add_option("-o,--output", run.output,
                       "Trace file to write (default: ldscope-<date>-<pid>.ldscope; - for "
                       "standard output). Created 0600; emptied only once the command runs");
@@ -138,9 +139,10 @@ int main(int argc, char** argv) {
       "lock", "Write a lock file: per program (its executable; arguments do not matter), each "
               "library it loaded: SONAME, file relative to a root (site-packages, conda = "
               "$CONDA_PREFIX, venv = $VIRTUAL_ENV, cuda, system, or / for an absolute path), "
-              "version and build-id ('unknown' when not read). Sorted, one library a line, "
-              "the same for every trace of the same workload on one machine (hwcaps "
-              "subdirectories, pids and times left out): commit it next to the code. "
+              "version and build-id ('unknown' when not read); ld.so, the vDSO and ldscope's "
+              "own objects left out, a program's processes merged. Sorted, one library a "
+              "line, the same for every trace of the same workload on one machine (pids, "
+              "times and hwcaps subdirectories left out): commit it next to the code. "
               "Exit status 1 when a trace is damaged (what precedes the damage is locked).");
   lock_cmd->add_option("trace", lock.traces, "Trace files or directories")->required();
   lock_cmd->add_option("-o,--output", lock.output,
