@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <regex>
 
 #include "analysis/lock.h"
@@ -263,6 +264,33 @@ TEST(Lock, BadLockFiles) {
   EXPECT_EQ(damaged.code, 0);
   const auto d = RunCmd({LDSCOPE_BIN, "check", "--lock", w.dir + "/good.lock", w.dir + "/damaged.ldscope"});
   EXPECT_EQ(d.code, 1) << d.out << d.err;
+}
+
+// A library found in a glibc-hwcaps subdirectory is locked as the file it specialises,
+// with that file's build-id: the lock is the one a CPU without the subdirectory's level
+// (here: the same machine with the subdirectory gone) writes.
+TEST(Lock, HwcapsSubdirectoryIsTheFileItSpecialises) {
+  const Workload w = Make("lock_hwcaps");
+  const std::string dir = w.dir + "/h";
+  std::filesystem::create_directories(dir + "/glibc-hwcaps/x86-64-v2");
+  std::filesystem::copy_file(w.fx + "/lib/libfix_b.so", dir + "/libfix_b.so");
+  std::filesystem::copy_file(w.fx + "/lib/alt/libfix_b.so", dir + "/glibc-hwcaps/x86-64-v2/libfix_b.so");
+  auto lock = [&](const std::string& name) {
+    const auto r = RunCmd({LDSCOPE_BIN, "run", "-q", "--no-report", "-o", w.dir + "/" + name, "--",
+                           DLPROBE, "open", "libfix_b.so"},
+                          {"LD_LIBRARY_PATH=" + dir}, {"LD_PRELOAD"});
+    EXPECT_EQ(r.code, 0) << r.err;
+    return RunCmd({LDSCOPE_BIN, "lock", w.dir + "/" + name}).out;
+  };
+  const std::string specialised = lock("v2.ldscope");
+  const auto shown = RunCmd({LDSCOPE_BIN, "show", w.dir + "/v2.ldscope"});
+  const bool used = shown.out.find("glibc-hwcaps/x86-64-v2/libfix_b.so") != std::string::npos;
+  std::filesystem::remove_all(dir + "/glibc-hwcaps");
+  const std::string plain = lock("plain.ldscope");
+  EXPECT_NE(plain.find("'libfix_b.so' = { root = '/', file = '" + dir + "/libfix_b.so', "), std::string::npos)
+      << plain;
+  EXPECT_EQ(specialised, plain);
+  if (!used) GTEST_SKIP() << "this CPU or glibc did not load the x86-64-v2 copy: " << shown.out;
 }
 
 // The parts that do not need a run: roots, hwcaps subdirectories, merging, the file
