@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ldscope_proto/lock.pb.h"
 #include "ldscope_proto/timeline.pb.h"
 
 namespace ldscope::cli {
@@ -16,7 +17,7 @@ enum Exit : int {
   kOk = 0,
   kDamagedTrace = 1,  // show: a trace was truncated or corrupt (the rest is shown)
   kUsage = 2,         // bad arguments, unreadable input, cannot start
-  kFindings = 3,      // run/report: findings matched --fail-on
+  kFindings = 3,      // run/report: findings matched --fail-on; check/run: not as locked
   kWriteFailed = 4,   // a trace, report or export could not be written completely
 };
 
@@ -37,6 +38,8 @@ struct RunOptions {
   bool analyse = true;            // print the diagnosis after the command
   bool python_hook = true;        // put the Python hook on PYTHONPATH
   ReportOptions report;
+  std::string lock;               // --lock FILE: check the trace against it afterwards
+  bool ignore_build_id = false;
   std::vector<std::string> command;
 };
 int Run(const RunOptions& opt);
@@ -68,6 +71,28 @@ struct DiffOptions {
   std::vector<std::string> fail_on;  // "new-findings", "changes"
 };
 int Diff(const DiffOptions& opt);
+
+struct LockOptions {
+  std::vector<std::string> traces;
+  std::string output;  // "" or "-": standard output
+};
+int Lock(const LockOptions& opt);
+
+struct CheckOptions {
+  std::vector<std::string> traces;
+  std::string lock;
+  bool ignore_build_id = false;
+  bool github = false;
+};
+int Check(const CheckOptions& opt);
+
+// Compares what the timeline loaded with a lock: nothing printed and kOk when they
+// match; else the differences (and, with github or GITHUB_ACTIONS=true, ::error
+// annotations) on out, and kFindings (kWriteFailed when out cannot be written). With
+// github, a table is also appended to $GITHUB_STEP_SUMMARY.
+int CheckAgainstLock(const v1::Timeline& timeline, const v1::Lock& lock,
+                     const std::string& lock_name, bool ignore_build_id, bool github,
+                     std::FILE* out);
 
 struct ExportOptions {
   std::vector<std::string> traces;

@@ -13,15 +13,16 @@ int main(int argc, char** argv) {
   app.footer("Exit statuses: run exits with the command's status (128+N if killed by signal N; "
              "127/126 if it could not be found/executed, no trace written). Otherwise, and "
              "over it: 2 bad arguments, cannot start, or no trace could be read; 1 a trace is "
-             "damaged; 3 --fail-on matched; 4 a trace, report or output could not be written "
+             "damaged; 3 --fail-on matched, or the traces differ from the lock (check, run --lock); 4 a trace, report or output could not be written "
              "completely (disk full, size limit, I/O error).");
 
   // run: trace a command (and every process it starts) with the embedded collector.
   RunOptions run;
   auto* run_cmd = app.add_subcommand(
       "run", "Run COMMAND under the audit library and record a trace. Exits with the "
-             "command's status (128+N when killed by signal N), 4 when the trace or report "
-             "could not be written completely.");
+             "command's status (128+N when killed by signal N), 3 when --fail-on matched or "
+             "the trace differs from --lock (over the command's status), 4 when the trace "
+             "or report could not be written completely.");
   run_cmd->add_option("-o,--output", run.output,
                       "Trace file to write (default: ldscope-<date>-<pid>.ldscope; - for "
                       "standard output). Created 0600; emptied only once the command runs");
@@ -46,10 +47,17 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("--github", run.report.github,
                     "GitHub Actions annotations (on stderr) and step summary (also when "
                     "GITHUB_ACTIONS=true)");
+  run_cmd->add_option("--lock", run.lock,
+                      "After the command, check what it loaded against this lock file (see "
+                      "`ldscope check`): the differences on stderr, status 3 when there are any "
+                      "(as for --fail-on); a missing or garbled lock stops ldscope before the "
+                      "command runs (status 2)");
+  run_cmd->add_flag("--ignore-build-id", run.ignore_build_id,
+                    "With --lock: do not compare build-ids");
   // Everything from the first non-option argument on is the command's.
   run_cmd->prefix_command();
   run_cmd->allow_extras();
-  run_cmd->footer("Usage: ldscope run [-o FILE] [-q] [--] COMMAND [ARGS...]");
+  run_cmd->footer("Usage: ldscope run [-o FILE] [-q] [--lock FILE] [--] COMMAND [ARGS...]");
 
   // collect: the same server, standalone, for programs started elsewhere.
   CollectOptions collect;
@@ -125,6 +133,39 @@ int main(int argc, char** argv) {
                        "Exit with status 3 on: new-findings, changes (comma-separated)")
       ->delimiter(',');
 
+  // lock: a baseline of what a workload loaded, for code review.
+  LockOptions lock;
+  auto* lock_cmd = app.add_subcommand(
+      "lock", "Write a lock file: per program (its executable; arguments do not matter), each "
+              "library it loaded: SONAME, file relative to a root (site-packages, conda = "
+              "$CONDA_PREFIX, venv = $VIRTUAL_ENV, cuda, system, or / for an absolute path), "
+              "version and build-id ('unknown' when not read); ld.so, the vDSO and ldscope's "
+              "own objects left out, a program's processes merged. Sorted, one library a "
+              "line, the same for every trace of the same workload on one machine (pids, "
+              "times and hwcaps subdirectories left out): commit it next to the code. "
+              "Exit status 1 when a trace is damaged (what precedes the damage is locked).");
+  lock_cmd->add_option("trace", lock.traces, "Trace files or directories")->required();
+  lock_cmd->add_option("-o,--output", lock.output,
+                       "Write the lock to this file (default: standard output)");
+
+  // check: a trace against a lock.
+  CheckOptions check;
+  auto* check_cmd = app.add_subcommand(
+      "check", "Compare traces with a lock file (ldscope lock), per program and library: "
+               "libraries added or removed, another file or root, another version, another "
+               "build-id; programs added or missing. Every difference fails (status 3, the "
+               "differences on stdout); a version or build-id 'unknown' on either side "
+               "matches anything. No output and status 0 when the traces match. Status 2 for a "
+               "missing or garbled lock file (with the line), 1 when a trace is damaged.");
+  check_cmd->add_option("--lock", check.lock, "The lock file")->required();
+  check_cmd->add_option("trace", check.traces, "Trace files or directories")->required();
+  check_cmd->add_flag("--ignore-build-id", check.ignore_build_id,
+                      "Do not compare build-ids (locks shared between machines whose builds of "
+                      "the same versions differ)");
+  check_cmd->add_flag("--github", check.github,
+                      "Also print each difference as a GitHub Actions ::error annotation (also "
+                      "when GITHUB_ACTIONS=true)");
+
   // export: a picture of the timeline.
   ExportOptions exp;
   bool chrome = false;
@@ -177,6 +218,8 @@ int main(int argc, char** argv) {
   if (*collect_cmd) return Collect(collect);
   if (*report_cmd) return Report(report);
   if (*diff_cmd) return Diff(diff);
+  if (*lock_cmd) return Lock(lock);
+  if (*check_cmd) return Check(check);
   if (*export_cmd) return Export(exp);
   if (*imports_cmd) return Imports(imports);
   if (*show_cmd) return Show(show);

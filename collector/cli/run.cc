@@ -22,6 +22,7 @@
 #include "cli/session.h"
 #include "model/timeline.h"
 #include "render/render.h"
+#include "store/lock_file.h"
 #include "store/trace_file.h"
 #include "text/escape.h"
 
@@ -122,6 +123,12 @@ int Run(const RunOptions& opt) {
     return kUsage;
   }
   std::string err;
+  // The lock is read first: a missing or garbled one stops us before anything runs.
+  v1::Lock lock;
+  if (!opt.lock.empty() && !store::ReadLockFile(opt.lock, &lock, &err)) {
+    Complain(err);
+    return kUsage;
+  }
   const std::string audit_lib = FindAuditLibrary(&err);
   if (audit_lib.empty()) {
     Complain(err);
@@ -159,7 +166,8 @@ int Run(const RunOptions& opt) {
   // The output is opened now (so that a bad -o stops us before anything runs) but only
   // emptied once the command has started: a failure to start leaves it as it was.
   Session session;
-  if (std::string e = session.Start(socket, output, opt.analyse || !opt.report.junit.empty()); !e.empty()) {
+  if (std::string e = session.Start(socket, output,
+                                        opt.analyse || !opt.report.junit.empty() || !opt.lock.empty()); !e.empty()) {
     Complain(e);
     RemoveRunDir(dir);
     return kUsage;
@@ -264,23 +272,33 @@ int Run(const RunOptions& opt) {
     Complain(fmt::format("{}: {}; trace {} ({})", text::Escape(opt.command.front()),
                          ExitText(status), output == "-" ? "on standard output" : text::Escape(output),
                          summary));
-  int rc = kOk;
-  if (opt.analyse || !opt.report.junit.empty()) {
+  int rc = kOk, lock_rc = kOk;
+  if (opt.analyse || !opt.report.junit.empty() || !opt.lock.empty()) {
     // What was recorded, from memory: the output may be a pipe or a device, or
     // incomplete after a write error, and is never read back.
     const store::TraceSet traces = store::LoadTraceImage(output, session.trace_copy());
     const v1::Timeline timeline = model::BuildTimeline(traces);
-    ReportOptions ropt = opt.report;
-    ropt.trace_of_stream = render::TraceFilesByStream(traces);
-    for (const auto& a : opt.command) ropt.title += (ropt.title.empty() ? "" : " ") + text::Escape(a);
-    rc = EmitReport(timeline, ropt, stderr,
-                    !opt.analyse ? PrintWhen::kNever
-                    : opt.quiet  ? PrintWhen::kProblems
-                                 : PrintWhen::kFindings);
+    if (opt.analyse || !opt.report.junit.empty()) {
+      ReportOptions ropt = opt.report;
+      ropt.trace_of_stream = render::TraceFilesByStream(traces);
+      for (const auto& a : opt.command) ropt.title += (ropt.title.empty() ? "" : " ") + text::Escape(a);
+      rc = EmitReport(timeline, ropt, stderr,
+                      !opt.analyse ? PrintWhen::kNever
+                      : opt.quiet  ? PrintWhen::kProblems
+                                   : PrintWhen::kFindings);
+    }
+    // The differences go where ldscope's messages go (stderr: the command's stdout
+    // stays its own), annotations included.
+    if (!opt.lock.empty())
+      lock_rc = CheckAgainstLock(timeline, lock, text::Escape(opt.lock), opt.ignore_build_id,
+                                 opt.report.github, stderr);
   }
   sigaction(SIGPIPE, &old_pipe, nullptr);
-  if (!finish_err.empty() || rc == kWriteFailed) return kWriteFailed;
+  // A lock mismatch ranks as --fail-on does: over the command's own status, under a
+  // write failure.
+  if (!finish_err.empty() || rc == kWriteFailed || lock_rc == kWriteFailed) return kWriteFailed;
   if (rc != kOk) return rc;
+  if (lock_rc != kOk) return lock_rc;
   return ExitStatusOf(status);
 }
 

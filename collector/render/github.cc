@@ -60,6 +60,24 @@ std::string GithubAnnotations(const v1::Report& r) {
   return out;
 }
 
+std::string GithubLockAnnotations(const v1::LockCheck& c, const std::string& lock_name) {
+  std::string out;
+  for (const auto& d : c.differences())
+    out += fmt::format("::error title={}::{}\n",
+                       Escape(fmt::format("ldscope lock {} ({})", lock_name, d.program()), true),
+                       Escape(LockDifferenceLine(d), false));
+  return out;
+}
+
+std::string GithubLockSummary(const v1::LockCheck& c, const std::string& lock_name) {
+  std::string out = fmt::format("### ldscope check: lock {}\n\n", Cell(lock_name));
+  if (c.differences_size() == 0) return out + "The traces match the lock.\n\n";
+  out += "| program | difference |\n| --- | --- |\n";
+  for (const auto& d : c.differences())
+    out += fmt::format("| {} | {} |\n", Cell(d.program()), Cell(LockDifferenceLine(d)));
+  return out + "\n";
+}
+
 std::string GithubSummary(const v1::Report& r, const std::string& title) {
   std::string out = fmt::format("### ldscope: {}\n\n", Cell(title));
   if (r.findings_size() == 0) return out + "No loader problems found.\n\n";

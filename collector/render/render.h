@@ -10,6 +10,7 @@
 #include <google/protobuf/message.h>
 
 #include "ldscope_proto/diff.pb.h"
+#include "ldscope_proto/lock.pb.h"
 #include "ldscope_proto/report.pb.h"
 #include "ldscope_proto/timeline.pb.h"
 
@@ -34,6 +35,14 @@ std::string FindingText(const v1::Finding& f);
 std::string ReportText(const v1::Report& r);
 // What changed between two traces: a block per process, then findings new and resolved.
 std::string DiffText(const v1::Diff& d);
+// `ldscope check --lock`: one line per difference ("~ libnccl.so.2 version: A -> B"),
+// and the differences as a block per program with a count line naming the lock.
+std::string LockDifferenceLine(const v1::LockDifference& d);
+std::string LockCheckText(const v1::LockCheck& c, const std::string& lock_name);
+// GitHub Actions: one ::error annotation per lock difference.
+std::string GithubLockAnnotations(const v1::LockCheck& c, const std::string& lock_name);
+// The same as a Markdown table for $GITHUB_STEP_SUMMARY ("match" when there are none).
+std::string GithubLockSummary(const v1::LockCheck& c, const std::string& lock_name);
 // GitHub Actions: one workflow-command annotation per finding (error, warning,
 // notice), and a Markdown section for $GITHUB_STEP_SUMMARY.
 std::string GithubAnnotations(const v1::Report& r);
