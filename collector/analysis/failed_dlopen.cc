@@ -65,10 +65,12 @@ class Pass {
 
   void Run() {
     for (const auto& pi : ctx_.processes()) {
+      const int first = out_->findings_size();
       for (const auto& e : pi.p->entries()) {
         if (e.has_failed_dlopen()) FailedDlopen(pi, e);
         if (e.has_search()) Search(pi, e);
       }
+      FoldAbsent(first);
     }
   }
 
@@ -438,6 +440,45 @@ class Pass {
                               name, BaseName(r.path), NormalPath(r.path)));
     layout::Compose(&f);
     *out_->add_findings() = std::move(f);
+  }
+
+  // Packages probe for many optional libraries (cupy for cuTENSOR on every use, cuDNN
+  // for its sub-libraries, jax for libtpu): one process's absent probes become one
+  // finding, the first in full, the others as a line each with how often it was tried.
+  void FoldAbsent(int first) {
+    auto* fs = out_->mutable_findings();
+    int keep = -1;
+    std::vector<std::string> order;
+    std::map<std::string, int> times;
+    for (int i = first; i < fs->size();) {
+      if (fs->Get(i).kind() != v1::DLOPEN_NOT_FOUND) {
+        ++i;
+        continue;
+      }
+      const std::string what = fs->Get(i).headline().substr(std::string("dlopen of ").size());
+      const std::string key = what.substr(0, what.rfind(" failed: not found"));
+      if (times[key]++ == 0) order.push_back(key);
+      if (keep < 0) {
+        keep = i++;
+        continue;
+      }
+      fs->Mutable(keep)->mutable_evidence()->MergeFrom(fs->Get(i).evidence());
+      fs->DeleteSubrange(i, 1);
+    }
+    if (keep < 0 || (order.size() == 1 && times[order[0]] == 1)) return;
+    v1::Finding& f = *fs->Mutable(keep);
+    int total = 0;
+    for (const auto& [k, n] : times) total += n;
+    f.set_headline(fmt::format("{} dlopen{} of optional libraries failed: not found ({} name{})", total,
+                               total == 1 ? "" : "s", order.size(), order.size() == 1 ? "" : "s"));
+    // The list, then the first one's search in full.
+    std::vector<v1::Detail> details(f.details().begin(), f.details().end());
+    f.clear_details();
+    for (const auto& k : order)
+      layout::Detail(&f, "not found", fmt::format("dlopen of {}{}", k,
+                                                  times[k] > 1 ? fmt::format(" ({} times)", times[k]) : ""));
+    for (const auto& d : details) *f.add_details() = d;
+    layout::Compose(&f);
   }
 
   // Whether the executable's start-up had finished at seq (a dlopen, not a preload).

@@ -164,7 +164,13 @@ std::vector<FallThrough> FallThroughs(Context& ctx, const ProcessIndex& pi) {
     f.object = &o;
     f.requester = &req->second;
     f.step = step;
-    for (const auto& c : res.tried) {
+    // The directories the loader really tried for its RPATH/RUNPATH steps, from the
+    // trace (the model's own walk agrees on the answer, not always on the list).
+    std::vector<std::string> tried;
+    for (const auto& c : o.load->tried())
+      if (c.step() == "RPATH" || c.step() == "RUNPATH") tried.push_back(c.path());
+    if (tried.empty()) tried = res.tried;
+    for (const auto& c : tried) {
       if (c.size() <= name.size() || c.compare(c.size() - name.size() - 1, std::string::npos, "/" + name) != 0)
         continue;
       std::string dir = NormalPath(DirName(c));

@@ -71,6 +71,9 @@ std::vector<Scenario> Scenarios() {
        {"LD_LIBRARY_PATH=" + kFx + "/classes/plugin/nccl"}},
       // The same probe with no plugin installed: information only.
       {"failed_dlopen_plugin_absent", {DLPROBE, "open", "libnccl-net.so"}, {}},
+      // Many optional probes (as cupy, cuDNN and jax make): one finding for the process.
+      {"failed_dlopen_probes_folded",
+       {DLPROBE, "open", "libnccl-net.so", "open", "libnccl-net.so", "open", "libcutensor.so.2"}, {}},
       // libframework.so's constructor dlopens libbackend.so, which only libapp.so's
       // RUNPATH holds.
       {"failed_dlopen_runpath_not_inherited", {DLPROBE, "open", kFx + "/classes/runpath/app/libapp.so"}, {}},
