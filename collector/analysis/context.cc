@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <regex>
 
@@ -283,6 +284,9 @@ std::string Context::VersionOf(const std::string& path, const std::string& sonam
   if (family == "libnccl") {
     const std::string s = elf::FindString(path, "NCCL version ");
     if (!s.empty()) v = "NCCL " + s.substr(std::string("NCCL version ").size());
+    // The string is printed as is by NCCL ("NCCL version 2.28.3 compiled with CUDA
+    // 13.0\n" in Ubuntu's build): the version without its line break.
+    while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.pop_back();
   }
   if (v.empty() && family == "libstdc++") {
     if (const elf::ElfInfo* e = files_.Get(path)) {

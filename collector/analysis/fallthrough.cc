@@ -115,7 +115,12 @@ void Split(Context& ctx, const ProcessIndex& pi, const FallThrough& ft, const Ob
                                                   : fmt::format("{} ({})", NormalPath(sibling.path), ctx.HowLoaded(pi, sibling)));
   if (!sibling.soname.empty() && access((odir + "/" + sibling.soname).c_str(), F_OK) == 0)
     layout::Detail(&f, "other installation", fmt::format("{} holds its own {} too", odir, sibling.soname));
-  const std::string dest = ft.own_dirs.empty() ? DirName(NormalPath(sibling.path)) : ft.own_dirs.front();
+  // Where the family's other member lives among the requester's directories (the
+  // wheel's nvidia/cu13/lib, not the first RPATH entry).
+  const std::string sdir = DirName(NormalPath(sibling.path));
+  const std::string dest = ft.own_dirs.empty() || std::find(ft.own_dirs.begin(), ft.own_dirs.end(), sdir) != ft.own_dirs.end()
+                               ? sdir
+                               : ft.own_dirs.front();
   layout::Fix(&f, "install", fmt::format("restore {} in {} (reinstall the package that put {} there, at the "
                                          "same version)", name, dest, BaseName(sibling.path)));
   if (ft.step == "LD_LIBRARY_PATH")

@@ -33,6 +33,9 @@ std::vector<Scenario> Scenarios() {
       // libcublas.so.13 from the wheel, its libcublasLt.so.13 from the toolkit.
       {"fall_through_split", {DLPROBE, "open", cu13 + "/site-packages/torch/lib/libtorch_cuda.so"},
        {"LD_LIBRARY_PATH=" + toolkit}},
+      // The same as torch 2.11 lays it out: more RPATH entries, libcublasLt.so.13 first.
+      {"fall_through_split_rpath_list", {DLPROBE, "open", cu13 + "/site-packages/torch/lib/libtorch_cuda_multi.so"},
+       {"LD_LIBRARY_PATH=" + toolkit}},
       // libcuda.so.1 (the driver) from outside the wheel beside the wheel's libcudart: fine.
       {"fall_through_driver_healthy", {DLPROBE, "open", cu13 + "/site-packages/torch/lib/libc10_cuda.so"},
        {"LD_LIBRARY_PATH=" + kFx + "/classes/driver"}},
