@@ -162,9 +162,7 @@ TEST(Bytes, OddDirectoryNamesInEveryOutput) {
   text = testing::ReplaceAll(text, "parent pid " + std::to_string(p.ppid()), "parent pid ${PPID}");
   text = testing::ReplaceAll(text, "cwd " + p.cwd(), "cwd ${CWD}");
   text = testing::ReplaceAll(text, "glibc " + p.glibc_version(), "glibc ${GLIBC}");
-  const std::string golden = GOLDEN_DIR "/show_odd_names.txt";
-  if (getenv("LDSCOPE_UPDATE_GOLDEN") != nullptr) testing::WriteFile(golden, text);
-  EXPECT_EQ(text, testing::ReadFile(golden));
+  testing::ExpectGolden("show_odd_names.txt", text);
 }
 
 // An environment entry that is not UTF-8, argv with invalid UTF-8, quotes and an

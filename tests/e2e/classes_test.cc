@@ -135,26 +135,12 @@ void PrintTo(const Scenario& s, std::ostream* os) { *os << s.name; }
 
 // racy_streams: processes started concurrently connect in any order.
 std::string Normalize(std::string s, const std::string& scratch, bool racy_streams = false) {
-  s = testing::ReplaceAll(s, kFx, "${FIXTURES}");
-  s = testing::ReplaceAll(s, DLPROBE, "${DLPROBE}");
-  s = testing::ReplaceAll(s, SCENARIOS_DIR, "${SCENARIOS}");
-  s = testing::ReplaceAll(s, scratch, "${SCRATCH}");
-  s = std::regex_replace(s, std::regex("process(:?) [0-9]+"), "process$1 ${PID}");
-  s = std::regex_replace(s, std::regex("\\+[0-9]+\\.[0-9] ms"), "+T ms");
-  s = std::regex_replace(s, std::regex("\"pid\": [0-9]+"), "\"pid\": 0");
-  s = std::regex_replace(s, std::regex("\"(seq|atMs)\": \"?[0-9.e-]+\"?"), "\"$1\": 0");
-  s = std::regex_replace(s, std::regex("\"buildId\": \"[0-9a-f]+\""), "\"buildId\": \"\"");
-  s = std::regex_replace(s, std::regex("\"evidence\": \\[[^\\]]*\\]"), "\"evidence\": []");
+  s = testing::NormalizeReport(std::move(s), scratch);
   s = std::regex_replace(s, std::regex("python3\\.[0-9]+"), "python3.X");
   if (racy_streams) s = std::regex_replace(s, std::regex("\"stream\": [0-9]+"), "\"stream\": 0");
   return s;
 }
 
-void ExpectGolden(const std::string& file, const std::string& actual) {
-  const std::string path = GOLDEN_DIR "/" + file;
-  if (getenv("LDSCOPE_UPDATE_GOLDEN") != nullptr) testing::WriteFile(path, actual);
-  EXPECT_EQ(actual, testing::ReadFile(path)) << "golden " << path << " (LDSCOPE_UPDATE_GOLDEN=1 rewrites it)";
-}
 
 class ClassGolden : public ::testing::TestWithParam<Scenario> {};
 
@@ -168,10 +154,10 @@ TEST_P(ClassGolden, TextAndJson) {
   ASSERT_EQ(r.code, 0) << r.err;
   const std::string text =
       "== the command printed\n" + r.out + "\n== ldscope's diagnosis\n" + testing::ReadFile(dir + "/report.txt");
-  ExpectGolden("classes_" + sc.name + ".txt", Normalize(text, dir));
+  testing::ExpectGolden("classes_" + sc.name + ".txt", Normalize(text, dir));
   const auto j = RunCmd({LDSCOPE_BIN, "report", "--format", "json", trace}, sc.env);
   ASSERT_EQ(j.code, 0) << j.err;
-  ExpectGolden("classes_" + sc.name + ".json", Normalize(j.out, dir, sc.argv.front() == "/bin/sh"));
+  testing::ExpectGolden("classes_" + sc.name + ".json", Normalize(j.out, dir, sc.argv.front() == "/bin/sh"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Classes, ClassGolden, ::testing::ValuesIn(Scenarios()),

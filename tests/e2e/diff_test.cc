@@ -36,9 +36,7 @@ TEST(Diff, ReportsExactlyTheMovedDependency) {
   text = testing::ReplaceAll(text, DLPROBE, "${DLPROBE}");
   text = std::regex_replace(text, std::regex("pid [0-9]+ -> [0-9]+"), "pid B -> N");
   text = std::regex_replace(text, std::regex("process(:?) [0-9]+"), "process$1 N");
-  const std::string golden = GOLDEN_DIR "/diff_moved.txt";
-  if (getenv("LDSCOPE_UPDATE_GOLDEN") != nullptr) testing::WriteFile(golden, text);
-  EXPECT_EQ(text, testing::ReadFile(golden));
+  testing::ExpectGolden("diff_moved.txt", text);
   // CI gate.
   EXPECT_EQ(RunCmd({LDSCOPE_BIN, "diff", "--fail-on", "new-findings", dir + "/base.ldscope",
                     dir + "/new.ldscope"}).code, 3);

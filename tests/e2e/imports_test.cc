@@ -17,9 +17,7 @@ TEST(Imports, CupyTorchMatrixAndConclusions) {
   ASSERT_EQ(r.code, 0) << r.err;
   std::string text = testing::ReplaceAll(r.out, FIXTURES, "${FIXTURES}");
   text = std::regex_replace(text, std::regex("\\+[0-9]+\\.[0-9] ms"), "+T ms");
-  const std::string golden = GOLDEN_DIR "/imports_cupy_torch.txt";
-  if (getenv("LDSCOPE_UPDATE_GOLDEN") != nullptr) testing::WriteFile(golden, text);
-  EXPECT_EQ(text, testing::ReadFile(golden));
+  testing::ExpectGolden("imports_cupy_torch.txt", text);
   // A module that does not exist is a usage error, said with Python's own words
   // (tests/adversarial/lifecycle_test.cc has the whole message).
   const auto m = testing::RunCmd({LDSCOPE_BIN, "imports", "--format", "json", "json", "no_such_module_x"}, env);

@@ -27,12 +27,6 @@ std::string Normalize(std::string s, const std::string& scratch) {
   return s;
 }
 
-void ExpectGolden(const std::string& file, const std::string& actual) {
-  const std::string path = GOLDEN_DIR "/" + file;
-  if (getenv("LDSCOPE_UPDATE_GOLDEN") != nullptr) testing::WriteFile(path, actual);
-  EXPECT_EQ(actual, testing::ReadFile(path)) << "golden " << path
-                                             << " (LDSCOPE_UPDATE_GOLDEN=1 rewrites it)";
-}
 
 // junitparser's reading: counts as the file states them and as junitparser recounts
 // them from the test cases, then each case's result, properties and output.
@@ -76,7 +70,7 @@ TEST(Junit, ProcessTreeGoldenAndJunitparser) {
                         {}, kRankVars);
   ASSERT_EQ(r.code, 0) << r.err;
   const std::string xml = testing::ReadFile(dir + "/run.xml");
-  ExpectGolden("junit_process_tree.xml", Normalize(xml, dir));
+  testing::ExpectGolden("junit_process_tree.xml", Normalize(xml, dir));
   EXPECT_NE(xml.find("'&lt;a&amp;b&gt;' &quot;q\\\\&quot;$(printf '\\\\001')&quot; (pid"), std::string::npos)
       << "the shell's own argument, escaped";
   EXPECT_NE(xml.find("/bin/true &lt;a&amp;b&gt; q&quot;\\x01 (pid"), std::string::npos)

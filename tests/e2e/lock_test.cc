@@ -79,11 +79,6 @@ std::string NormaliseLock(const Workload& w, const std::string& lock) {
   return Normalise(w, out);
 }
 
-void Golden(const std::string& name, const std::string& text) {
-  const std::string golden = std::string(GOLDEN_DIR "/") + name;
-  if (getenv("LDSCOPE_UPDATE_GOLDEN") != nullptr) testing::WriteFile(golden, text);
-  EXPECT_EQ(text, testing::ReadFile(golden)) << name;
-}
 
 size_t Count(const std::string& s, const std::string& what) {
   size_t n = 0;
@@ -108,7 +103,7 @@ TEST(Lock, StableGoldenAndChecked) {
   const auto l2 = RunCmd({LDSCOPE_BIN, "lock", w.dir + "/again.ldscope"});
   ASSERT_EQ(l2.code, 0) << l2.err;
   EXPECT_EQ(l2.out, lock);
-  Golden("lock_fixtures.lock", NormaliseLock(w, lock));
+  testing::ExpectGolden("lock_fixtures.lock", NormaliseLock(w, lock));
   // Real build-ids, read from the objects (40 hex digits with GNU ld's default).
   EXPECT_TRUE(std::regex_search(lock, std::regex("'libfix_b.so' = \\{ .* build-id = '[0-9a-f]{16,}' \\}")))
       << lock;
@@ -134,7 +129,7 @@ TEST(Lock, StableGoldenAndChecked) {
   const auto bad = RunCmd({LDSCOPE_BIN, "check", "--lock", w.dir + "/ldscope.lock", w.dir + "/swapped.ldscope"});
   EXPECT_EQ(bad.code, 3) << bad.err;
   EXPECT_EQ(bad.err, "");
-  Golden("lock_check_swapped.txt", Normalise(w, bad.out));
+  testing::ExpectGolden("lock_check_swapped.txt", Normalise(w, bad.out));
   EXPECT_NE(bad.out.find("/o'ld\\xff/libnccl.so.2"), std::string::npos)
       << "the odd name is escaped as ldscope escapes names: " << bad.out;
 

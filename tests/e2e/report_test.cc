@@ -57,26 +57,6 @@ std::vector<Scenario> Scenarios() {
   };
 }
 
-std::string Normalize(std::string s, const std::string& scratch) {
-  s = testing::ReplaceAll(s, kFx, "${FIXTURES}");
-  s = testing::ReplaceAll(s, DLPROBE, "${DLPROBE}");
-  s = testing::ReplaceAll(s, SCENARIOS_DIR, "${SCENARIOS}");
-  s = testing::ReplaceAll(s, scratch, "${SCRATCH}");
-  s = std::regex_replace(s, std::regex("process(:?) [0-9]+"), "process$1 ${PID}");
-  s = std::regex_replace(s, std::regex("\\+[0-9]+\\.[0-9] ms"), "+T ms");
-  s = std::regex_replace(s, std::regex("\"pid\": [0-9]+"), "\"pid\": 0");
-  s = std::regex_replace(s, std::regex("\"(seq|atMs)\": \"?[0-9.e-]+\"?"), "\"$1\": 0");
-  s = std::regex_replace(s, std::regex("\"buildId\": \"[0-9a-f]+\""), "\"buildId\": \"\"");
-  s = std::regex_replace(s, std::regex("\"evidence\": \\[[^\\]]*\\]"), "\"evidence\": []");
-  return s;
-}
-
-void ExpectGolden(const std::string& file, const std::string& actual) {
-  const std::string path = GOLDEN_DIR "/" + file;
-  if (getenv("LDSCOPE_UPDATE_GOLDEN") != nullptr) testing::WriteFile(path, actual);
-  EXPECT_EQ(actual, testing::ReadFile(path)) << "golden " << path
-                                             << " (LDSCOPE_UPDATE_GOLDEN=1 rewrites it)";
-}
 
 class ReportGolden : public ::testing::TestWithParam<Scenario> {};
 
@@ -94,10 +74,10 @@ TEST_P(ReportGolden, TextAndJson) {
   const std::string text = "== the command printed\n" + r.out +
                            (r.err.empty() ? "" : "== on stderr\n" + r.err) +
                            "== ldscope's diagnosis\n" + testing::ReadFile(dir + "/report.txt");
-  ExpectGolden("report_" + sc.name + ".txt", Normalize(text, dir));
+  testing::ExpectGolden("report_" + sc.name + ".txt", testing::NormalizeReport(text, dir));
   const auto j = RunCmd({LDSCOPE_BIN, "report", "--format", "json", trace}, sc.env);
   ASSERT_EQ(j.code, 0) << j.err;
-  ExpectGolden("report_" + sc.name + ".json", Normalize(j.out, dir));
+  testing::ExpectGolden("report_" + sc.name + ".json", testing::NormalizeReport(j.out, dir));
 }
 
 INSTANTIATE_TEST_SUITE_P(Scenarios, ReportGolden, ::testing::ValuesIn(Scenarios()),
@@ -144,10 +124,10 @@ TEST(Report, UnreadableFileLeavesUnknown) {
   std::filesystem::remove(dir + "/libfix_b.so");
   const auto text = RunCmd({LDSCOPE_BIN, "report", trace});
   ASSERT_EQ(text.code, 0) << text.err;
-  ExpectGolden("report_unreadable.txt", Normalize(text.out, dir));
+  testing::ExpectGolden("report_unreadable.txt", testing::NormalizeReport(text.out, dir));
   const auto j = RunCmd({LDSCOPE_BIN, "report", "--format", "json", trace});
   ASSERT_EQ(j.code, 0) << j.err;
-  ExpectGolden("report_unreadable.json", Normalize(j.out, dir));
+  testing::ExpectGolden("report_unreadable.json", testing::NormalizeReport(j.out, dir));
 }
 
 // The machine's real python3 importing a broad set of standard and Debian-packaged

@@ -188,9 +188,7 @@ TEST(Tracer, ShowTextGolden) {
   text = testing::ReplaceAll(text, std::string("glibc ") + gnu_get_libc_version() + " ·", "glibc ${GLIBC} ·");
   // The subdirectories glibc tries depend on the CPU (hwcaps_test checks them exactly).
   text = testing::NormaliseHwcaps(text);
-  const std::string golden = GOLDEN_DIR "/show_dlprobe.txt";
-  if (getenv("LDSCOPE_UPDATE_GOLDEN") != nullptr) testing::WriteFile(golden, text);
-  EXPECT_EQ(text, testing::ReadFile(golden));
+  testing::ExpectGolden("show_dlprobe.txt", text);
 }
 
 TEST(Tracer, ShowJsonIsTheProto3Mapping) {

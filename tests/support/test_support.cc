@@ -12,9 +12,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include "model/timeline.h"
 #include "store/trace_file.h"
@@ -141,6 +143,26 @@ std::string ReplaceAll(std::string s, const std::string& from, const std::string
   if (from.empty()) return s;
   for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size())
     s.replace(pos, from.size(), to);
+  return s;
+}
+
+void ExpectGolden(const std::string& file, const std::string& actual) {
+  const std::string path = GOLDEN_DIR "/" + file;
+  if (getenv("LDSCOPE_UPDATE_GOLDEN") != nullptr) WriteFile(path, actual);
+  EXPECT_EQ(actual, ReadFile(path)) << "golden " << path << " (LDSCOPE_UPDATE_GOLDEN=1 rewrites it)";
+}
+
+std::string NormalizeReport(std::string s, const std::string& scratch) {
+  s = ReplaceAll(s, FIXTURES, "${FIXTURES}");
+  s = ReplaceAll(s, DLPROBE, "${DLPROBE}");
+  s = ReplaceAll(s, SCENARIOS_DIR, "${SCENARIOS}");
+  s = ReplaceAll(s, scratch, "${SCRATCH}");
+  s = std::regex_replace(s, std::regex("process(:?) [0-9]+"), "process$1 ${PID}");
+  s = std::regex_replace(s, std::regex("\\+[0-9]+\\.[0-9] ms"), "+T ms");
+  s = std::regex_replace(s, std::regex("\"pid\": [0-9]+"), "\"pid\": 0");
+  s = std::regex_replace(s, std::regex("\"(seq|atMs)\": \"?[0-9.e-]+\"?"), "\"$1\": 0");
+  s = std::regex_replace(s, std::regex("\"buildId\": \"[0-9a-f]+\""), "\"buildId\": \"\"");
+  s = std::regex_replace(s, std::regex("\"evidence\": \\[[^\\]]*\\]"), "\"evidence\": []");
   return s;
 }
 

@@ -37,4 +37,13 @@ std::vector<std::string> LoadLines(const v1::ProcessTimeline& p);
 // Replaces every occurrence of from with to.
 std::string ReplaceAll(std::string s, const std::string& from, const std::string& to);
 
+// Compares actual with tests/golden/FILE as a whole; LDSCOPE_UPDATE_GOLDEN=1 rewrites the
+// file instead (then review the diff).
+void ExpectGolden(const std::string& file, const std::string& actual);
+
+// A report (text or JSON) without what differs between machines and runs: the fixture,
+// driver, scenario and scratch paths as ${FIXTURES}, ${DLPROBE}, ${SCENARIOS},
+// ${SCRATCH}; pids, times, sequence numbers, build-ids and evidence lists.
+std::string NormalizeReport(std::string s, const std::string& scratch);
+
 }  // namespace ldscope::testing
