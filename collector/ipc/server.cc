@@ -89,6 +89,21 @@ void Server::WatchExtra(int fd) {
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
 }
 
+bool Server::Admit(int fd) {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != getuid()) {
+    ++stats_.rejected_peers;
+    close(fd);
+    return false;
+  }
+  ++stats_.connections;
+  Conn c;
+  c.peer = cred.pid;
+  conns_[fd] = c;
+  return true;
+}
+
 void Server::Accept() {
   for (;;) {
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -97,17 +112,7 @@ void Server::Accept() {
         PauseAccept();
       return;
     }
-    ucred cred{};
-    socklen_t len = sizeof cred;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != getuid()) {
-      ++stats_.rejected_peers;
-      close(fd);
-      continue;
-    }
-    ++stats_.connections;
-    Conn c;
-    c.peer = cred.pid;
-    conns_[fd] = c;
+    if (!Admit(fd)) continue;
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.fd = fd;
@@ -347,17 +352,7 @@ v1::CollectorNotes Server::StopRecording() {
       if (errno == EMFILE || errno == ENFILE) ++stats_.refused;  // cannot even now
       break;
     }
-    ucred cred{};
-    socklen_t len = sizeof cred;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != getuid()) {
-      ++stats_.rejected_peers;
-      close(fd);
-      continue;
-    }
-    ++stats_.connections;
-    Conn c;
-    c.peer = cred.pid;
-    conns_[fd] = c;
+    if (!Admit(fd)) continue;
     while (conns_.count(fd) != 0 && ReadFrom(fd)) {
     }
     if (conns_.count(fd) != 0) open.push_back(fd);

@@ -104,6 +104,8 @@ class Server {
     std::string exe_after;     // /proc/PID/exe then (the process was alive: an exec)
   };
   void Accept();
+  // A new connection from the same user is registered; any other is closed (false).
+  bool Admit(int fd);
   void PauseAccept();
   void ResumeAccept();
   // Reads up to a bounded number of datagrams; true when more may be queued.
