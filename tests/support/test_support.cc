@@ -146,6 +146,23 @@ std::string ReplaceAll(std::string s, const std::string& from, const std::string
   return s;
 }
 
+void ExpectOpenForkOpen(const Proc& r, const v1::Timeline& t, const std::string& lib_a,
+                        const std::string& lib_b, const std::string& glibc_version) {
+  EXPECT_EQ(r.out, "open " + lib_a + ": ok\nchild\nopen " + lib_b + ": ok\nparent\nopen " + lib_b + ": ok\n");
+  EXPECT_EQ(t.problems_size(), 0);
+  ASSERT_EQ(t.processes_size(), 2);
+  EXPECT_EQ(t.processes(0).start_reason(), "exec");
+  EXPECT_EQ(t.processes(1).start_reason(), "fork");
+  EXPECT_EQ(t.processes(1).parent_stream(), t.processes(0).stream());
+  for (const auto& p : t.processes()) {
+    if (!glibc_version.empty()) {
+      EXPECT_EQ(p.glibc_version(), glibc_version);
+    }
+    EXPECT_EQ(p.missing_seqs(), 0u);
+    EXPECT_TRUE(p.exited());
+  }
+}
+
 void ExpectGolden(const std::string& file, const std::string& actual) {
   const std::string path = GOLDEN_DIR "/" + file;
   if (getenv("LDSCOPE_UPDATE_GOLDEN") != nullptr) WriteFile(path, actual);

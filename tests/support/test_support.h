@@ -37,6 +37,11 @@ std::vector<std::string> LoadLines(const v1::ProcessTimeline& p);
 // Replaces every occurrence of from with to.
 std::string ReplaceAll(std::string s, const std::string& from, const std::string& to);
 
+// `dlprobe open A fork open B` traced into an LDSCOPE_DIR: its output, and the parent
+// and its forked child, each complete; glibc_version, when given, is what both report.
+void ExpectOpenForkOpen(const Proc& r, const v1::Timeline& t, const std::string& lib_a,
+                        const std::string& lib_b, const std::string& glibc_version = "");
+
 // Compares actual with tests/golden/FILE as a whole; LDSCOPE_UPDATE_GOLDEN=1 rewrites the
 // file instead (then review the diff).
 void ExpectGolden(const std::string& file, const std::string& actual);
