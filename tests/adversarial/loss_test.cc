@@ -29,42 +29,7 @@ using testing::RunCmd;
 const std::string kLibB = FIXTURES "/lib/libfix_b.so";
 const std::vector<std::string> kTraced = {"LD_AUDIT=" AUDIT_LIB};
 
-// A standalone collector in a child process, optionally with a descriptor limit.
-struct Collector {
-  pid_t pid = -1;
-  std::string socket, trace, err_file;
-  Collector(const std::string& dir, rlim_t fd_limit = 0) {
-    socket = dir + "/c.sock";
-    trace = dir + "/t.ldscope";
-    err_file = dir + "/collect.err";
-    pid = fork();
-    if (pid == 0) {
-      if (freopen(err_file.c_str(), "w", stderr) == nullptr) _exit(126);
-      if (fd_limit != 0) {
-        const rlimit r{fd_limit, fd_limit};
-        if (setrlimit(RLIMIT_NOFILE, &r) != 0) _exit(125);
-      }
-      execl(LDSCOPE_BIN, LDSCOPE_BIN, "collect", "--socket", socket.c_str(), "-o", trace.c_str(),
-            static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    for (int i = 0; i < 500 && !std::filesystem::exists(socket); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  std::vector<std::string> Env() const { return {"LD_AUDIT=" AUDIT_LIB, "LDSCOPE_SOCKET=" + socket}; }
-  // SIGTERM (and SIGCONT, in case it is stopped), wait, and return what it printed.
-  std::string Stop() {
-    kill(pid, SIGTERM);
-    kill(pid, SIGCONT);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    pid = -1;
-    return testing::ReadFile(err_file);
-  }
-  ~Collector() {
-    if (pid > 0) Stop();
-  }
-};
+using testing::Collector;
 
 // CPU time (user + system) a live process has used, in clock ticks.
 long CpuTicks(pid_t pid) {

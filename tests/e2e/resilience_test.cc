@@ -27,36 +27,7 @@ using testing::RunCmd;
 
 const std::string kLibB = FIXTURES "/lib/libfix_b.so";
 
-// A standalone collector in a child process.
-struct Collector {
-  pid_t pid = -1;
-  std::string socket, trace, err_file;
-  explicit Collector(const std::string& dir) {
-    socket = dir + "/c.sock";
-    trace = dir + "/t.ldscope";
-    err_file = dir + "/collect.err";
-    pid = fork();
-    if (pid == 0) {
-      freopen(err_file.c_str(), "w", stderr);
-      execl(LDSCOPE_BIN, LDSCOPE_BIN, "collect", "--socket", socket.c_str(), "-o", trace.c_str(),
-            static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    for (int i = 0; i < 500 && !std::filesystem::exists(socket); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  // SIGTERM, wait, and return what it printed.
-  std::string Stop() {
-    kill(pid, SIGTERM);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    pid = -1;
-    return testing::ReadFile(err_file);
-  }
-  ~Collector() {
-    if (pid > 0) Stop();
-  }
-};
+using testing::Collector;
 
 int Connect(const std::string& path) {
   const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);

@@ -146,6 +146,41 @@ std::string ReplaceAll(std::string s, const std::string& from, const std::string
   return s;
 }
 
+Collector::Collector(const std::string& dir, rlim_t fd_limit) {
+  socket = dir + "/c.sock";
+  trace = dir + "/t.ldscope";
+  err_file = dir + "/collect.err";
+  pid = fork();
+  if (pid == 0) {
+    if (freopen(err_file.c_str(), "w", stderr) == nullptr) _exit(126);
+    if (fd_limit != 0) {
+      const rlimit r{fd_limit, fd_limit};
+      if (setrlimit(RLIMIT_NOFILE, &r) != 0) _exit(125);
+    }
+    execl(LDSCOPE_BIN, LDSCOPE_BIN, "collect", "--socket", socket.c_str(), "-o", trace.c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  for (int i = 0; i < 500 && !std::filesystem::exists(socket); ++i) usleep(10000);
+}
+
+Collector::~Collector() {
+  if (pid > 0) Stop();
+}
+
+std::vector<std::string> Collector::Env() const {
+  return {"LD_AUDIT=" AUDIT_LIB, "LDSCOPE_SOCKET=" + socket};
+}
+
+std::string Collector::Stop() {
+  kill(pid, SIGTERM);
+  kill(pid, SIGCONT);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  pid = -1;
+  return ReadFile(err_file);
+}
+
 void ExpectOpenForkOpen(const Proc& r, const v1::Timeline& t, const std::string& lib_a,
                         const std::string& lib_b, const std::string& glibc_version) {
   EXPECT_EQ(r.out, "open " + lib_a + ": ok\nchild\nopen " + lib_b + ": ok\nparent\nopen " + lib_b + ": ok\n");

@@ -2,6 +2,9 @@
 // directories, load a trace into a timeline.
 #pragma once
 
+#include <sys/resource.h>
+#include <sys/types.h>
+
 #include <string>
 #include <vector>
 
@@ -41,6 +44,21 @@ std::string ReplaceAll(std::string s, const std::string& from, const std::string
 // and its forked child, each complete; glibc_version, when given, is what both report.
 void ExpectOpenForkOpen(const Proc& r, const v1::Timeline& t, const std::string& lib_a,
                         const std::string& lib_b, const std::string& glibc_version = "");
+
+// A standalone `ldscope collect` in a child process (socket, trace and its stderr in
+// dir), optionally under a descriptor limit; stopped (SIGTERM) when destroyed.
+struct Collector {
+  pid_t pid = -1;
+  std::string socket, trace, err_file;
+  explicit Collector(const std::string& dir, rlim_t fd_limit = 0);
+  Collector(const Collector&) = delete;
+  Collector& operator=(const Collector&) = delete;
+  ~Collector();
+  // The environment that sends a traced program's events to it.
+  std::vector<std::string> Env() const;
+  // SIGTERM (and SIGCONT, in case it is stopped), wait, and return what it printed.
+  std::string Stop();
+};
 
 // Compares actual with tests/golden/FILE as a whole; LDSCOPE_UPDATE_GOLDEN=1 rewrites the
 // file instead (then review the diff).
