@@ -25,21 +25,39 @@ const elf::ElfInfo* Files::Get(const std::string& path) {
   return (cache_[path] = std::move(info)).get();
 }
 
-SymbolIndex::SymbolIndex(const elf::ElfInfo& e) : versioned_(!e.verdefs.empty()), verdefs_(e.verdefs) {
-  for (const auto& s : e.symbols)
-    if (s.defined) defs_[s.name].push_back({versioned_ ? s.version : "", s.hidden});
+SymbolIndex::SymbolIndex(const std::vector<const elf::ElfInfo*>& objects) {
+  size_t n = 0;
+  for (const elf::ElfInfo* e : objects) n += e->symbols.size();
+  defs_.reserve(n);
+  first_.reserve(n);
+  for (const elf::ElfInfo* e : objects) {
+    const bool versioned = !e->verdefs.empty();
+    verdefs_.push_back(&e->verdefs);
+    for (const auto& s : e->symbols) {
+      if (!s.defined) continue;
+      auto [it, fresh] = first_.try_emplace(s.name, static_cast<uint32_t>(defs_.size()));
+      // Appended at the end of the name's chain is not needed: any match will do.
+      defs_.push_back({versioned ? std::string_view(s.version) : std::string_view(),
+                       fresh ? kEnd : it->second, s.hidden, versioned});
+      it->second = static_cast<uint32_t>(defs_.size() - 1);
+    }
+  }
 }
 
-bool SymbolIndex::Defines(const std::string& name, const std::string& version) const {
-  auto it = defs_.find(name);
-  if (it == defs_.end()) return false;
-  for (const auto& d : it->second)
-    if (version.empty() ? !d.hidden : (!versioned_ || d.version == version)) return true;
+bool SymbolIndex::Defines(std::string_view name, std::string_view version) const {
+  auto it = first_.find(name);
+  if (it == first_.end()) return false;
+  for (uint32_t i = it->second; i != kEnd; i = defs_[i].next) {
+    const Def& d = defs_[i];
+    if (version.empty() ? !d.hidden : (!d.versioned || d.version == version)) return true;
+  }
   return false;
 }
 
 bool SymbolIndex::DefinesVersion(const std::string& version) const {
-  return std::find(verdefs_.begin(), verdefs_.end(), version) != verdefs_.end();
+  for (const auto* v : verdefs_)
+    if (std::find(v->begin(), v->end(), version) != v->end()) return true;
+  return false;
 }
 
 bool AnyDefines(const std::vector<const SymbolIndex*>& scope, const std::string& name,

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -18,21 +19,28 @@ namespace ldscope::analysis {
 
 // The symbols an object defines, with glibc's matching rule: a versioned reference
 // matches that version, or any definition in an object without version information;
-// an unversioned reference matches a default (non-hidden) definition.
+// an unversioned reference matches a default (non-hidden) definition. Built over
+// several objects, it answers whether any of them defines the symbol (one lookup
+// instead of one per object). Names and versions are views into the ElfInfo objects,
+// which must outlive the index (Files keeps them for the whole report).
 class SymbolIndex {
  public:
-  explicit SymbolIndex(const elf::ElfInfo& e);
-  bool Defines(const std::string& name, const std::string& version) const;
+  explicit SymbolIndex(const elf::ElfInfo& e) : SymbolIndex(std::vector<const elf::ElfInfo*>{&e}) {}
+  explicit SymbolIndex(const std::vector<const elf::ElfInfo*>& objects);
+  bool Defines(std::string_view name, std::string_view version) const;
   bool DefinesVersion(const std::string& version) const;
 
  private:
   struct Def {
-    std::string version;
+    std::string_view version;
+    uint32_t next;     // the next definition of the same name, or kEnd
     bool hidden;
+    bool versioned;    // its object has version definitions
   };
-  bool versioned_;
-  std::vector<std::string> verdefs_;
-  std::unordered_map<std::string, std::vector<Def>> defs_;
+  static constexpr uint32_t kEnd = UINT32_MAX;
+  std::vector<const std::vector<std::string>*> verdefs_;
+  std::vector<Def> defs_;
+  std::unordered_map<std::string_view, uint32_t> first_;  // name -> its first Def
 };
 
 // Any of several objects defines the symbol.
