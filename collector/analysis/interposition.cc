@@ -285,7 +285,8 @@ class Pass {
   std::vector<GlobalEntry> global_;
   std::vector<const Obj*> startup_;
   std::map<const Obj*, const Obj*> preload_closure_;
-  std::unordered_map<std::string, std::vector<size_t>> definers_;
+  // Views into the cached ELF files (Files keeps them for the whole report).
+  std::unordered_map<std::string_view, std::vector<size_t>> definers_;
   std::map<std::pair<const GlobalEntry*, const Obj*>, Group> groups_;
 };
 
