@@ -60,8 +60,8 @@ bool SymbolIndex::DefinesVersion(const std::string& version) const {
   return false;
 }
 
-bool AnyDefines(const std::vector<const SymbolIndex*>& scope, const std::string& name,
-                const std::string& version) {
+bool AnyDefines(const std::vector<const SymbolIndex*>& scope, std::string_view name,
+                std::string_view version) {
   for (const SymbolIndex* s : scope)
     if (s->Defines(name, version)) return true;
   return false;

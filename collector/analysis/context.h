@@ -44,8 +44,8 @@ class SymbolIndex {
 };
 
 // Any of several objects defines the symbol.
-bool AnyDefines(const std::vector<const SymbolIndex*>& scope, const std::string& name,
-                const std::string& version);
+bool AnyDefines(const std::vector<const SymbolIndex*>& scope, std::string_view name,
+                std::string_view version);
 
 // Reads and caches ELF files (and their symbol indexes) by path; remembers which could
 // not be read.

@@ -28,7 +28,7 @@ struct GlobalEntry {
   const Obj* root;  // the preload or dlopen that brought it
 };
 
-const elf::Symbol* DefOf(const elf::ElfInfo* e, const std::string& name) {
+const elf::Symbol* DefOf(const elf::ElfInfo* e, std::string_view name) {
   if (e == nullptr) return nullptr;
   for (const auto& s : e->symbols)
     if (s.defined && s.name == name) return &s;
@@ -136,7 +136,7 @@ class Pass {
 
   // The first definer in the global scope as o's relocation saw it; start-up objects
   // that no preload brought sit between the preloads and the RTLD_GLOBAL dlopens.
-  const GlobalEntry* Winner(const Obj& o, const std::string& name, const std::string& version,
+  const GlobalEntry* Winner(const Obj& o, std::string_view name, std::string_view version,
                             const std::vector<const Obj*>& closure) {
     auto it = definers_.find(name);
     if (it == definers_.end()) return nullptr;
@@ -187,7 +187,7 @@ class Pass {
       if (w->via == Via::kExecutable && (wd->data || (IsSystemRuntime(loser->path) && InSystemDir(loser->path))))
         continue;
       auto& g = groups_[{w, loser}];
-      const std::string sym = s.version.empty() ? s.name : s.name + "@" + s.version;
+      const std::string sym = s.version.empty() ? std::string(s.name) : fmt::format("{}@{}", s.name, s.version);
       if (std::find(g.symbols.begin(), g.symbols.end(), sym) == g.symbols.end()) g.symbols.push_back(sym);
       if (std::find(g.requesters.begin(), g.requesters.end(), &o) == g.requesters.end()) g.requesters.push_back(&o);
     }
