@@ -27,27 +27,43 @@ const elf::ElfInfo* Files::Get(const std::string& path) {
 
 SymbolIndex::SymbolIndex(const std::vector<const elf::ElfInfo*>& objects) {
   size_t n = 0;
-  for (const elf::ElfInfo* e : objects) n += e->symbols.size();
+  for (const elf::ElfInfo* e : objects)
+    for (const auto& s : e->symbols) n += s.defined;
   defs_.reserve(n);
-  first_.reserve(n);
+  size_t cap = 16;
+  while (cap < 2 * n) cap *= 2;
+  slots_.assign(cap, 0);
   for (const elf::ElfInfo* e : objects) {
     const bool versioned = !e->verdefs.empty();
     verdefs_.push_back(&e->verdefs);
     for (const auto& s : e->symbols) {
       if (!s.defined) continue;
-      auto [it, fresh] = first_.try_emplace(s.name, static_cast<uint32_t>(defs_.size()));
-      // Appended at the end of the name's chain is not needed: any match will do.
-      defs_.push_back({versioned ? std::string_view(s.version) : std::string_view(),
-                       fresh ? kEnd : it->second, s.hidden, versioned});
-      it->second = static_cast<uint32_t>(defs_.size() - 1);
+      const uint32_t hash = static_cast<uint32_t>(std::hash<std::string_view>()(s.name));
+      uint64_t* slot = Slot(s.name, hash);
+      // A new definition goes first in its name's chain: any match will do.
+      const uint32_t next = *slot == 0 ? kEnd : static_cast<uint32_t>(*slot) - 1;
+      defs_.push_back({s.name, versioned ? s.version : std::string_view(), next, s.hidden, versioned});
+      *slot = uint64_t{hash} << 32 | defs_.size();
     }
   }
 }
 
+const uint64_t* SymbolIndex::Slot(std::string_view name, uint32_t hash) const {
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = hash & mask;; i = (i + 1) & mask) {
+    const uint64_t v = slots_[i];
+    if (v == 0 || ((v >> 32) == hash && defs_[static_cast<uint32_t>(v) - 1].name == name)) return &slots_[i];
+  }
+}
+
+uint64_t* SymbolIndex::Slot(std::string_view name, uint32_t hash) {
+  return const_cast<uint64_t*>(static_cast<const SymbolIndex*>(this)->Slot(name, hash));
+}
+
 bool SymbolIndex::Defines(std::string_view name, std::string_view version) const {
-  auto it = first_.find(name);
-  if (it == first_.end()) return false;
-  for (uint32_t i = it->second; i != kEnd; i = defs_[i].next) {
+  const uint64_t v = *Slot(name, static_cast<uint32_t>(std::hash<std::string_view>()(name)));
+  if (v == 0) return false;
+  for (uint32_t i = static_cast<uint32_t>(v) - 1; i != kEnd; i = defs_[i].next) {
     const Def& d = defs_[i];
     if (version.empty() ? !d.hidden : (!d.versioned || d.version == version)) return true;
   }

@@ -32,15 +32,19 @@ class SymbolIndex {
 
  private:
   struct Def {
-    std::string_view version;
+    std::string_view name, version;
     uint32_t next;     // the next definition of the same name, or kEnd
     bool hidden;
     bool versioned;    // its object has version definitions
   };
   static constexpr uint32_t kEnd = UINT32_MAX;
+  // The slot of name: its chain's first Def, or an empty slot where it would go.
+  uint64_t* Slot(std::string_view name, uint32_t hash);
+  const uint64_t* Slot(std::string_view name, uint32_t hash) const;
   std::vector<const std::vector<std::string>*> verdefs_;
   std::vector<Def> defs_;
-  std::unordered_map<std::string_view, uint32_t> first_;  // name -> its first Def
+  // Open addressing, linear probing: (hash << 32 | first Def + 1), 0 when empty.
+  std::vector<uint64_t> slots_;
 };
 
 // Any of several objects defines the symbol.
