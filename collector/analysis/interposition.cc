@@ -68,16 +68,21 @@ class Pass {
   // o and its DT_NEEDED closure, breadth first (glibc's order).
   std::vector<const Obj*> Closure(const Obj& o) const {
     std::vector<const Obj*> q = {&o};
-    for (size_t i = 0; i < q.size() && q.size() < 4096; ++i) {
-      std::vector<std::string> needed;
-      if (q[i]->load != nullptr) needed.assign(q[i]->load->needed().begin(), q[i]->load->needed().end());
-      else if (const elf::ElfInfo* e = ctx_.files().Get(q[i]->path)) needed = e->needed;
-      for (const auto& n : needed) {
-        const Obj* b = Bound(*q[i], n);
+    for (size_t i = 0; i < q.size() && q.size() < 4096; ++i)
+      for (const Obj* b : NeededBound(*q[i]))
         if (b != nullptr && std::find(q.begin(), q.end(), b) == q.end()) q.push_back(b);
-      }
-    }
     return q;
+  }
+
+  // What each of o's NEEDED names was bound to, in order (computed once per object).
+  const std::vector<const Obj*>& NeededBound(const Obj& o) const {
+    auto [it, fresh] = needed_bound_.try_emplace(&o);
+    if (!fresh) return it->second;
+    std::vector<std::string> needed;
+    if (o.load != nullptr) needed.assign(o.load->needed().begin(), o.load->needed().end());
+    else if (const elf::ElfInfo* e = ctx_.files().Get(o.path)) needed = e->needed;
+    for (const auto& n : needed) it->second.push_back(Bound(o, n));
+    return it->second;
   }
 
   // RTLD_GLOBAL for a dlopen root: from the ctypes call's mode; otherwise unknown.
@@ -327,7 +332,8 @@ class Pass {
     uint32_t global, next;
     bool hidden, versioned;
   };
-  std::unique_ptr<SymbolIndex> startup_index_;  // the start-up objects' symbols, when needed
+  std::unique_ptr<SymbolIndex> startup_index_;
+  mutable std::unordered_map<const Obj*, std::vector<const Obj*>> needed_bound_;  // the start-up objects' symbols, when needed
   static constexpr uint32_t kEnd = UINT32_MAX;
   std::vector<Definer> definers_;
   std::vector<uint64_t> slots_;
