@@ -25,25 +25,59 @@ const elf::ElfInfo* Files::Get(const std::string& path) {
   return (cache_[path] = std::move(info)).get();
 }
 
-SymbolIndex::SymbolIndex(const elf::ElfInfo& e) : versioned_(!e.verdefs.empty()), verdefs_(e.verdefs) {
-  for (const auto& s : e.symbols)
-    if (s.defined) defs_[s.name].push_back({versioned_ ? s.version : "", s.hidden});
+SymbolIndex::SymbolIndex(const std::vector<const elf::ElfInfo*>& objects) {
+  size_t n = 0;
+  for (const elf::ElfInfo* e : objects)
+    for (const auto& s : e->symbols) n += s.defined;
+  defs_.reserve(n);
+  size_t cap = 16;
+  while (cap < 2 * n) cap *= 2;
+  slots_.assign(cap, 0);
+  for (const elf::ElfInfo* e : objects) {
+    const bool versioned = !e->verdefs.empty();
+    verdefs_.push_back(&e->verdefs);
+    for (const auto& s : e->symbols) {
+      if (!s.defined) continue;
+      const uint32_t hash = static_cast<uint32_t>(std::hash<std::string_view>()(s.name));
+      uint64_t* slot = Slot(s.name, hash);
+      // A new definition goes first in its name's chain: any match will do.
+      const uint32_t next = *slot == 0 ? kEnd : static_cast<uint32_t>(*slot) - 1;
+      defs_.push_back({s.name, versioned ? s.version : std::string_view(), next, s.hidden, versioned});
+      *slot = uint64_t{hash} << 32 | defs_.size();
+    }
+  }
 }
 
-bool SymbolIndex::Defines(const std::string& name, const std::string& version) const {
-  auto it = defs_.find(name);
-  if (it == defs_.end()) return false;
-  for (const auto& d : it->second)
-    if (version.empty() ? !d.hidden : (!versioned_ || d.version == version)) return true;
+const uint64_t* SymbolIndex::Slot(std::string_view name, uint32_t hash) const {
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = hash & mask;; i = (i + 1) & mask) {
+    const uint64_t v = slots_[i];
+    if (v == 0 || ((v >> 32) == hash && defs_[static_cast<uint32_t>(v) - 1].name == name)) return &slots_[i];
+  }
+}
+
+uint64_t* SymbolIndex::Slot(std::string_view name, uint32_t hash) {
+  return const_cast<uint64_t*>(static_cast<const SymbolIndex*>(this)->Slot(name, hash));
+}
+
+bool SymbolIndex::Defines(std::string_view name, std::string_view version) const {
+  const uint64_t v = *Slot(name, static_cast<uint32_t>(std::hash<std::string_view>()(name)));
+  if (v == 0) return false;
+  for (uint32_t i = static_cast<uint32_t>(v) - 1; i != kEnd; i = defs_[i].next) {
+    const Def& d = defs_[i];
+    if (version.empty() ? !d.hidden : (!d.versioned || d.version == version)) return true;
+  }
   return false;
 }
 
 bool SymbolIndex::DefinesVersion(const std::string& version) const {
-  return std::find(verdefs_.begin(), verdefs_.end(), version) != verdefs_.end();
+  for (const auto* v : verdefs_)
+    if (std::find(v->begin(), v->end(), version) != v->end()) return true;
+  return false;
 }
 
-bool AnyDefines(const std::vector<const SymbolIndex*>& scope, const std::string& name,
-                const std::string& version) {
+bool AnyDefines(const std::vector<const SymbolIndex*>& scope, std::string_view name,
+                std::string_view version) {
   for (const SymbolIndex* s : scope)
     if (s->Defines(name, version)) return true;
   return false;

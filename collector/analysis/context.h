@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -18,26 +19,37 @@ namespace ldscope::analysis {
 
 // The symbols an object defines, with glibc's matching rule: a versioned reference
 // matches that version, or any definition in an object without version information;
-// an unversioned reference matches a default (non-hidden) definition.
+// an unversioned reference matches a default (non-hidden) definition. Built over
+// several objects, it answers whether any of them defines the symbol (one lookup
+// instead of one per object). Names and versions are views into the ElfInfo objects,
+// which must outlive the index (Files keeps them for the whole report).
 class SymbolIndex {
  public:
-  explicit SymbolIndex(const elf::ElfInfo& e);
-  bool Defines(const std::string& name, const std::string& version) const;
+  explicit SymbolIndex(const elf::ElfInfo& e) : SymbolIndex(std::vector<const elf::ElfInfo*>{&e}) {}
+  explicit SymbolIndex(const std::vector<const elf::ElfInfo*>& objects);
+  bool Defines(std::string_view name, std::string_view version) const;
   bool DefinesVersion(const std::string& version) const;
 
  private:
   struct Def {
-    std::string version;
+    std::string_view name, version;
+    uint32_t next;     // the next definition of the same name, or kEnd
     bool hidden;
+    bool versioned;    // its object has version definitions
   };
-  bool versioned_;
-  std::vector<std::string> verdefs_;
-  std::unordered_map<std::string, std::vector<Def>> defs_;
+  static constexpr uint32_t kEnd = UINT32_MAX;
+  // The slot of name: its chain's first Def, or an empty slot where it would go.
+  uint64_t* Slot(std::string_view name, uint32_t hash);
+  const uint64_t* Slot(std::string_view name, uint32_t hash) const;
+  std::vector<const std::vector<std::string>*> verdefs_;
+  std::vector<Def> defs_;
+  // Open addressing, linear probing: (hash << 32 | first Def + 1), 0 when empty.
+  std::vector<uint64_t> slots_;
 };
 
 // Any of several objects defines the symbol.
-bool AnyDefines(const std::vector<const SymbolIndex*>& scope, const std::string& name,
-                const std::string& version);
+bool AnyDefines(const std::vector<const SymbolIndex*>& scope, std::string_view name,
+                std::string_view version);
 
 // Reads and caches ELF files (and their symbol indexes) by path; remembers which could
 // not be read.

@@ -125,12 +125,12 @@ class Pass {
     }
     for (const auto& sym : info->symbols) {
       if (sym.defined || sym.weak || sym.version_file.empty()) continue;
-      const Obj* b = BoundFor(pi, o, sym.version_file);
+      const Obj* b = BoundFor(pi, o, std::string(sym.version_file));
       const SymbolIndex* s = b != nullptr ? ctx_.files().Symbols(b->path) : nullptr;
       if (s == nullptr) continue;
       // Under a missing version node too: glibc would name the node, but these are the
       // symbols it stands for.
-      if (!s->Defines(sym.name, sym.version)) out->push_back({&o, b, sym.version_file, sym.version, sym.name});
+      if (!s->Defines(sym.name, sym.version)) out->push_back({&o, b, std::string(sym.version_file), std::string(sym.version), std::string(sym.name)});
     }
   }
 
@@ -306,7 +306,7 @@ class Pass {
     const Obj& p = *found.front().provider;
     std::vector<std::string> names;
     for (const auto& x : found)
-      if (x.provider == &p) names.push_back(x.sym->version.empty() ? x.sym->name : x.sym->name + "@" + x.sym->version);
+      if (x.provider == &p) names.push_back(x.sym->version.empty() ? std::string(x.sym->name) : fmt::format("{}@{}", x.sym->name, x.sym->version));
     const std::string base = BaseName(o.path), pbase = BaseName(p.path);
     auto f = NewFinding(pi, v1::DLOPEN_OUT_OF_SCOPE, v1::ERROR);
     *f.add_objects() = ctx_.Describe(pi, o);
@@ -315,8 +315,8 @@ class Pass {
     f.add_evidence(p.open_seq);
     for (const auto& x : found) {
       auto* m = f.add_missing();
-      m->set_name(x.sym->name);
-      m->set_version(x.sym->version);
+      m->set_name(std::string(x.sym->name));
+      m->set_version(std::string(x.sym->version));
       m->set_needed_by(o.path);
       m->set_provider(NormalPath(x.provider->path));
     }

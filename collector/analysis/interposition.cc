@@ -28,7 +28,7 @@ struct GlobalEntry {
   const Obj* root;  // the preload or dlopen that brought it
 };
 
-const elf::Symbol* DefOf(const elf::ElfInfo* e, const std::string& name) {
+const elf::Symbol* DefOf(const elf::ElfInfo* e, std::string_view name) {
   if (e == nullptr) return nullptr;
   for (const auto& s : e->symbols)
     if (s.defined && s.name == name) return &s;
@@ -68,16 +68,21 @@ class Pass {
   // o and its DT_NEEDED closure, breadth first (glibc's order).
   std::vector<const Obj*> Closure(const Obj& o) const {
     std::vector<const Obj*> q = {&o};
-    for (size_t i = 0; i < q.size() && q.size() < 4096; ++i) {
-      std::vector<std::string> needed;
-      if (q[i]->load != nullptr) needed.assign(q[i]->load->needed().begin(), q[i]->load->needed().end());
-      else if (const elf::ElfInfo* e = ctx_.files().Get(q[i]->path)) needed = e->needed;
-      for (const auto& n : needed) {
-        const Obj* b = Bound(*q[i], n);
+    for (size_t i = 0; i < q.size() && q.size() < 4096; ++i)
+      for (const Obj* b : NeededBound(*q[i]))
         if (b != nullptr && std::find(q.begin(), q.end(), b) == q.end()) q.push_back(b);
-      }
-    }
     return q;
+  }
+
+  // What each of o's NEEDED names was bound to, in order (computed once per object).
+  const std::vector<const Obj*>& NeededBound(const Obj& o) const {
+    auto [it, fresh] = needed_bound_.try_emplace(&o);
+    if (!fresh) return it->second;
+    std::vector<std::string> needed;
+    if (o.load != nullptr) needed.assign(o.load->needed().begin(), o.load->needed().end());
+    else if (const elf::ElfInfo* e = ctx_.files().Get(o.path)) needed = e->needed;
+    for (const auto& n : needed) it->second.push_back(Bound(o, n));
+    return it->second;
   }
 
   // RTLD_GLOBAL for a dlopen root: from the ctypes call's mode; otherwise unknown.
@@ -128,29 +133,63 @@ class Pass {
         for (const Obj* c : closure)
           Add(c, since + 1, ModeOf(*o) == Mode::kGlobal ? Via::kGlobalDlopen : Via::kMaybeGlobalDlopen, o);
       }
+    // name -> the global entries that define it, in scope order: built backwards, each
+    // entry put first in its name's chain.
+    std::vector<const elf::ElfInfo*> files(global_.size());
+    size_t n = 0;
     for (size_t i = 0; i < global_.size(); ++i)
-      if (const elf::ElfInfo* e = ctx_.files().Get(global_[i].o->path))
-        for (const auto& s : e->symbols)
-          if (s.defined) definers_[s.name].push_back(i);
+      if ((files[i] = ctx_.files().Get(global_[i].o->path)) != nullptr) n += files[i]->symbols.size();
+    size_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    slots_.assign(cap, 0);
+    definers_.reserve(n);
+    for (size_t i = global_.size(); i-- > 0;)
+      if (files[i] != nullptr)
+        for (const auto& s : files[i]->symbols) {
+          if (!s.defined) continue;
+          const uint32_t hash = static_cast<uint32_t>(std::hash<std::string_view>()(s.name));
+          uint64_t& slot = slots_[SlotOf(s.name, hash)];
+          const bool versioned = !files[i]->verdefs.empty();
+          definers_.push_back({s.name, versioned ? s.version : std::string_view(), static_cast<uint32_t>(i),
+                               slot == 0 ? kEnd : static_cast<uint32_t>(slot) - 1, s.hidden, versioned});
+          slot = uint64_t{hash} << 32 | definers_.size();
+        }
+  }
+
+  size_t SlotOf(std::string_view name, uint32_t hash) const {
+    const size_t mask = slots_.size() - 1;
+    for (size_t i = hash & mask;; i = (i + 1) & mask) {
+      const uint64_t v = slots_[i];
+      if (v == 0 || ((v >> 32) == hash && definers_[static_cast<uint32_t>(v) - 1].name == name)) return i;
+    }
   }
 
   // The first definer in the global scope as o's relocation saw it; start-up objects
   // that no preload brought sit between the preloads and the RTLD_GLOBAL dlopens.
-  const GlobalEntry* Winner(const Obj& o, const std::string& name, const std::string& version,
+  const GlobalEntry* Winner(const Obj& o, std::string_view name, std::string_view version,
                             const std::vector<const Obj*>& closure) {
-    auto it = definers_.find(name);
-    if (it == definers_.end()) return nullptr;
-    for (size_t i : it->second) {
-      const GlobalEntry& g = global_[i];
+    const uint64_t head = slots_[SlotOf(name, static_cast<uint32_t>(std::hash<std::string_view>()(name)))];
+    for (uint32_t d = head == 0 ? kEnd : static_cast<uint32_t>(head) - 1; d != kEnd;) {
+      // One global entry's definitions of the name lie together in the chain.
+      const uint32_t gi = definers_[d].global;
+      bool defines = false;
+      for (; d != kEnd && definers_[d].global == gi; d = definers_[d].next) {
+        const Definer& x = definers_[d];
+        defines |= version.empty() ? !x.hidden : (!x.versioned || x.version == version);
+      }
+      const GlobalEntry& g = global_[gi];
       if (g.since > o.open_seq || g.o == &o) continue;
       if (g.via == Via::kGlobalDlopen || g.via == Via::kMaybeGlobalDlopen) {
         // Start-up objects come first in the scope: one of them defining it wins.
-        for (const Obj* s : startup_)
-          if (const SymbolIndex* idx = ctx_.files().Symbols(s->path); idx && idx->Defines(name, version))
-            return nullptr;
+        if (startup_index_ == nullptr) {
+          std::vector<const elf::ElfInfo*> files;
+          for (const Obj* s : startup_)
+            if (const elf::ElfInfo* e = ctx_.files().Get(s->path)) files.push_back(e);
+          startup_index_ = std::make_unique<SymbolIndex>(files);
+        }
+        if (startup_index_->Defines(name, version)) return nullptr;
       }
-      const SymbolIndex* idx = ctx_.files().Symbols(g.o->path);
-      if (idx == nullptr || !idx->Defines(name, version)) continue;
+      if (!defines) continue;
       if (std::find(closure.begin(), closure.end(), g.o) != closure.end()) return nullptr;
       return &g;
     }
@@ -187,7 +226,7 @@ class Pass {
       if (w->via == Via::kExecutable && (wd->data || (IsSystemRuntime(loser->path) && InSystemDir(loser->path))))
         continue;
       auto& g = groups_[{w, loser}];
-      const std::string sym = s.version.empty() ? s.name : s.name + "@" + s.version;
+      const std::string sym = s.version.empty() ? std::string(s.name) : fmt::format("{}@{}", s.name, s.version);
       if (std::find(g.symbols.begin(), g.symbols.end(), sym) == g.symbols.end()) g.symbols.push_back(sym);
       if (std::find(g.requesters.begin(), g.requesters.end(), &o) == g.requesters.end()) g.requesters.push_back(&o);
     }
@@ -285,7 +324,19 @@ class Pass {
   std::vector<GlobalEntry> global_;
   std::vector<const Obj*> startup_;
   std::map<const Obj*, const Obj*> preload_closure_;
-  std::unordered_map<std::string, std::vector<size_t>> definers_;
+  // Who defines a name in the global scope: chains of (name, global_ index), the name a
+  // view into the cached ELF files (Files keeps them for the whole report), found
+  // through slots_ (open addressing: hash << 32 | first entry + 1, 0 when empty).
+  struct Definer {
+    std::string_view name, version;  // version: "" in an object without version definitions
+    uint32_t global, next;
+    bool hidden, versioned;
+  };
+  std::unique_ptr<SymbolIndex> startup_index_;
+  mutable std::unordered_map<const Obj*, std::vector<const Obj*>> needed_bound_;  // the start-up objects' symbols, when needed
+  static constexpr uint32_t kEnd = UINT32_MAX;
+  std::vector<Definer> definers_;
+  std::vector<uint64_t> slots_;
   std::map<std::pair<const GlobalEntry*, const Obj*>, Group> groups_;
 };
 

@@ -40,10 +40,9 @@ void AddMissing(v1::Finding* f, const Missing& m, const Obj& o) {
 }
 
 // The undefined, non-weak symbols of e that nothing in scope defines.
-void UndefinedIn(const elf::ElfInfo& e, const std::vector<const SymbolIndex*>& scope,
-                 std::vector<Missing>* out) {
+void UndefinedIn(const elf::ElfInfo& e, const SymbolIndex& scope, std::vector<Missing>* out) {
   for (const auto& s : e.symbols) {
-    if (s.defined || s.weak || AnyDefines(scope, s.name, s.version)) continue;
+    if (s.defined || s.weak || scope.Defines(s.name, s.version)) continue;
     Missing m;
     m.name = s.name;
     m.version = s.version;
@@ -99,7 +98,7 @@ class Pass {
   // root (its dependency closure, following what each NEEDED was bound to), plus ld.so.
   // Objects that other dlopens loaded with RTLD_LOCAL are not in it, however many
   // symbols they define: that is how a preloaded copy can fail to help.
-  std::vector<const SymbolIndex*> Scope(const ProcessIndex& pi, const Obj& root, uint64_t seq,
+  std::unique_ptr<SymbolIndex> Scope(const ProcessIndex& pi, const Obj& root, uint64_t seq,
                                         std::vector<const Obj*>* members,
                                         std::vector<std::string>* unreadable) {
     uint64_t first_dlopen = UINT64_MAX;
@@ -122,23 +121,26 @@ class Pass {
     }
     for (const auto& [id, o] : pi.objects)
       if (o.load != nullptr && o.load->reason() == v1::LOAD_INTERPRETER) add(&o);
-    std::vector<const SymbolIndex*> scope = Indexes(queue, unreadable);
+    std::unique_ptr<SymbolIndex> scope = Indexes(queue, unreadable);
     *members = std::move(queue);
     return scope;
   }
 
-  // The symbol indexes of objs; the files that could not be read go to unreadable
+  // One symbol index over objs; the files that could not be read go to unreadable
   // (their symbols are unknown, not absent).
-  std::vector<const SymbolIndex*> Indexes(const std::vector<const Obj*>& objs,
-                                          std::vector<std::string>* unreadable) {
-    std::vector<const SymbolIndex*> out;
+  std::unique_ptr<SymbolIndex> Indexes(const std::vector<const Obj*>& objs,
+                                       std::vector<std::string>* unreadable) {
+    std::vector<const elf::ElfInfo*> files;
     for (const Obj* o : objs) {
       if (o->load != nullptr && o->load->reason() == v1::LOAD_VDSO) continue;
-      if (const SymbolIndex* s = ctx_.files().Symbols(o->path)) out.push_back(s);
+      const elf::ElfInfo* e = ctx_.files().Get(o->path);
+      if (e != nullptr) {
+        if (std::find(files.begin(), files.end(), e) == files.end()) files.push_back(e);
+      }
       else if (std::find(unreadable->begin(), unreadable->end(), NormalPath(o->path)) == unreadable->end())
         unreadable->push_back(NormalPath(o->path));
     }
-    return out;
+    return std::make_unique<SymbolIndex>(files);
   }
 
   // Fills bound/provider for m from o's NEEDED entries: the first file on o's own
@@ -173,7 +175,7 @@ class Pass {
   }
 
   struct BatchScope {
-    std::vector<const SymbolIndex*> scope;
+    std::unique_ptr<SymbolIndex> scope;  // null until the first object needs it
     std::vector<const Obj*> members;
     std::vector<std::string> unreadable;
   };
@@ -186,8 +188,8 @@ class Pass {
     // (missing_library.cc).
     for (const auto& n : info->needed)
       if (BoundFor(pi, o, n) == nullptr) return;
-    if (batch->scope.empty()) batch->scope = Scope(pi, root, seq, &batch->members, &batch->unreadable);
-    const auto* reach = &batch->scope;
+    if (batch->scope == nullptr) batch->scope = Scope(pi, root, seq, &batch->members, &batch->unreadable);
+    const SymbolIndex* reach = batch->scope.get();
     std::vector<Missing> missing;
     // Version needs are checked first by glibc (_dl_check_map_versions).
     for (const auto& vn : info->verneeds) {
@@ -445,7 +447,7 @@ class Pass {
 
   // Objects that loaded but call functions nothing in their namespace defines.
   struct NamespaceScope {
-    std::vector<const SymbolIndex*> scope;
+    std::unique_ptr<SymbolIndex> scope;
     std::vector<std::string> unreadable;
   };
 
@@ -468,7 +470,7 @@ class Pass {
       // The object loaded, so whatever it references and nothing defines can only be
       // bound lazily (a PLT call): the call will fail.
       std::vector<Missing> missing;
-      UndefinedIn(*info, by_ns[o.lmid].scope, &missing);
+      UndefinedIn(*info, *by_ns[o.lmid].scope, &missing);
       if (missing.empty()) continue;
       std::vector<const Missing*> ms;
       for (const auto& m : missing) ms.push_back(&m);

@@ -34,12 +34,18 @@ class View {
   // A NUL-terminated string at off within [lo, hi), as escaped text (names on disk
   // are compared with names in the model, which are escaped).
   bool Str(uint64_t lo, uint64_t hi, uint64_t off, std::string* out) const {
+    std::string_view raw;
+    if (!RawStr(lo, hi, off, &raw)) return false;
+    *out = text::Escape(raw);
+    return true;
+  }
+  bool RawStr(uint64_t lo, uint64_t hi, uint64_t off, std::string_view* out) const {
     hi = std::min<uint64_t>(hi, d_.size());
     if (lo > hi || off >= hi - lo) return false;
     const char* s = d_.data() + lo + off;
     const void* nul = std::memchr(s, '\0', hi - lo - off);
     if (nul == nullptr) return false;
-    *out = text::Escape(std::string_view(s, static_cast<const char*>(nul) - s));
+    *out = std::string_view(s, static_cast<const char*>(nul) - s);
     return true;
   }
   size_t size() const { return d_.size(); }
@@ -94,6 +100,14 @@ class Parser {
   bool StrAt(const Elf64_Shdr* strtab, uint64_t off, std::string* out) const {
     if (strtab == nullptr || strtab->sh_type != SHT_STRTAB) return false;
     return v_.Str(strtab->sh_offset, strtab->sh_offset + strtab->sh_size, off, out);
+  }
+  // The same, copied into the object's arena (the file is unmapped after parsing).
+  bool ArenaStrAt(const Elf64_Shdr* strtab, uint64_t off, std::string_view* out) const {
+    if (strtab == nullptr || strtab->sh_type != SHT_STRTAB) return false;
+    std::string_view raw;
+    if (!v_.RawStr(strtab->sh_offset, strtab->sh_offset + strtab->sh_size, off, &raw)) return false;
+    *out = out_->strings->Add(text::Escape(raw));
+    return true;
   }
   void Warn(std::string w) { out_->warnings.push_back(std::move(w)); }
 
@@ -205,7 +219,7 @@ class Parser {
     index &= 0x7fff;
     if (index >= 65536) return;
     if (versions_.size() <= index) versions_.resize(index + 1);
-    versions_[index] = {name, file};
+    versions_[index] = {out_->strings->Add(name), out_->strings->Add(file)};
   }
 
   void ReadSymbols() {
@@ -219,13 +233,16 @@ class Parser {
       return;
     }
     out_->symbols.reserve(n);
+    // The names fit in the string table's size unless escaping lengthens some.
+    if (str != nullptr && str->sh_type == SHT_STRTAB && v_.InRange(str->sh_offset, str->sh_size))
+      out_->strings->Reserve(str->sh_size);
     for (uint64_t i = 1; i < n; ++i) {  // entry 0 is the null symbol
       Elf64_Sym s;
       v_.Read(sym->sh_offset + i * sizeof(Elf64_Sym), &s);
       const unsigned bind = ELF64_ST_BIND(s.st_info), type = ELF64_ST_TYPE(s.st_info);
       if (bind == STB_LOCAL) continue;
       Symbol out;
-      if (!StrAt(str, s.st_name, &out.name) || out.name.empty()) continue;
+      if (!ArenaStrAt(str, s.st_name, &out.name) || out.name.empty()) continue;
       out.defined = s.st_shndx != SHN_UNDEF;
       out.weak = bind == STB_WEAK;
       out.global = bind == STB_GLOBAL || bind == STB_GNU_UNIQUE;
@@ -248,7 +265,7 @@ class Parser {
   View v_;
   ElfInfo* out_;
   std::vector<Section> sections_;
-  std::vector<std::pair<std::string, std::string>> versions_;  // index -> (name, file)
+  std::vector<std::pair<std::string_view, std::string_view>> versions_;  // index -> (name, file), in the arena
 };
 
 // A read-only mapping of a whole file, unmapped on destruction.
@@ -283,6 +300,22 @@ struct Mapping {
 };
 
 }  // namespace
+
+void StringArena::Reserve(size_t n) {
+  if (n <= cap_ - used_) return;
+  cap_ = n;
+  chunks_.push_back(std::make_unique_for_overwrite<char[]>(cap_));
+  used_ = 0;
+}
+
+std::string_view StringArena::Add(std::string_view s) {
+  if (s.empty()) return {};
+  if (s.size() > cap_ - used_) Reserve(std::max<size_t>(s.size(), 4096));
+  char* at = chunks_.back().get() + used_;
+  std::memcpy(at, s.data(), s.size());
+  used_ += s.size();
+  return std::string_view(at, s.size());
+}
 
 std::unique_ptr<ElfInfo> ParseElf(std::string_view data, const std::string& name,
                                   std::string* error) {

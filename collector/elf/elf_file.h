@@ -15,17 +15,31 @@
 
 namespace ldscope::elf {
 
+// The text of an object's symbols (names and version names), in chunks that never
+// move: Symbol's views point into it. Shared, so that copies of an ElfInfo stay valid.
+class StringArena {
+ public:
+  std::string_view Add(std::string_view s);
+  // Room for n more bytes in one chunk (a new chunk when the current one lacks it).
+  void Reserve(size_t n);
+
+ private:
+  std::vector<std::unique_ptr<char[]>> chunks_;
+  size_t used_ = 0, cap_ = 0;
+};
+
+// Names are views into the owning ElfInfo's arena: valid while any copy of it lives.
 struct Symbol {
-  std::string name;
+  std::string_view name;
   bool defined = false;   // st_shndx != SHN_UNDEF
   bool weak = false;      // STB_WEAK
   bool global = false;    // STB_GLOBAL or STB_GNU_UNIQUE
   bool function = false;  // STT_FUNC or STT_GNU_IFUNC
   bool unique = false;    // STB_GNU_UNIQUE (vague-linkage data, one copy by design)
   bool data = false;      // STT_OBJECT or STT_TLS
-  std::string version;    // version name, "" when unversioned
+  std::string_view version;    // version name, "" when unversioned
   bool hidden = false;    // a non-default version (name@VER rather than name@@VER)
-  std::string version_file;  // for undefined: the library the version is needed from
+  std::string_view version_file;  // for undefined: the library the version is needed from
 };
 
 struct VersionNeed {
@@ -45,6 +59,7 @@ struct ElfInfo {
   uint64_t flags_1 = 0;
   std::string build_id;   // raw bytes
   std::vector<Symbol> symbols;
+  std::shared_ptr<StringArena> strings = std::make_shared<StringArena>();  // symbols' text
   std::vector<std::string> verdefs;  // version names this object defines
   std::vector<VersionNeed> verneeds;
   std::vector<std::string> warnings;  // damaged parts that were skipped
