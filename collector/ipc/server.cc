@@ -232,6 +232,8 @@ bool Server::HandleEvent(Conn& c, const uint8_t* data, size_t size) {
     return false;  // one connection, one process
   }
   if (e.has_exit()) stream_info_[c.stream].exited = true;
+  if (e.has_preinit()) stream_info_[c.stream].started = true;
+  if (e.has_objopen() && stream_info_[c.stream].started) stream_info_[c.stream].dlopened = true;
   ++stats_.events;
   stats_.event_bytes += size;
   uint64_t& d = dropped_by_stream_[c.stream];
@@ -375,7 +377,9 @@ v1::CollectorNotes Server::StopRecording() {
     u->set_exe_after(s.exe_after);
   }
   for (const auto& [stream, sp] : ordered) {
-    if (!sp->expects_hook) continue;
+    // Only where loads went unattributed: `python3 --version` ends before site runs and
+    // loads nothing, which is no loss.
+    if (!sp->expects_hook || !sp->dlopened) continue;
     bool reported = false;
     for (const auto& [other_stream, o] : stream_info_)
       reported |= o.python && o.pid == sp->pid && o.image_start_ns >= sp->image_start_ns;

@@ -98,6 +98,8 @@ class Server {
     std::string exe;
     bool python = false;       // the Python hook's stream (image_start_ns: its PyStart's time)
     bool expects_hook = false; // a Python program started with the hook on PYTHONPATH
+    bool started = false;      // its la_preinit arrived: start-up is done
+    bool dlopened = false;     // it mapped an object after start-up
     bool exited = false;       // its ProcessExit arrived
     int open = 0;              // connections of it still open
     bool ended_open = false;   // a connection of it ended before the exit event

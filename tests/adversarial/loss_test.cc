@@ -212,19 +212,20 @@ TEST(Loss, UntracedProcessesAreNamed) {
 
 // A Python started with the hook on PYTHONPATH whose hook never reports (here python -S,
 // which skips site and sitecustomize; a descriptor limit does the same) is named in the
-// run summary and in `show`; one whose hook reports, and a fork of it, are not.
+// run summary and in `show` when it loaded something after start-up; one whose hook
+// reports, a fork of it, and `python3 --version` (nothing loaded, nothing lost) are not.
 TEST(Loss, SilentPythonHookIsNamed) {
   const auto dir = testing::ScratchDir("loss_python_hook");
   const std::string trace = dir + "/t.ldscope";
   const auto r = RunCmd({LDSCOPE_BIN, "run", "--no-report", "-o", trace, "--", "/bin/sh", "-c",
-                         "/usr/bin/python3 -S -c pass; /usr/bin/python3 -c 'import os\nif os.fork() == 0:\n"
+                         "/usr/bin/python3 --version; /usr/bin/python3 -S -c 'import _bz2'; /usr/bin/python3 -c 'import os\nif os.fork() == 0:\n"
                          " import _bz2\n os._exit(0)\nos.wait()'"});
   ASSERT_EQ(r.code, 0) << r.err;
   const auto t = testing::TimelineOf({trace});
   std::vector<const v1::ProcessTimeline*> pys;  // /usr/bin/python3.X
   for (const auto& p : t.processes())
     if (p.exe().find("/python3") != std::string::npos) pys.push_back(&p);
-  ASSERT_EQ(pys.size(), 3u) << "python -S, python, its fork";
+  ASSERT_EQ(pys.size(), 4u) << "python --version, python -S, python, its fork";
   const v1::ProcessTimeline* silent = nullptr;
   for (const auto* p : pys) {
     const bool dash_s = p->argv_size() > 1 && p->argv(1) == "-S";
