@@ -231,9 +231,10 @@ bool Server::HandleEvent(Conn& c, const uint8_t* data, size_t size) {
   } else if (e.pid() != c.pid) {
     return false;  // one connection, one process
   }
-  if (e.has_exit()) stream_info_[c.stream].exited = true;
-  if (e.has_preinit()) stream_info_[c.stream].started = true;
-  if (e.has_objopen() && stream_info_[c.stream].started) stream_info_[c.stream].dlopened = true;
+  Stream& stream = stream_info_[c.stream];
+  if (e.has_exit()) stream.exited = true;
+  if (e.has_preinit()) stream.started = true;
+  if (e.has_objopen() && stream.started) stream.dlopened = true;
   ++stats_.events;
   stats_.event_bytes += size;
   uint64_t& d = dropped_by_stream_[c.stream];
