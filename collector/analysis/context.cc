@@ -172,11 +172,24 @@ std::vector<const Obj*> ProcessIndex::AliveAt(int64_t lmid, uint64_t seq) const 
   return out;
 }
 
-const Obj* ProcessIndex::Executable() const {
-  for (const auto& [id, o] : objects)
-    if (o.load != nullptr && o.load->reason() == v1::LOAD_EXECUTABLE) return &o;
+void ProcessIndex::Index() {
+  for (const auto& [id, o] : objects) {
+    if (o.load != nullptr && o.load->reason() == v1::LOAD_EXECUTABLE && exe == nullptr) exe = &o;
+    if (o.load != nullptr) by_request.try_emplace({o.requester, o.load->requested_name()}, &o);
+    if (!o.soname.empty()) by_soname[o.soname].push_back(&o);
+  }
+}
+
+const Obj* ProcessIndex::AliveWithSoname(const std::string& soname, int64_t lmid,
+                                         uint64_t seq) const {
+  auto it = by_soname.find(soname);
+  if (it == by_soname.end()) return nullptr;
+  for (const Obj* o : it->second)
+    if (o->lmid == lmid && o->open_seq <= seq && seq < o->close_seq) return o;
   return nullptr;
 }
+
+const Obj* ProcessIndex::Executable() const { return exe; }
 
 loader::Object ProcessIndex::AsRequester(const Obj& o, Files& files) const {
   loader::Object r;
@@ -220,12 +233,9 @@ const Obj* BoundFor(const ProcessIndex& pi, const Obj& o, const std::string& nam
         auto it = pi.objects.find(r.object().id());
         if (it != pi.objects.end()) return &it->second;
       }
-  for (const auto& [id, other] : pi.objects)
-    if (other.requester == o.id && other.load != nullptr && other.load->requested_name() == name)
-      return &other;
-  for (const Obj* other : pi.AliveAt(o.lmid, o.open_seq))
-    if (other->soname == name) return other;
-  return nullptr;
+  if (auto it = pi.by_request.find({o.id, name}); it != pi.by_request.end()) return it->second;
+  if (name.empty()) return nullptr;
+  return pi.AliveWithSoname(name, o.lmid, o.open_seq);
 }
 
 Context::Context(const v1::Timeline& t) : t_(t) {
@@ -307,6 +317,7 @@ Context::Context(const v1::Timeline& t) : t_(t) {
                                       : std::vector<std::string>{"/lib64", "/usr/lib64"};
     if (!multiarch) pi.env.lib = "lib64";
     procs_.push_back(std::move(pi));
+    procs_.back().Index();
   }
 }
 

@@ -84,8 +84,16 @@ struct ProcessIndex {
   const v1::ProcessTimeline* p = nullptr;
   std::map<uint64_t, Obj> objects;
   loader::Environment env;
+  // Lookups over objects (in id order), built once all objects are known (Index()), so
+  // that a trace of a million dlopens is not searched object by object per object.
+  std::map<std::pair<uint64_t, std::string>, const Obj*> by_request;  // (requester, name)
+  std::unordered_map<std::string, std::vector<const Obj*>> by_soname;
+  const Obj* exe = nullptr;
+  void Index();
   // Objects alive together with o in its namespace at seq.
   std::vector<const Obj*> AliveAt(int64_t lmid, uint64_t seq) const;
+  // The first object (in id order) of that SONAME alive in lmid at seq.
+  const Obj* AliveWithSoname(const std::string& soname, int64_t lmid, uint64_t seq) const;
   // The chain of loaders of o (nearest first, ending with the executable), for the
   // RPATH step of the loader model.
   std::vector<loader::Object> LoaderChain(const Obj& o, Files& files) const;

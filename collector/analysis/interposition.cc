@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -50,21 +51,6 @@ class Pass {
   }
 
  private:
-  // The object glibc bound o's NEEDED name to.
-  const Obj* Bound(const Obj& o, const std::string& name) const {
-    if (o.load != nullptr)
-      for (const auto& r : o.load->reused())
-        if (r.name() == name) {
-          auto it = pi_.objects.find(r.object().id());
-          if (it != pi_.objects.end()) return &it->second;
-        }
-    for (const auto& [id, other] : pi_.objects)
-      if (other.requester == o.id && other.load != nullptr && other.load->requested_name() == name) return &other;
-    for (const Obj* other : pi_.AliveAt(o.lmid, o.open_seq))
-      if (other->soname == name) return other;
-    return nullptr;
-  }
-
   // o and its DT_NEEDED closure, breadth first (glibc's order).
   std::vector<const Obj*> Closure(const Obj& o) const {
     std::vector<const Obj*> q = {&o};
@@ -81,7 +67,7 @@ class Pass {
     std::vector<std::string> needed;
     if (o.load != nullptr) needed.assign(o.load->needed().begin(), o.load->needed().end());
     else if (const elf::ElfInfo* e = ctx_.files().Get(o.path)) needed = e->needed;
-    for (const auto& n : needed) it->second.push_back(Bound(o, n));
+    for (const auto& n : needed) it->second.push_back(BoundFor(pi_, o, n));
     return it->second;
   }
 
@@ -93,8 +79,7 @@ class Pass {
   }
 
   void Add(const Obj* o, uint64_t since, Via via, const Obj* root) {
-    for (const auto& g : global_)
-      if (g.o == o) return;
+    if (!in_global_.insert(o).second) return;
     global_.push_back({o, since, via, root});
   }
 
@@ -322,6 +307,7 @@ class Pass {
   const ProcessIndex& pi_;
   v1::Report* out_;
   std::vector<GlobalEntry> global_;
+  std::unordered_set<const Obj*> in_global_;
   std::vector<const Obj*> startup_;
   std::map<const Obj*, const Obj*> preload_closure_;
   // Who defines a name in the global scope: chains of (name, global_ index), the name a
