@@ -18,9 +18,10 @@ int Show(const ShowOptions& opt) {
     render::TextOptions t;
     t.timestamps = opt.timestamps;
     t.verbose = opt.verbose;
-    v1::Timeline body = timeline;
-    body.clear_problems();  // problems go to stderr, after everything readable
-    written = Print(stdout, render::TimelineText(body, t));
+    t.problems = false;  // problems go to stderr, after everything readable
+    written = render::TimelineText(timeline, t, [](const std::string& piece) {
+      return Print(stdout, piece);
+    });
   }
   for (const auto& p : timeline.problems()) {
     if (p.file().empty())

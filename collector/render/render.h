@@ -26,8 +26,13 @@ std::string Json(const google::protobuf::Message& m);
 struct TextOptions {
   bool timestamps = true;  // "+1.234ms" columns (off for golden files)
   bool verbose = false;    // list every unload at exit and every reuse
+  bool problems = true;    // end with the trace problems ("error: ..." lines)
 };
 std::string TimelineText(const v1::Timeline& t, const TextOptions& opt);
+// The same text, handed to sink piece by piece (a process image at a time), so that a
+// big timeline is printed as it is rendered; stops at the first false from sink.
+bool TimelineText(const v1::Timeline& t, const TextOptions& opt,
+                  const std::function<bool(const std::string&)>& sink);
 
 // One finding: a header line and the wrapped message.
 std::string FindingText(const v1::Finding& f);

@@ -81,7 +81,18 @@ void RenderLoad(std::string& out, const v1::Entry& e, const std::string& cwd,
   }
 }
 
-void RenderProcess(std::string& out, const v1::ProcessTimeline& p, const TextOptions& opt) {
+using Sink = std::function<bool(const std::string&)>;
+
+// Hands what is rendered so far (whole lines) to sink once it is big.
+bool Spill(std::string& out, const Sink& sink) {
+  if (out.size() < (1u << 20)) return true;
+  const bool ok = sink(text::GuardLines(std::move(out)));
+  out.clear();
+  return ok;
+}
+
+bool RenderProcess(std::string& out, const v1::ProcessTimeline& p, const TextOptions& opt,
+                   const Sink& sink) {
   std::string argv;  // a shell gives these words back as the original bytes
   for (const auto& a : p.argv()) {
     if (!argv.empty()) argv += ' ';
@@ -121,6 +132,7 @@ void RenderProcess(std::string& out, const v1::ProcessTimeline& p, const TextOpt
 
   size_t exit_unloads = 0;
   for (const auto& e : p.entries()) {
+    if (!Spill(out, sink)) return false;
     switch (e.kind_case()) {
       case v1::Entry::kLoad: RenderLoad(out, e, p.cwd(), opt); break;
       case v1::Entry::kSearch: {
@@ -183,13 +195,19 @@ void RenderProcess(std::string& out, const v1::ProcessTimeline& p, const TextOpt
                        "loaded\n", p.loaded_at_end_size());
   out += fmt::format("  events {}, dropped {}, missing {}\n\n", p.events(), p.dropped(),
                      p.missing_seqs());
+  return true;
 }
 
 }  // namespace
 
-std::string TimelineText(const v1::Timeline& t, const TextOptions& opt) {
+bool TimelineText(const v1::Timeline& t, const TextOptions& opt,
+                  const std::function<bool(const std::string&)>& sink) {
+  for (const auto& p : t.processes()) {
+    std::string block;
+    if (!RenderProcess(block, p, opt, sink) || !sink(text::GuardLines(std::move(block))))
+      return false;
+  }
   std::string out;
-  for (const auto& p : t.processes()) RenderProcess(out, p, opt);
   const v1::CollectorSummary& c = t.collector();
   if (c.still_running() > 0)
     out += fmt::format("collector: {} process image(s) still running when recording stopped\n",
@@ -207,13 +225,23 @@ std::string TimelineText(const v1::Timeline& t, const TextOptions& opt) {
     out += fmt::format("collector: {} connection(s) refused for want of a descriptor\n",
                        c.refused());
   for (const auto& pr : t.problems()) {
+    if (!opt.problems) break;
     if (pr.file().empty())
       out += fmt::format("error: {}\n", pr.message());
     else
       out += fmt::format("error: {}: at byte offset {}: {}\n", pr.file(), pr.offset(),
                          pr.message());
   }
-  return text::GuardLines(std::move(out));
+  return sink(text::GuardLines(std::move(out)));
+}
+
+std::string TimelineText(const v1::Timeline& t, const TextOptions& opt) {
+  std::string out;
+  TimelineText(t, opt, [&](const std::string& piece) {
+    out += piece;
+    return true;
+  });
+  return out;
 }
 
 }  // namespace ldscope::render
