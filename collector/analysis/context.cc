@@ -211,14 +211,17 @@ loader::Object ProcessIndex::AsRequester(const Obj& o, Files& files) const {
 std::vector<loader::Object> ProcessIndex::LoaderChain(const Obj& o, Files& files) const {
   std::vector<loader::Object> chain;
   std::vector<uint64_t> seen = {o.id};
-  const Obj* exe = Executable();
-  for (uint64_t r = o.requester; r != 0 && chain.size() < 64;) {
-    if (std::find(seen.begin(), seen.end(), r) != seen.end()) break;
+  // l_loader: the object whose NEEDED entry loaded it. A dlopened object has none (glibc
+  // clears the loader for __RTLD_CALLMAP, docs/LOADER.md), so the walk stops there.
+  for (const Obj* cur = &o; chain.size() < 64;) {
+    if (cur->load == nullptr || cur->load->reason() == v1::LOAD_DLOPEN) break;
+    const uint64_t r = cur->requester;
+    if (r == 0 || std::find(seen.begin(), seen.end(), r) != seen.end()) break;
     seen.push_back(r);
     auto it = objects.find(r);
     if (it == objects.end()) break;
     chain.push_back(AsRequester(it->second, files));
-    r = it->second.requester;
+    cur = &it->second;
   }
   if (exe != nullptr && std::find(seen.begin(), seen.end(), exe->id) == seen.end())
     chain.push_back(AsRequester(*exe, files));
