@@ -49,6 +49,35 @@ TEST(Passes, DuplicatesSeeTwoNcclsOnlyWhenBothAreLoaded) {
   EXPECT_EQ(ns.findings(0).severity(), v1::INFO);
 }
 
+// glibc's RPATH walk follows l_loader, which a dlopen leaves empty: the loaders of a
+// ctypes-loaded library's dependency are that library and then the executable, not
+// _ctypes' extension module that called dlopen.
+TEST(Passes, LoaderChainStopsAtADlopenedObject) {
+  const v1::Timeline t = Record("chain", Python("torch_then_cupy.py"));
+  analysis::Context ctx(t);
+  ASSERT_EQ(ctx.processes().size(), 1u);
+  const analysis::ProcessIndex& pi = ctx.processes()[0];
+  const analysis::Obj* torch = nullptr;
+  const analysis::Obj* nccl = nullptr;
+  for (const auto& [id, o] : pi.objects) {
+    if (o.path == kFx + "/site-packages/torch/lib/libtorch_cuda.so") torch = &o;
+    if (torch != nullptr && o.requester == torch->id && o.soname == "libnccl.so.2") nccl = &o;
+  }
+  ASSERT_NE(torch, nullptr);
+  ASSERT_NE(nccl, nullptr);
+  ASSERT_EQ(nccl->requester, torch->id) << "a NEEDED of libtorch_cuda";
+  ASSERT_NE(pi.Executable(), nullptr);
+  const std::string exe = pi.Executable()->path;
+  auto paths = [&](const analysis::Obj& o) {
+    std::vector<std::string> out;
+    for (const auto& l : pi.LoaderChain(o, ctx.files())) out.push_back(l.path);
+    return out;
+  };
+  EXPECT_NE(pi.objects.at(torch->requester).path, exe) << "dlopen called from _ctypes";
+  EXPECT_EQ(paths(*torch), std::vector<std::string>{exe});
+  EXPECT_EQ(paths(*nccl), (std::vector<std::string>{torch->path, exe}));
+}
+
 TEST(Passes, ShadowingNamesTheEarlierObjectAndTheFileTheRpathHolds) {
   const auto r = RunPass(Record("shadow", Python("cupy_then_torch.py")), analysis::FindShadowing);
   ASSERT_EQ(r.findings_size(), 1);
