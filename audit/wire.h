@@ -30,6 +30,23 @@ inline uint8_t* PutVarint(uint8_t* p, uint64_t v) {
   return p;
 }
 
+// Reads the varint at data[*pos] and advances *pos; false when it runs past size or over
+// 10 bytes. The one reader of varints (the trace file's record lengths, the collector's
+// batch datagrams), beside the one writer above.
+inline bool ReadVarint(const uint8_t* data, size_t size, size_t* pos, uint64_t* out) {
+  uint64_t v = 0;
+  for (int shift = 0; shift < 64; shift += 7) {
+    if (*pos >= size) return false;
+    const uint8_t b = data[(*pos)++];
+    v |= static_cast<uint64_t>(b & 0x7f) << shift;
+    if ((b & 0x80) == 0) {
+      *out = v;
+      return true;
+    }
+  }
+  return false;
+}
+
 class Writer {
  public:
   // Nested messages reserve this many bytes for their length (a padded varint,

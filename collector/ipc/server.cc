@@ -1,6 +1,8 @@
 // See server.h.
 #include "ipc/server.h"
 
+#include "wire.h"
+
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -174,8 +176,8 @@ bool SplitFrame(const uint8_t* data, size_t size, std::vector<FrameSlice>* out) 
   size_t pos = 0;
   while (pos < size) {
     uint64_t tag = 0, len = 0;
-    if (!store::ReadVarint(data, size, &pos, &tag) || tag != kBatchEntryTag ||
-        !store::ReadVarint(data, size, &pos, &len) || len > size - pos)
+    if (!wire::ReadVarint(data, size, &pos, &tag) || tag != kBatchEntryTag ||
+        !wire::ReadVarint(data, size, &pos, &len) || len > size - pos)
       return false;
     out->push_back({data + pos, static_cast<size_t>(len)});
     pos += static_cast<size_t>(len);

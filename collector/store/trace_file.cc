@@ -144,7 +144,7 @@ TraceFile ParseTrace(const std::string& name, const uint8_t* data, size_t size) 
       t.ok = false;
       t.problem = {shown, start, std::move(msg)};
     };
-    if (!ReadVarint(data, size, &pos, &len)) {
+    if (!wire::ReadVarint(data, size, &pos, &len)) {
       fail("truncated record length");
       break;
     }
@@ -422,20 +422,6 @@ std::string TraceWriter::Close() {
                        ErrnoText(error_), kept, events);
   }
   return close_err;
-}
-
-bool ReadVarint(const uint8_t* data, size_t size, size_t* pos, uint64_t* out) {
-  uint64_t v = 0;
-  for (int shift = 0; shift < 64; shift += 7) {
-    if (*pos >= size) return false;
-    const uint8_t b = data[(*pos)++];
-    v |= static_cast<uint64_t>(b & 0x7f) << shift;
-    if ((b & 0x80) == 0) {
-      *out = v;
-      return true;
-    }
-  }
-  return false;
 }
 
 }  // namespace ldscope::store

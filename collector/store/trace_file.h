@@ -31,9 +31,6 @@ struct TraceFile {
 };
 
 TraceFile ReadTraceFile(const std::string& path);
-// Reads a protobuf varint at data[*pos] and advances *pos; false if it runs past size or
-// over 10 bytes.
-bool ReadVarint(const uint8_t* data, size_t size, size_t* pos, uint64_t* out);
 // False when nothing of the file could be read (it could not be opened, or it is not
 // an ldscope trace at all: empty, another kind of file, no valid header).
 bool Readable(const TraceFile& f);
