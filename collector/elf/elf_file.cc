@@ -106,7 +106,7 @@ class Parser {
     if (strtab == nullptr || strtab->sh_type != SHT_STRTAB) return false;
     std::string_view raw;
     if (!v_.RawStr(strtab->sh_offset, strtab->sh_offset + strtab->sh_size, off, &raw)) return false;
-    *out = out_->strings->Add(text::Escape(raw));
+    *out = out_->strings->Add(text::PlainAscii(raw) ? raw : std::string_view(text::Escape(raw)));
     return true;
   }
   void Warn(std::string w) { out_->warnings.push_back(std::move(w)); }
