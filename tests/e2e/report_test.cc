@@ -168,6 +168,21 @@ TEST(Report, FactsInTheTraceOutliveTheFiles) {
   testing::ExpectGolden("report_facts_deleted.json", m.Report("json"));
 }
 
+// `collect` adds the same facts when it stops: the same report after the deletion.
+TEST(Report, CollectAddsTheFactsToo) {
+  MpiCopies m("report_facts_collect");
+  testing::Collector c(m.dir);
+  m.trace = c.trace;
+  std::vector<std::string> env = c.Env();
+  env.push_back("LD_LIBRARY_PATH=" + m.dir + "/v4");
+  const auto r = RunCmd({DLPROBE, "open", m.dir + "/app/libmpiuser.so"}, env);
+  ASSERT_EQ(r.code, 0) << r.err;
+  c.Stop();
+  std::filesystem::remove(m.dir + "/app/libmpiuser.so");
+  std::filesystem::remove(m.dir + "/v4/libmpi.so.40");
+  testing::ExpectGolden("report_facts_deleted.txt", m.Report("text"));
+}
+
 // The library bound is replaced by another build (one that defines the symbol) after
 // the trace: the report is about the traced file, from the trace's facts, and says so.
 TEST(Report, FactsInTheTraceStandInForAChangedFile) {
