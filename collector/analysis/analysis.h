@@ -3,6 +3,7 @@
 #pragma once
 
 #include "analysis/context.h"
+#include "store/trace_file.h"
 #include "ldscope_proto/report.pb.h"
 
 namespace ldscope::analysis {
@@ -52,7 +53,10 @@ void AddSearchDetails(Context& ctx, const ProcessIndex& pi, const Obj& requester
                       v1::Finding* f);
 
 // Runs every pass over a timeline; findings ordered by process, then severity.
-v1::Report Analyze(const v1::Timeline& timeline);
+// facts: the ELF facts the traces recorded (FactsOf), for files gone or changed.
+v1::Report Analyze(const v1::Timeline& timeline, const elf::TraceFacts* facts = nullptr);
+// The ELF facts (events.proto's ObjectFacts) of every file of a trace set.
+elf::TraceFacts FactsOf(const store::TraceSet& traces);
 
 // "libnccl.so.2.16.2 (NCCL 2.16.2+cuda11.8)"-style label for a Library.
 std::string Label(const v1::Library& l);

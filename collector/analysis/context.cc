@@ -21,8 +21,40 @@ const elf::ElfInfo* Files::Get(const std::string& path) {
   if (it != cache_.end()) return it->second.get();
   std::string err;
   auto info = elf::ReadElf(path, &err);
+  const v1::ObjectFacts* rec = facts_ != nullptr ? facts_->ForPath(path) : nullptr;
+  if (rec != nullptr && rec->unreadable().empty()) {
+    std::string changed;
+    if (info != nullptr && !rec->build_id().empty() && info->build_id != rec->build_id())
+      changed = info->build_id.empty() ? "no build-id now" : "another build-id now";
+    else if (info != nullptr && rec->build_id().empty() &&
+             (info->size != rec->size() || info->mtime_ns != rec->mtime_ns()))
+      changed = "another size or modification time now";
+    if (info == nullptr || !changed.empty()) {
+      std::string facts_err;
+      if (auto from_trace = elf::FromFacts(*rec, path, &facts_err)) {
+        if (!changed.empty()) changed_[path] = changed;
+        info = std::move(from_trace);
+      } else if (info == nullptr) {
+        err = fmt::format("{}: {}", path, facts_err);
+      }
+    }
+  }
   if (!info) errors_[path] = err;
   return (cache_[path] = std::move(info)).get();
+}
+
+std::string Files::FindString(const std::string& path, std::string_view needle) {
+  const elf::ElfInfo* e = Get(path);
+  if (e == nullptr || !e->from_trace) return elf::FindString(path, needle);
+  auto it = e->found.find(std::string(needle));
+  return it == e->found.end() || it->second.empty() ? "" : it->second.front();
+}
+
+std::vector<std::string> Files::FindStrings(const std::string& path, std::string_view needle) {
+  const elf::ElfInfo* e = Get(path);
+  if (e == nullptr || !e->from_trace) return elf::FindStrings(path, needle);
+  auto it = e->found.find(std::string(needle));
+  return it == e->found.end() ? std::vector<std::string>() : it->second;
 }
 
 SymbolIndex::SymbolIndex(const std::vector<const elf::ElfInfo*>& objects) {
@@ -38,32 +70,27 @@ SymbolIndex::SymbolIndex(const std::vector<const elf::ElfInfo*>& objects) {
     verdefs_.push_back(&e->verdefs);
     for (const auto& s : e->symbols) {
       if (!s.defined) continue;
-      const uint32_t hash = static_cast<uint32_t>(std::hash<std::string_view>()(s.name));
-      uint64_t* slot = Slot(s.name, hash);
+      uint32_t& slot = slots_[Slot(s.hash)];
       // A new definition goes first in its name's chain: any match will do.
-      const uint32_t next = *slot == 0 ? kEnd : static_cast<uint32_t>(*slot) - 1;
-      defs_.push_back({s.name, versioned ? s.version : std::string_view(), next, s.hidden, versioned});
-      *slot = uint64_t{hash} << 32 | defs_.size();
+      const uint32_t next = slot == 0 ? kEnd : slot - 1;
+      defs_.push_back({s.hash, versioned ? s.version : std::string_view(), next, s.hidden, versioned});
+      slot = static_cast<uint32_t>(defs_.size());
     }
   }
 }
 
-const uint64_t* SymbolIndex::Slot(std::string_view name, uint32_t hash) const {
+size_t SymbolIndex::Slot(uint64_t hash) const {
   const size_t mask = slots_.size() - 1;
   for (size_t i = hash & mask;; i = (i + 1) & mask) {
-    const uint64_t v = slots_[i];
-    if (v == 0 || ((v >> 32) == hash && defs_[static_cast<uint32_t>(v) - 1].name == name)) return &slots_[i];
+    const uint32_t v = slots_[i];
+    if (v == 0 || defs_[v - 1].hash == hash) return i;
   }
 }
 
-uint64_t* SymbolIndex::Slot(std::string_view name, uint32_t hash) {
-  return const_cast<uint64_t*>(static_cast<const SymbolIndex*>(this)->Slot(name, hash));
-}
-
-bool SymbolIndex::Defines(std::string_view name, std::string_view version) const {
-  const uint64_t v = *Slot(name, static_cast<uint32_t>(std::hash<std::string_view>()(name)));
+bool SymbolIndex::DefinesHash(uint64_t hash, std::string_view version) const {
+  const uint32_t v = slots_[Slot(hash)];
   if (v == 0) return false;
-  for (uint32_t i = static_cast<uint32_t>(v) - 1; i != kEnd; i = defs_[i].next) {
+  for (uint32_t i = v - 1; i != kEnd; i = defs_[i].next) {
     const Def& d = defs_[i];
     if (version.empty() ? !d.hidden : (!d.versioned || d.version == version)) return true;
   }
@@ -241,7 +268,8 @@ const Obj* BoundFor(const ProcessIndex& pi, const Obj& o, const std::string& nam
   return pi.AliveWithSoname(name, o.lmid, o.open_seq);
 }
 
-Context::Context(const v1::Timeline& t) : t_(t) {
+Context::Context(const v1::Timeline& t, const elf::TraceFacts* facts) : t_(t) {
+  files_.set_trace_facts(facts);
   cache_.Load();
   const bool multiarch = [] {
     struct stat st;
@@ -330,7 +358,7 @@ std::string Context::VersionOf(const std::string& path, const std::string& sonam
   std::string v;
   const std::string family = Family(soname.empty() ? path : soname);
   if (family == "libnccl") {
-    const std::string s = elf::FindString(path, "NCCL version ");
+    const std::string s = files_.FindString(path, "NCCL version ");
     if (!s.empty()) v = "NCCL " + s.substr(std::string("NCCL version ").size());
     // The string is printed as is by NCCL ("NCCL version 2.28.3 compiled with CUDA
     // 13.0\n" in Ubuntu's build): the version without its line break.

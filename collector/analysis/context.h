@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "elf/elf_file.h"
+#include "elf/facts.h"
 #include "ldscope_proto/report.pb.h"
 #include "ldscope_proto/timeline.pb.h"
 #include "loader/search.h"
@@ -27,24 +28,29 @@ class SymbolIndex {
  public:
   explicit SymbolIndex(const elf::ElfInfo& e) : SymbolIndex(std::vector<const elf::ElfInfo*>{&e}) {}
   explicit SymbolIndex(const std::vector<const elf::ElfInfo*>& objects);
-  bool Defines(std::string_view name, std::string_view version) const;
+  bool Defines(std::string_view name, std::string_view version) const {
+    return DefinesHash(elf::NameHash(name), version);
+  }
+  // The same by elf::NameHash(name): names are matched by their 64-bit hash (facts read
+  // from a trace keep most definitions as hashes only).
+  bool DefinesHash(uint64_t hash, std::string_view version) const;
   bool DefinesVersion(const std::string& version) const;
 
  private:
   struct Def {
-    std::string_view name, version;
+    uint64_t hash;
+    std::string_view version;
     uint32_t next;     // the next definition of the same name, or kEnd
     bool hidden;
     bool versioned;    // its object has version definitions
   };
   static constexpr uint32_t kEnd = UINT32_MAX;
-  // The slot of name: its chain's first Def, or an empty slot where it would go.
-  uint64_t* Slot(std::string_view name, uint32_t hash);
-  const uint64_t* Slot(std::string_view name, uint32_t hash) const;
+  // The slot of hash: its chain's first Def, or an empty slot where it would go.
+  size_t Slot(uint64_t hash) const;
   std::vector<const std::vector<std::string>*> verdefs_;
   std::vector<Def> defs_;
-  // Open addressing, linear probing: (hash << 32 | first Def + 1), 0 when empty.
-  std::vector<uint64_t> slots_;
+  // Open addressing, linear probing: first Def + 1, 0 when empty.
+  std::vector<uint32_t> slots_;
 };
 
 // Any of several objects defines the symbol.
@@ -52,17 +58,27 @@ bool AnyDefines(const std::vector<const SymbolIndex*>& scope, std::string_view n
                 std::string_view version);
 
 // Reads and caches ELF files (and their symbol indexes) by path; remembers which could
-// not be read.
+// not be read. With a trace's facts (elf/facts.h), a file that is missing, or that is no
+// longer the one traced (another build-id; without one, another size or modification
+// time), is answered from the trace instead.
 class Files {
  public:
+  void set_trace_facts(const elf::TraceFacts* facts) { facts_ = facts; }
   const elf::ElfInfo* Get(const std::string& path);
   const SymbolIndex* Symbols(const std::string& path);
+  // elf::FindString and elf::FindStrings of the file, or what the trace recorded of them
+  // ("" and none when the writer did not look for that needle).
+  std::string FindString(const std::string& path, std::string_view needle);
+  std::vector<std::string> FindStrings(const std::string& path, std::string_view needle);
   const std::map<std::string, std::string>& errors() const { return errors_; }
+  // Paths answered from the trace because the file had changed: path -> how.
+  const std::map<std::string, std::string>& changed() const { return changed_; }
 
  private:
+  const elf::TraceFacts* facts_ = nullptr;
   std::map<std::string, std::unique_ptr<elf::ElfInfo>> cache_;
   std::map<std::string, std::unique_ptr<SymbolIndex>> symbols_;
-  std::map<std::string, std::string> errors_;
+  std::map<std::string, std::string> errors_, changed_;
 };
 
 // One loaded object of one process image, with how it got there.
@@ -106,7 +122,8 @@ const Obj* BoundFor(const ProcessIndex& pi, const Obj& o, const std::string& nam
 
 class Context {
  public:
-  explicit Context(const v1::Timeline& t);
+  // facts: the ELF facts the trace recorded (may be nullptr), for files gone or changed.
+  explicit Context(const v1::Timeline& t, const elf::TraceFacts* facts = nullptr);
   const v1::Timeline& timeline() const { return t_; }
   const std::vector<ProcessIndex>& processes() const { return procs_; }
   Files& files() { return files_; }

@@ -79,9 +79,10 @@ std::string FindingKey(const v1::Finding& f) {
 
 }  // namespace
 
-v1::Diff DiffTimelines(const v1::Timeline& base, const v1::Timeline& now) {
+v1::Diff DiffTimelines(const v1::Timeline& base, const v1::Timeline& now,
+                       const elf::TraceFacts* base_facts, const elf::TraceFacts* now_facts) {
   v1::Diff d;
-  Context bctx(base), nctx(now);
+  Context bctx(base, base_facts), nctx(now, now_facts);
   // Pair processes by command line, in order of appearance.
   std::map<std::string, std::vector<const ProcessIndex*>> bmap, nmap;
   for (const auto& pi : bctx.processes()) bmap[Command(*pi.p)].push_back(&pi);
@@ -136,7 +137,7 @@ v1::Diff DiffTimelines(const v1::Timeline& base, const v1::Timeline& now) {
       if (pd.changes_size() > 0) *d.add_processes() = pd;
     }
   }
-  const v1::Report br = Analyze(base), nr = Analyze(now);
+  const v1::Report br = Analyze(base, base_facts), nr = Analyze(now, now_facts);
   std::set<std::string> bkeys, nkeys;
   for (const auto& f : br.findings()) bkeys.insert(FindingKey(f));
   for (const auto& f : nr.findings()) nkeys.insert(FindingKey(f));

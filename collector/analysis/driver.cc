@@ -39,6 +39,19 @@ void NoteChangedFiles(Context& ctx, v1::Report* out) {
     out->add_notes(fmt::format("{} file{} changed since the trace was taken, and findings about "
                                "them use the files as they are now: {}{}",
                                changed, changed == 1 ? "" : "s", changed_list, changed > 3 ? ", ..." : ""));
+  // Files no longer the ones traced, answered from the facts the trace recorded: the
+  // findings are about the traced files, which a fix on this machine may not meet.
+  const auto& from_trace = ctx.files().changed();
+  if (!from_trace.empty()) {
+    std::string list;
+    size_t n = 0;
+    for (const auto& [path, how] : from_trace)
+      if (++n <= 3) list += fmt::format("{}{} ({})", list.empty() ? "" : ", ", path, how);
+    out->add_notes(fmt::format("{} file{} changed since the trace was taken; findings about them use "
+                               "the ELF facts the trace recorded: {}{}",
+                               from_trace.size(), from_trace.size() == 1 ? "" : "s", list,
+                               from_trace.size() > 3 ? ", ..." : ""));
+  }
   // Unreadable files (a trace analysed on another machine, say): one note, not one each.
   const auto& errors = ctx.files().errors();
   if (!errors.empty()) {
@@ -132,8 +145,15 @@ std::string Label(const v1::Library& l) {
   return l.version().empty() ? l.path() : fmt::format("{} ({})", l.path(), l.version());
 }
 
-v1::Report Analyze(const v1::Timeline& timeline) {
-  Context ctx(timeline);
+elf::TraceFacts FactsOf(const store::TraceSet& traces) {
+  elf::TraceFacts facts;
+  for (const auto& f : traces.files)
+    for (const auto& r : f.facts) facts.Add(r);
+  return facts;
+}
+
+v1::Report Analyze(const v1::Timeline& timeline, const elf::TraceFacts* facts) {
+  Context ctx(timeline, facts);
   v1::Report r;
   // Symbols no object in scope defines: why a dlopen or import failed.
   FindMissingSymbols(ctx, &r);

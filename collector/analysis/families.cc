@@ -13,8 +13,9 @@ bool StartsWith(const std::string& s, const std::string& p) { return s.rfind(p, 
 
 bool DefinesName(const elf::ElfInfo* e, const std::string& name) {
   if (e == nullptr) return false;
+  const uint64_t hash = elf::NameHash(name);
   for (const auto& s : e->symbols)
-    if (s.defined && s.name == name) return true;
+    if (s.defined && s.hash == hash) return true;
   return false;
 }
 
@@ -42,6 +43,17 @@ const CudaName kCuda[] = {
 };
 
 }  // namespace
+
+bool IsMarkerSymbol(std::string_view name) {
+  static const std::string_view kNames[] = {"MKL_Get_Version_String", "bli_info_get_version_str",
+                                            "omp_get_num_threads", "omp_set_num_threads",
+                                            "__kmpc_fork_call", "GOMP_parallel", "dgemm_"};
+  for (std::string_view n : kNames)
+    if (name == n) return true;
+  // DefinesLike's parts.
+  return name.find("openblas_get_config") != std::string_view::npos ||
+         name.find("flexiblas_") != std::string_view::npos;
+}
 
 std::string DirName(const std::string& path) {
   const auto slash = path.rfind('/');
@@ -98,14 +110,14 @@ std::string RuntimeVersion(Context& ctx, const Obj& o, const RuntimeId& id) {
     // threadpoolctl parses openblas_get_config()'s "OpenBLAS 0.3.21 DYNAMIC_ARCH ...";
     // the literal sits in .rodata beside messages that also start with "OpenBLAS ".
     static const std::regex config("^OpenBLAS ([0-9]+\\.[0-9]+[0-9A-Za-z.+_-]*)( |$)");
-    for (const auto& s : elf::FindStrings(o.path, "OpenBLAS ")) {
+    for (const auto& s : ctx.files().FindStrings(o.path, "OpenBLAS ")) {
       std::smatch m;
       if (std::regex_search(s, m, config)) return m[1];
     }
     return "unknown";
   }
   if (id.implementation == "MKL") {
-    for (const auto& s : elf::FindStrings(o.path, "Math Kernel Library Version ")) {
+    for (const auto& s : ctx.files().FindStrings(o.path, "Math Kernel Library Version ")) {
       std::string v = s.substr(std::string("Math Kernel Library Version ").size());
       v = v.substr(0, v.find_first_of("- "));
       if (!v.empty()) return v;

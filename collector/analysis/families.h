@@ -24,6 +24,9 @@ struct RuntimeId {
 
 // From the file name and, when e is given, the symbols it defines.
 RuntimeId Classify(const std::string& soname_or_path, const elf::ElfInfo* e);
+// A definition Classify looks for by name (the marker symbols): facts written into a
+// trace keep these names in full (elf/facts.h).
+bool IsMarkerSymbol(std::string_view name);
 // The runtime's own version, read from the object as threadpoolctl reports it
 // (OpenBLAS's config string, MKL's version string, libstdc++'s highest GLIBCXX_), or
 // "unknown".

@@ -29,10 +29,10 @@ struct GlobalEntry {
   const Obj* root;  // the preload or dlopen that brought it
 };
 
-const elf::Symbol* DefOf(const elf::ElfInfo* e, std::string_view name) {
+const elf::Symbol* DefOf(const elf::ElfInfo* e, uint64_t hash) {
   if (e == nullptr) return nullptr;
   for (const auto& s : e->symbols)
-    if (s.defined && s.name == name) return &s;
+    if (s.defined && s.hash == hash) return &s;
   return nullptr;
 }
 
@@ -132,29 +132,28 @@ class Pass {
       if (files[i] != nullptr)
         for (const auto& s : files[i]->symbols) {
           if (!s.defined) continue;
-          const uint32_t hash = static_cast<uint32_t>(std::hash<std::string_view>()(s.name));
-          uint64_t& slot = slots_[SlotOf(s.name, hash)];
+          uint32_t& slot = slots_[SlotOf(s.hash)];
           const bool versioned = !files[i]->verdefs.empty();
-          definers_.push_back({s.name, versioned ? s.version : std::string_view(), static_cast<uint32_t>(i),
-                               slot == 0 ? kEnd : static_cast<uint32_t>(slot) - 1, s.hidden, versioned});
-          slot = uint64_t{hash} << 32 | definers_.size();
+          definers_.push_back({s.hash, versioned ? s.version : std::string_view(), static_cast<uint32_t>(i),
+                               slot == 0 ? kEnd : slot - 1, s.hidden, versioned});
+          slot = static_cast<uint32_t>(definers_.size());
         }
   }
 
-  size_t SlotOf(std::string_view name, uint32_t hash) const {
+  size_t SlotOf(uint64_t hash) const {
     const size_t mask = slots_.size() - 1;
     for (size_t i = hash & mask;; i = (i + 1) & mask) {
-      const uint64_t v = slots_[i];
-      if (v == 0 || ((v >> 32) == hash && definers_[static_cast<uint32_t>(v) - 1].name == name)) return i;
+      const uint32_t v = slots_[i];
+      if (v == 0 || definers_[v - 1].hash == hash) return i;
     }
   }
 
   // The first definer in the global scope as o's relocation saw it; start-up objects
   // that no preload brought sit between the preloads and the RTLD_GLOBAL dlopens.
-  const GlobalEntry* Winner(const Obj& o, std::string_view name, std::string_view version,
+  const GlobalEntry* Winner(const Obj& o, uint64_t hash, std::string_view version,
                             const std::vector<const Obj*>& closure) {
-    const uint64_t head = slots_[SlotOf(name, static_cast<uint32_t>(std::hash<std::string_view>()(name)))];
-    for (uint32_t d = head == 0 ? kEnd : static_cast<uint32_t>(head) - 1; d != kEnd;) {
+    const uint32_t head = slots_[SlotOf(hash)];
+    for (uint32_t d = head == 0 ? kEnd : head - 1; d != kEnd;) {
       // One global entry's definitions of the name lie together in the chain.
       const uint32_t gi = definers_[d].global;
       bool defines = false;
@@ -172,7 +171,7 @@ class Pass {
             if (const elf::ElfInfo* e = ctx_.files().Get(s->path)) files.push_back(e);
           startup_index_ = std::make_unique<SymbolIndex>(files);
         }
-        if (startup_index_->Defines(name, version)) return nullptr;
+        if (startup_index_->DefinesHash(hash, version)) return nullptr;
       }
       if (!defines) continue;
       if (std::find(closure.begin(), closure.end(), g.o) != closure.end()) return nullptr;
@@ -188,12 +187,12 @@ class Pass {
     for (const auto& s : e->symbols) {
       if (s.defined) continue;
       if (closure.empty()) closure = Closure(o);
-      const GlobalEntry* w = Winner(o, s.name, s.version, closure);
+      const GlobalEntry* w = Winner(o, s.hash, s.version, closure);
       if (w == nullptr) continue;
       const Obj* loser = nullptr;
       for (const Obj* c : closure)
         if (c != &o && ctx_.files().Symbols(c->path) != nullptr &&
-            ctx_.files().Symbols(c->path)->Defines(s.name, s.version)) {
+            ctx_.files().Symbols(c->path)->DefinesHash(s.hash, s.version)) {
           loser = c;
           break;
         }
@@ -203,8 +202,8 @@ class Pass {
       // Vague linkage (inline functions, template instantiations, their static data) is
       // weak or unique in both copies and meant to be merged; the executable's copies of
       // library data are copy relocations, also by design.
-      const elf::Symbol* wd = DefOf(ctx_.files().Get(w->o->path), s.name);
-      const elf::Symbol* ld = DefOf(ctx_.files().Get(loser->path), s.name);
+      const elf::Symbol* wd = DefOf(ctx_.files().Get(w->o->path), s.hash);
+      const elf::Symbol* ld = DefOf(ctx_.files().Get(loser->path), s.hash);
       if (wd == nullptr || ld == nullptr || wd->weak || ld->weak || wd->unique || ld->unique) continue;
       // Programs that replace C library functions (bash's malloc and getenv) do so on
       // purpose; an LD_PRELOAD that does is reported, as information.
@@ -312,9 +311,10 @@ class Pass {
   std::map<const Obj*, const Obj*> preload_closure_;
   // Who defines a name in the global scope: chains of (name, global_ index), the name a
   // view into the cached ELF files (Files keeps them for the whole report), found
-  // through slots_ (open addressing: hash << 32 | first entry + 1, 0 when empty).
+  // through slots_ (open addressing: first entry + 1, 0 when empty).
   struct Definer {
-    std::string_view name, version;  // version: "" in an object without version definitions
+    uint64_t hash;             // elf::NameHash of the name
+    std::string_view version;  // "" in an object without version definitions
     uint32_t global, next;
     bool hidden, versioned;
   };
@@ -322,7 +322,7 @@ class Pass {
   mutable std::unordered_map<const Obj*, std::vector<const Obj*>> needed_bound_;  // the start-up objects' symbols, when needed
   static constexpr uint32_t kEnd = UINT32_MAX;
   std::vector<Definer> definers_;
-  std::vector<uint64_t> slots_;
+  std::vector<uint32_t> slots_;
   std::map<std::pair<const GlobalEntry*, const Obj*>, Group> groups_;
 };
 

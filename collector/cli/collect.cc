@@ -79,6 +79,7 @@ int Collect(const CollectOptions& opt) {
   }
   session.server().WatchExtra(-1);
   session.Drain(/*idle_ms=*/100, /*cap_ms=*/1000);
+  if (opt.facts) session.WriteFacts(kFactsLimitMs);
   const std::string summary = session.Summary();
   const std::string finish_err = session.Finish();
   if (!finish_err.empty()) {

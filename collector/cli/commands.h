@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "elf/facts.h"
 #include "ldscope_proto/lock.pb.h"
 #include "ldscope_proto/timeline.pb.h"
 
@@ -30,6 +31,7 @@ struct ReportOptions {
   std::string title;                   // the summary's heading (the command, the traces)
   std::string junit;                   // --junit FILE: JUnit XML for CI systems
   std::map<uint32_t, std::string> trace_of_stream;  // for --junit's trace property
+  const elf::TraceFacts* facts = nullptr;  // the traces' ELF facts, for files gone or changed
 };
 
 struct RunOptions {
@@ -37,6 +39,7 @@ struct RunOptions {
   bool quiet = false;
   bool analyse = true;            // print the diagnosis after the command
   bool python_hook = true;        // put the Python hook on PYTHONPATH
+  bool facts = true;              // add the loaded files' ELF facts to the trace
   ReportOptions report;
   std::string lock;               // --lock FILE: check the trace against it afterwards
   bool ignore_build_id = false;
@@ -48,6 +51,7 @@ struct CollectOptions {
   std::string socket;
   std::string output;
   bool quiet = false;
+  bool facts = true;              // add the loaded files' ELF facts to the trace
 };
 int Collect(const CollectOptions& opt);
 

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "analysis/analysis.h"
 #include "analysis/diff.h"
 #include "cli/commands.h"
 #include "model/timeline.h"
@@ -30,7 +31,9 @@ int Diff(const DiffOptions& opt) {
     for (const auto& f : set->files)
       if (!f.ok) rc = kDamagedTrace;
   }
-  const v1::Diff d = analysis::DiffTimelines(model::BuildTimeline(base), model::BuildTimeline(now));
+  const elf::TraceFacts base_facts = analysis::FactsOf(base), now_facts = analysis::FactsOf(now);
+  const v1::Diff d = analysis::DiffTimelines(model::BuildTimeline(base), model::BuildTimeline(now),
+                                             &base_facts, &now_facts);
   if (!Print(stdout, opt.format == "json" ? render::Json(d) : render::DiffText(d)))
     return kWriteFailed;
   bool changed = false;

@@ -25,7 +25,8 @@ int Export(const ExportOptions& opt) {
     if (!p.file().empty() && p.offset() > 0)
       Complain(fmt::format("{}: at byte offset {}: {} (exporting what precedes it)", p.file(),
                            p.offset(), p.message()));
-  const std::string json = render::ChromeTrace(timeline, analysis::Analyze(timeline));
+  const elf::TraceFacts facts = analysis::FactsOf(traces);
+  const std::string json = render::ChromeTrace(timeline, analysis::Analyze(timeline, &facts));
   if (std::string e = store::WriteTextFile(opt.output, json); !e.empty()) {
     Complain(e);
     return kWriteFailed;

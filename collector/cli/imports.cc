@@ -203,7 +203,9 @@ int Imports(const ImportsOptions& opt) {
     } else if (rc != 0) {
       r->set_error(fmt::format("exit status {}", rc));
     }
-    const v1::Report findings = analysis::Analyze(model::BuildTimeline(store::LoadTraces({trace})));
+    const store::TraceSet traces = store::LoadTraces({trace});
+    const elf::TraceFacts facts = analysis::FactsOf(traces);
+    const v1::Report findings = analysis::Analyze(model::BuildTimeline(traces), &facts);
     for (const auto& f : findings.findings())
       if (f.severity() >= v1::WARNING) *r->add_findings() = f;
     unlink(trace.c_str());

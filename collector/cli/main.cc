@@ -32,6 +32,10 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("!--no-python-hook", run.python_hook,
                     "Do not put ldscope's Python hook on PYTHONPATH (without it, loads in "
                     "Python are not attributed to imports and source lines)");
+  run_cmd->add_flag("!--no-facts", run.facts,
+                    "Do not add the loaded files' ELF facts (names, versions, symbols) to the trace at the "
+                    "end; without them a report made where the files are gone or changed misses "
+                    "the findings that need them");
   run_cmd->add_option("--report", run.report.output,
                       "Write the diagnosis to this file instead of stderr");
   run_cmd->add_option("--format", run.report.format, "Diagnosis format: text or json")
@@ -71,6 +75,10 @@ int main(int argc, char** argv) {
                           "Trace file to write (- for standard output; created 0600)")
       ->required();
   collect_cmd->add_flag("-q,--quiet", collect.quiet, "No start/stop messages");
+  collect_cmd->add_flag("!--no-facts", collect.facts,
+                        "Do not add the loaded files' ELF facts (names, versions, symbols) to the trace at the "
+                    "end; without them a report made where the files are gone or changed misses "
+                    "the findings that need them");
 
   // show: print a trace's per-process timeline.
   ShowOptions show;

@@ -84,7 +84,7 @@ std::string CheckFailOn(const std::vector<std::string>& words) {
 
 int EmitReport(const v1::Timeline& timeline, const ReportOptions& opt, std::FILE* default_out,
                PrintWhen when) {
-  const v1::Report report = analysis::Analyze(timeline);
+  const v1::Report report = analysis::Analyze(timeline, opt.facts);
   if (!opt.junit.empty()) {
     if (std::string e = WriteJunit(timeline, report, opt); !e.empty()) {
       Complain(e);
@@ -139,6 +139,8 @@ int Report(const ReportCommandOptions& opt) {
   const store::TraceSet traces = store::LoadTraces(opt.traces);
   const v1::Timeline timeline = model::BuildTimeline(traces);
   ropt.trace_of_stream = render::TraceFilesByStream(traces);
+  const elf::TraceFacts facts = analysis::FactsOf(traces);
+  ropt.facts = &facts;
   for (const auto& p : timeline.problems())
     Complain(p.file().empty() || p.offset() == 0
                  ? fmt::format("{}{}{}", p.file(), p.file().empty() ? "" : ": ", p.message())

@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "analysis/analysis.h"
 #include "cli/commands.h"
 #include "cli/run_dir.h"
 #include "cli/session.h"
@@ -259,6 +260,7 @@ int Run(const RunOptions& opt) {
   g_child = -1;
   // Children that outlive the command keep their connections: wait for them a little.
   session.Drain(/*idle_ms=*/200, /*cap_ms=*/3000);
+  if (opt.facts) session.WriteFacts(kFactsLimitMs);
   const std::string summary = session.Summary();
   const std::string finish_err = session.Finish();
   RemoveRunDir(dir);
@@ -278,9 +280,11 @@ int Run(const RunOptions& opt) {
     // incomplete after a write error, and is never read back.
     const store::TraceSet traces = store::LoadTraceImage(output, session.trace_copy());
     const v1::Timeline timeline = model::BuildTimeline(traces);
+    const elf::TraceFacts facts = analysis::FactsOf(traces);
     if (opt.analyse || !opt.report.junit.empty()) {
       ReportOptions ropt = opt.report;
       ropt.trace_of_stream = render::TraceFilesByStream(traces);
+      ropt.facts = &facts;
       for (const auto& a : opt.command) ropt.title += (ropt.title.empty() ? "" : " ") + text::Escape(a);
       rc = EmitReport(timeline, ropt, stderr,
                       !opt.analyse ? PrintWhen::kNever

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "analysis/record_facts.h"
 #include "text/escape.h"
 
 namespace ldscope::cli {
@@ -110,6 +111,17 @@ void Session::Drain(int idle_ms, int cap_ms) {
   *e.mutable_collector() = notes_;
   const std::string bytes = e.SerializeAsString();
   writer_.AppendEvent(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 0);
+}
+
+void Session::WriteFacts(int limit_ms) {
+  const analysis::RecordedFacts facts = analysis::RecordFacts(server_.object_paths(), limit_ms);
+  v1::Event e;
+  e.set_pid(static_cast<uint32_t>(getpid()));
+  for (const auto& r : facts.records) {
+    *e.mutable_object_facts() = r;
+    const std::string bytes = e.SerializeAsString();
+    writer_.AppendEvent(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 0);
+  }
 }
 
 std::string Session::Finish() {

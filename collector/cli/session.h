@@ -9,6 +9,10 @@
 
 namespace ldscope::cli {
 
+// How long WriteFacts may read files (the 315 objects of `import torch` take about
+// 0.2 s; a trace of thousands of files stops here, the rest without facts).
+constexpr int kFactsLimitMs = 10000;
+
 class Session {
  public:
   // Opens output (without truncating it) and listens on socket_path. On failure,
@@ -26,6 +30,9 @@ class Session {
   // recording and writes what it saw of incomplete images into the trace (see
   // events.proto's CollectorNotes).
   void Drain(int idle_ms, int cap_ms);
+  // After Drain: adds the ELF facts of every object file the traced programs loaded to
+  // the trace (analysis/record_facts.h), reading for at most limit_ms.
+  void WriteFacts(int limit_ms);
   // Closes the server and the file. Returns "" or an error message.
   std::string Finish();
   // "N processes, M events, D dropped" for the closing message.

@@ -106,7 +106,7 @@ class Parser {
     if (strtab == nullptr || strtab->sh_type != SHT_STRTAB) return false;
     std::string_view raw;
     if (!v_.RawStr(strtab->sh_offset, strtab->sh_offset + strtab->sh_size, off, &raw)) return false;
-    *out = out_->strings->Add(text::Escape(raw));
+    *out = out_->strings->Add(text::PlainAscii(raw) ? raw : std::string_view(text::Escape(raw)));
     return true;
   }
   void Warn(std::string w) { out_->warnings.push_back(std::move(w)); }
@@ -243,6 +243,7 @@ class Parser {
       if (bind == STB_LOCAL) continue;
       Symbol out;
       if (!ArenaStrAt(str, s.st_name, &out.name) || out.name.empty()) continue;
+      out.hash = NameHash(out.name);
       out.defined = s.st_shndx != SHN_UNDEF;
       out.weak = bind == STB_WEAK;
       out.global = bind == STB_GLOBAL || bind == STB_GNU_UNIQUE;
@@ -301,6 +302,17 @@ struct Mapping {
 
 }  // namespace
 
+uint64_t NameHash(std::string_view name) {
+  // FNV-1a, then a finaliser (splitmix64's) so that the low bits mix well for tables.
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebull;
+  return h ^ (h >> 31);
+}
+
 void StringArena::Reserve(size_t n) {
   if (n <= cap_ - used_) return;
   cap_ = n;
@@ -339,6 +351,8 @@ std::unique_ptr<ElfInfo> ReadElf(const std::string& path, std::string* error) {
   if (info) {
     info->dev = m.st.st_dev;
     info->ino = m.st.st_ino;
+    info->size = static_cast<uint64_t>(m.st.st_size);
+    info->mtime_ns = int64_t{m.st.st_mtim.tv_sec} * 1000000000 + m.st.st_mtim.tv_nsec;
   }
   return info;
 }

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -28,9 +29,14 @@ class StringArena {
   size_t used_ = 0, cap_ = 0;
 };
 
+// A stable 64-bit hash of a symbol name (as escaped text): the same on every machine
+// and in every build, because traces carry it (elf/facts.h) for names they do not keep.
+uint64_t NameHash(std::string_view name);
+
 // Names are views into the owning ElfInfo's arena: valid while any copy of it lives.
 struct Symbol {
-  std::string_view name;
+  std::string_view name;  // "" when only the hash is known (facts from a trace)
+  uint64_t hash = 0;      // NameHash(name)
   bool defined = false;   // st_shndx != SHN_UNDEF
   bool weak = false;      // STB_WEAK
   bool global = false;    // STB_GLOBAL or STB_GNU_UNIQUE
@@ -63,6 +69,17 @@ struct ElfInfo {
   std::vector<std::string> verdefs;  // version names this object defines
   std::vector<VersionNeed> verneeds;
   std::vector<std::string> warnings;  // damaged parts that were skipped
+  uint64_t size = 0;      // of the file, and its modification time, when read from disk
+  int64_t mtime_ns = 0;
+  // Set when these facts come from a trace (elf/facts.h) rather than from the file.
+  // Then symbols lists every undefined symbol but, unless defined_complete, only the
+  // definitions of names some object of that trace leaves undefined (and marker names):
+  // every lookup the analysis makes is for such a name. found holds what the writer
+  // found in the file's bytes, by needle (FindString/FindStrings); a needle it did not
+  // look for is absent.
+  bool from_trace = false;
+  bool defined_complete = true;
+  std::map<std::string, std::vector<std::string>> found;
 };
 
 // Paths given and names returned are escaped text (text/escape.h), as in the model.

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -81,6 +82,9 @@ class Server {
   // included), then closes every connection, and returns what the collector saw of the
   // images it could not record completely (still running, or gone untraced).
   v1::CollectorNotes StopRecording();
+  // Every absolute path an ObjOpen named (the file's bytes, not escaped), for the ELF
+  // facts the collector adds to the trace at the end.
+  const std::set<std::string>& object_paths() const { return object_paths_; }
   // The executable of an image named in the notes ("" when unknown).
   std::string ExeOfImage(uint32_t pid, uint64_t image_start_ns) const;
   void Shutdown();
@@ -128,6 +132,7 @@ class Server {
   std::unordered_map<uint32_t, uint64_t> dropped_by_stream_;
   std::unordered_map<uint32_t, Stream> stream_info_;
   bool accept_paused_ = false;
+  std::set<std::string> object_paths_;
   bool freed_ = false;         // a connection closed since the last Poll
   std::vector<FrameSlice> slices_;
   ServerStats stats_;

@@ -173,7 +173,10 @@ TraceFile ParseTrace(const std::string& name, const uint8_t* data, size_t size) 
         fail("corrupt event record");
         break;
       }
-      t.events.push_back(std::move(e));
+      if (e.has_object_facts())
+        t.facts.push_back(std::move(*e.mutable_object_facts()));
+      else
+        t.events.push_back(std::move(e));
     }
     pos += len;
   }

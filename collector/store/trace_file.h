@@ -26,6 +26,9 @@ struct TraceFile {
   std::string path;
   v1::TraceHeader header;
   std::vector<v1::Event> events;
+  // The collector's ObjectFacts records (events.proto), taken out of events; their byte
+  // strings are left as the file's bytes (elf::FromFacts escapes them).
+  std::vector<v1::ObjectFacts> facts;
   bool ok = true;
   ReadProblem problem;  // set when !ok
 };

@@ -50,14 +50,6 @@ bool Unprintable(uint32_t cp) {
          (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
 }
 
-bool PlainAscii(std::string_view raw) {
-  for (char ch : raw) {
-    const auto c = static_cast<uint8_t>(ch);
-    if (c < 0x20 || c >= 0x7f || c == '\\') return false;
-  }
-  return true;
-}
-
 int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -79,6 +71,14 @@ size_t BlankAt(std::string_view s, size_t i) {
 }
 
 }  // namespace
+
+bool PlainAscii(std::string_view raw) {
+  for (char ch : raw) {
+    const auto c = static_cast<uint8_t>(ch);
+    if (c < 0x20 || c >= 0x7f || c == '\\') return false;
+  }
+  return true;
+}
 
 std::string Escape(std::string_view raw) {
   if (PlainAscii(raw)) return std::string(raw);  // the common case, paths and names

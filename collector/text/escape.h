@@ -15,6 +15,9 @@ namespace ldscope::text {
 // controls, and each byte of invalid or truncated UTF-8 becomes `\xNN` (lower-case
 // hex). The result is valid UTF-8 without control characters.
 std::string Escape(std::string_view raw);
+// Escape would return raw unchanged (printable ASCII without `\`): callers can then
+// use raw as is, without a copy.
+bool PlainAscii(std::string_view raw);
 
 // The exact inverse of Escape: Unescape(Escape(x)) == x for every byte string. In text
 // that Escape did not produce, a backslash not starting one of its sequences stays.

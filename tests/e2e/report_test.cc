@@ -110,16 +110,17 @@ TEST(Report, FailOnStatuses) {
 }
 
 // A file that cannot be read when the report is made (removed since the trace, or the
-// trace is read on another machine): the report says what it could not read and what
-// that leaves unknown, and asserts nothing about the symbols in it.
+// trace is read on another machine) and that the trace has no facts of (--no-facts):
+// the report says what it could not read and what that leaves unknown, and asserts
+// nothing about the symbols in it.
 TEST(Report, UnreadableFileLeavesUnknown) {
   const auto dir = testing::ScratchDir("report_unreadable");
   for (const char* lib : {"libfix_a.so", "libfix_b.so"})
     std::filesystem::copy_file(kFx + "/lib/" + lib, dir + "/" + lib,
                                std::filesystem::copy_options::overwrite_existing);
   const std::string trace = dir + "/t.ldscope";
-  const auto r = RunCmd({LDSCOPE_BIN, "run", "-q", "--no-report", "-o", trace, "--", DLPROBE, "lazy",
-                         dir + "/libfix_a.so"});
+  const auto r = RunCmd({LDSCOPE_BIN, "run", "-q", "--no-report", "--no-facts", "-o", trace, "--",
+                         DLPROBE, "lazy", dir + "/libfix_a.so"});
   ASSERT_EQ(r.code, 0) << r.err;
   std::filesystem::remove(dir + "/libfix_b.so");
   const auto text = RunCmd({LDSCOPE_BIN, "report", trace});
@@ -128,6 +129,79 @@ TEST(Report, UnreadableFileLeavesUnknown) {
   const auto j = RunCmd({LDSCOPE_BIN, "report", "--format", "json", trace});
   ASSERT_EQ(j.code, 0) << j.err;
   testing::ExpectGolden("report_unreadable.json", testing::NormalizeReport(j.out, dir));
+}
+
+// A failing load traced with copies of the fixture libraries (a library bound through
+// LD_LIBRARY_PATH lacks a symbol the dlopened one needs), reported, then reported again
+// after the copies are deleted: the ELF facts `run` wrote into the trace give the same
+// report, byte for byte.
+struct MpiCopies {
+  std::string dir, trace;
+  explicit MpiCopies(const std::string& name) : dir(testing::ScratchDir(name)), trace(dir + "/t.ldscope") {
+    std::filesystem::create_directories(dir + "/app");
+    std::filesystem::create_directories(dir + "/v4");
+    std::filesystem::copy_file(kFx + "/mpi/app/libmpiuser.so", dir + "/app/libmpiuser.so");
+    std::filesystem::copy_file(kFx + "/mpi/v4/libmpi.so.40", dir + "/v4/libmpi.so.40");
+  }
+  testing::Proc Run(const std::vector<std::string>& extra = {}) const {
+    std::vector<std::string> cmd = {LDSCOPE_BIN, "run", "-q", "--no-report", "-o", trace};
+    cmd.insert(cmd.end(), extra.begin(), extra.end());
+    cmd.insert(cmd.end(), {"--", DLPROBE, "open", dir + "/app/libmpiuser.so"});
+    return RunCmd(cmd, {"LD_LIBRARY_PATH=" + dir + "/v4"});
+  }
+  std::string Report(const std::string& format) const {
+    const auto r = RunCmd({LDSCOPE_BIN, "report", "--format", format, trace});
+    EXPECT_EQ(r.code, 0) << r.err;
+    return testing::NormalizeReport(r.out, dir);
+  }
+};
+
+TEST(Report, FactsInTheTraceOutliveTheFiles) {
+  const MpiCopies m("report_facts_deleted");
+  ASSERT_EQ(m.Run().code, 0);
+  const std::string text = m.Report("text"), json = m.Report("json");
+  std::filesystem::remove(m.dir + "/app/libmpiuser.so");
+  std::filesystem::remove(m.dir + "/v4/libmpi.so.40");
+  EXPECT_EQ(m.Report("text"), text);
+  EXPECT_EQ(m.Report("json"), json);
+  testing::ExpectGolden("report_facts_deleted.txt", m.Report("text"));
+  testing::ExpectGolden("report_facts_deleted.json", m.Report("json"));
+}
+
+// `collect` adds the same facts when it stops: the same report after the deletion.
+TEST(Report, CollectAddsTheFactsToo) {
+  MpiCopies m("report_facts_collect");
+  testing::Collector c(m.dir);
+  m.trace = c.trace;
+  std::vector<std::string> env = c.Env();
+  env.push_back("LD_LIBRARY_PATH=" + m.dir + "/v4");
+  const auto r = RunCmd({DLPROBE, "open", m.dir + "/app/libmpiuser.so"}, env);
+  ASSERT_EQ(r.code, 0) << r.err;
+  c.Stop();
+  std::filesystem::remove(m.dir + "/app/libmpiuser.so");
+  std::filesystem::remove(m.dir + "/v4/libmpi.so.40");
+  testing::ExpectGolden("report_facts_deleted.txt", m.Report("text"));
+}
+
+// The library bound is replaced by another build (one that defines the symbol) after
+// the trace: the report is about the traced file, from the trace's facts, and says so.
+TEST(Report, FactsInTheTraceStandInForAChangedFile) {
+  const MpiCopies m("report_facts_changed");
+  ASSERT_EQ(m.Run().code, 0);
+  std::filesystem::copy_file(kFx + "/mpi/v5/libmpi.so.40", m.dir + "/v4/libmpi.so.40",
+                             std::filesystem::copy_options::overwrite_existing);
+  testing::ExpectGolden("report_facts_changed.txt", m.Report("text"));
+  testing::ExpectGolden("report_facts_changed.json", m.Report("json"));
+}
+
+// Without facts (--no-facts) the same deletion leaves the symbols unknown: the report
+// says which files it could not read instead of naming a missing symbol.
+TEST(Report, NoFactsLeavesDeletedFilesUnknown) {
+  const MpiCopies m("report_no_facts_deleted");
+  ASSERT_EQ(m.Run({"--no-facts"}).code, 0);
+  std::filesystem::remove(m.dir + "/app/libmpiuser.so");
+  std::filesystem::remove(m.dir + "/v4/libmpi.so.40");
+  testing::ExpectGolden("report_no_facts_deleted.txt", m.Report("text"));
 }
 
 // The machine's real python3 importing a broad set of standard and Debian-packaged

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "elf/elf_file.h"
+#include "elf/facts.h"
 #include "loader/ld_cache.h"
 #include "support/test_support.h"
 
@@ -17,6 +18,53 @@ const elf::Symbol* Find(const elf::ElfInfo& e, const std::string& name) {
   for (const auto& s : e.symbols)
     if (s.name == name) return &s;
   return nullptr;
+}
+
+// The facts record a trace carries (elf/facts.h) gives back what the reader read: every
+// field, undefined symbols by name with their versions, kept definitions by hash (or by
+// name), dropped ones gone, and a damaged record an error, not a crash.
+TEST(Elf, FactsRoundTrip) {
+  std::string err;
+  auto e = elf::ReadElf(FIXTURES "/site-packages/torch/lib/libtorch_cuda.so", &err);
+  ASSERT_TRUE(e) << err;
+  auto keep = [](const elf::Symbol& s) {
+    return s.name == "torch_cuda_init" ? elf::Keep::kHash : elf::Keep::kDrop;
+  };
+  const v1::ObjectFacts f = elf::ToFacts(*e, keep, {{"NCCL version ", {}}});
+  auto back = elf::FromFacts(f, e->path, &err);
+  ASSERT_TRUE(back) << err;
+  EXPECT_TRUE(back->from_trace);
+  EXPECT_EQ(back->soname, e->soname);
+  EXPECT_EQ(back->needed, e->needed);
+  EXPECT_EQ(back->rpath, e->rpath);
+  EXPECT_EQ(back->build_id, e->build_id);
+  EXPECT_EQ(back->verdefs, e->verdefs);
+  ASSERT_EQ(back->verneeds.size(), e->verneeds.size());
+  for (size_t i = 0; i < e->verneeds.size(); ++i) {
+    EXPECT_EQ(back->verneeds[i].file, e->verneeds[i].file);
+    EXPECT_EQ(back->verneeds[i].versions, e->verneeds[i].versions);
+  }
+  EXPECT_EQ(back->found, (std::map<std::string, std::vector<std::string>>{{"NCCL version ", {}}}));
+  std::vector<const elf::Symbol*> want;
+  for (const auto& s : e->symbols)
+    if (!s.defined || s.name == "torch_cuda_init") want.push_back(&s);
+  ASSERT_EQ(back->symbols.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    const elf::Symbol& a = *want[i];
+    const elf::Symbol& b = back->symbols[i];
+    EXPECT_EQ(b.name, a.defined ? "" : a.name);
+    EXPECT_EQ(b.hash, a.hash);
+    EXPECT_EQ(b.version, a.version);
+    EXPECT_EQ(b.version_file, a.version_file);
+    EXPECT_EQ(std::make_tuple(b.defined, b.weak, b.global, b.function, b.unique, b.data, b.hidden),
+              std::make_tuple(a.defined, a.weak, a.global, a.function, a.unique, a.data, a.hidden));
+  }
+  v1::ObjectFacts damaged = f;
+  damaged.set_symbols_zlib(f.symbols_zlib().substr(0, f.symbols_zlib().size() / 2));
+  EXPECT_EQ(elf::FromFacts(damaged, e->path, &err), nullptr);
+  EXPECT_NE(err.find("damaged"), std::string::npos) << err;
+  EXPECT_EQ(elf::FromFacts(elf::UnreadableFacts("/x.so", "/x.so: Permission denied"), "/x.so", &err), nullptr);
+  EXPECT_EQ(err, "/x.so: Permission denied");
 }
 
 TEST(Elf, ReadsDynamicSectionAndSymbols) {

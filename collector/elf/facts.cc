@@ -1,0 +1,200 @@
+// See facts.h.
+#include "elf/facts.h"
+
+#include <zlib.h>
+
+#include "text/escape.h"
+
+namespace ldscope::elf {
+namespace {
+
+enum Flag : uint8_t {
+  kDefined = 1, kWeak = 2, kGlobal = 4, kFunction = 8, kUnique = 16, kData = 32, kHidden = 64,
+  kNamed = 128,
+};
+
+std::string Raw(std::string_view escaped) { return text::Unescape(std::string(escaped)); }
+
+std::string Compress(const std::string& in) {
+  uLongf n = compressBound(in.size());
+  std::string out(n, '\0');
+  if (compress2(reinterpret_cast<Bytef*>(out.data()), &n, reinterpret_cast<const Bytef*>(in.data()),
+                in.size(), 6) != Z_OK)
+    return "";
+  out.resize(n);
+  return out;
+}
+
+bool Decompress(const std::string& in, size_t size, std::string* out) {
+  if (size > (256u << 20)) return false;
+  out->assign(size, '\0');
+  uLongf n = size;
+  return uncompress(reinterpret_cast<Bytef*>(out->data()), &n, reinterpret_cast<const Bytef*>(in.data()),
+                    in.size()) == Z_OK &&
+         n == size;
+}
+
+}  // namespace
+
+v1::ObjectFacts ToFacts(const ElfInfo& e, const std::function<Keep(const Symbol&)>& keep,
+                        const std::map<std::string, std::vector<std::string>>& found) {
+  v1::ObjectFacts f;
+  f.add_paths(Raw(e.path));
+  f.set_build_id(e.build_id);
+  f.set_size(e.size);
+  f.set_mtime_ns(e.mtime_ns);
+  f.set_dev(e.dev);
+  f.set_ino(e.ino);
+  f.set_machine(e.machine);
+  f.set_soname(Raw(e.soname));
+  for (const auto& n : e.needed) f.add_needed(Raw(n));
+  f.set_rpath(Raw(e.rpath));
+  f.set_runpath(Raw(e.runpath));
+  f.set_flags_1(e.flags_1);
+  for (const auto& v : e.verdefs) f.add_verdefs(Raw(v));
+  for (const auto& vn : e.verneeds) {
+    auto* n = f.add_verneeds();
+    n->set_file(Raw(vn.file));
+    for (const auto& v : vn.versions) n->add_versions(Raw(v));
+  }
+  for (const auto& w : e.warnings) f.add_warnings(w);
+  for (const auto& [needle, strings] : found) {
+    auto* x = f.add_found();
+    x->set_needle(needle);
+    for (const auto& s : strings) x->add_strings(Raw(s));
+  }
+  v1::SymbolFacts s;
+  std::map<std::pair<std::string_view, std::string_view>, uint32_t> version_index;
+  std::string flags;
+  for (const Symbol& sym : e.symbols) {
+    const Keep k = sym.defined ? keep(sym) : Keep::kName;
+    if (k == Keep::kDrop) continue;
+    uint8_t b = (sym.defined ? kDefined : 0) | (sym.weak ? kWeak : 0) | (sym.global ? kGlobal : 0) |
+                (sym.function ? kFunction : 0) | (sym.unique ? kUnique : 0) | (sym.data ? kData : 0) |
+                (sym.hidden ? kHidden : 0) | (k == Keep::kName ? kNamed : 0);
+    flags.push_back(static_cast<char>(b));
+    if (k == Keep::kName) s.add_names(Raw(sym.name));
+    else s.add_hashes(sym.hash);
+    if (sym.version.empty()) {
+      s.add_version(0);
+      continue;
+    }
+    auto [it, inserted] = version_index.try_emplace({sym.version, sym.version_file},
+                                                    static_cast<uint32_t>(version_index.size()));
+    if (inserted) {
+      auto* v = s.add_versions();
+      v->set_name(Raw(sym.version));
+      v->set_file(Raw(sym.version_file));
+    }
+    s.add_version(it->second + 1);
+  }
+  s.set_flags(std::move(flags));
+  s.set_defined_complete(false);
+  const std::string bytes = s.SerializeAsString();
+  f.set_symbols_zlib(Compress(bytes));
+  f.set_symbols_size(static_cast<uint32_t>(bytes.size()));
+  return f;
+}
+
+v1::ObjectFacts UnreadableFacts(const std::string& path, const std::string& error) {
+  v1::ObjectFacts f;
+  f.add_paths(Raw(path));
+  f.set_unreadable(error.empty() ? "unreadable" : error);
+  return f;
+}
+
+std::unique_ptr<ElfInfo> FromFacts(const v1::ObjectFacts& f, const std::string& path, std::string* error) {
+  if (!f.unreadable().empty()) {
+    *error = f.unreadable();
+    return nullptr;
+  }
+  auto e = std::make_unique<ElfInfo>();
+  e->path = path;
+  e->from_trace = true;
+  e->build_id = f.build_id();
+  e->size = f.size();
+  e->mtime_ns = f.mtime_ns();
+  e->dev = f.dev();
+  e->ino = f.ino();
+  e->machine = static_cast<uint16_t>(f.machine());
+  e->soname = text::Escape(f.soname());
+  for (const auto& n : f.needed()) e->needed.push_back(text::Escape(n));
+  e->rpath = text::Escape(f.rpath());
+  e->runpath = text::Escape(f.runpath());
+  e->flags_1 = f.flags_1();
+  for (const auto& v : f.verdefs()) e->verdefs.push_back(text::Escape(v));
+  for (const auto& vn : f.verneeds()) {
+    VersionNeed n;
+    n.file = text::Escape(vn.file());
+    for (const auto& v : vn.versions()) n.versions.push_back(text::Escape(v));
+    e->verneeds.push_back(std::move(n));
+  }
+  for (const auto& w : f.warnings()) e->warnings.push_back(w);
+  for (const auto& x : f.found()) {
+    auto& list = e->found[x.needle()];
+    for (const auto& s : x.strings()) list.push_back(text::Escape(s));
+  }
+  std::string bytes;
+  v1::SymbolFacts s;
+  if (!f.symbols_zlib().empty() &&
+      (!Decompress(f.symbols_zlib(), f.symbols_size(), &bytes) || !s.ParseFromString(bytes))) {
+    *error = "the trace's facts of this file are damaged (symbols)";
+    return nullptr;
+  }
+  e->defined_complete = s.defined_complete();
+  std::vector<std::pair<std::string_view, std::string_view>> versions;
+  for (const auto& v : s.versions())
+    versions.emplace_back(e->strings->Add(text::Escape(v.name())), e->strings->Add(text::Escape(v.file())));
+  const std::string& flags = s.flags();
+  if (static_cast<size_t>(s.version_size()) != flags.size()) {
+    *error = "the trace's facts of this file are damaged (symbol versions)";
+    return nullptr;
+  }
+  int name = 0, hash = 0;
+  e->symbols.reserve(flags.size());
+  for (size_t i = 0; i < flags.size(); ++i) {
+    const auto b = static_cast<uint8_t>(flags[i]);
+    Symbol sym;
+    if (b & kNamed) {
+      if (name >= s.names_size()) break;
+      sym.name = e->strings->Add(text::Escape(s.names(name++)));
+      sym.hash = NameHash(sym.name);
+    } else {
+      if (hash >= s.hashes_size()) break;
+      sym.hash = s.hashes(hash++);
+    }
+    sym.defined = b & kDefined;
+    sym.weak = b & kWeak;
+    sym.global = b & kGlobal;
+    sym.function = b & kFunction;
+    sym.unique = b & kUnique;
+    sym.data = b & kData;
+    sym.hidden = b & kHidden;
+    const uint32_t v = s.version(static_cast<int>(i));
+    if (v > 0 && v <= versions.size()) {
+      sym.version = versions[v - 1].first;
+      sym.version_file = versions[v - 1].second;
+    }
+    e->symbols.push_back(sym);
+  }
+  return e;
+}
+
+void TraceFacts::Add(v1::ObjectFacts f) {
+  records_.push_back(std::make_unique<v1::ObjectFacts>(std::move(f)));
+  const v1::ObjectFacts* r = records_.back().get();
+  for (const auto& p : r->paths()) by_path_[text::Escape(p)] = r;
+  if (!r->build_id().empty()) by_build_id_[r->build_id()] = r;
+}
+
+const v1::ObjectFacts* TraceFacts::ForPath(const std::string& path) const {
+  auto it = by_path_.find(path);
+  return it == by_path_.end() ? nullptr : it->second;
+}
+
+const v1::ObjectFacts* TraceFacts::ForBuildId(const std::string& raw_build_id) const {
+  auto it = by_build_id_.find(raw_build_id);
+  return it == by_build_id_.end() ? nullptr : it->second;
+}
+
+}  // namespace ldscope::elf
