@@ -2,6 +2,8 @@
 // that runs them in order. No pass prints anything.
 #pragma once
 
+#include <functional>
+
 #include "analysis/context.h"
 #include "ldscope_proto/report.pb.h"
 
@@ -53,6 +55,12 @@ void AddSearchDetails(Context& ctx, const ProcessIndex& pi, const Obj& requester
 
 // Runs every pass over a timeline; findings ordered by process, then severity.
 v1::Report Analyze(const v1::Timeline& timeline);
+// The same with a file cache shared across timelines; `also` (if set) is called with the
+// context once the passes have run (`report` over many hosts summarises each host).
+v1::Report Analyze(const v1::Timeline& timeline, Files* files, const std::function<void(Context&)>& also);
+
+// The note naming the object files the cache could not read ("" when none).
+std::string UnreadableFilesNote(const Files& files);
 
 // "libnccl.so.2.16.2 (NCCL 2.16.2+cuda11.8)"-style label for a Library.
 std::string Label(const v1::Library& l);

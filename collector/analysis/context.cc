@@ -228,7 +228,7 @@ const Obj* BoundFor(const ProcessIndex& pi, const Obj& o, const std::string& nam
   return nullptr;
 }
 
-Context::Context(const v1::Timeline& t) : t_(t) {
+Context::Context(const v1::Timeline& t, Files* files) : t_(t), files_(files != nullptr ? files : &own_files_) {
   cache_.Load();
   const bool multiarch = [] {
     struct stat st;
@@ -323,7 +323,7 @@ std::string Context::VersionOf(const std::string& path, const std::string& sonam
     while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.pop_back();
   }
   if (v.empty() && family == "libstdc++") {
-    if (const elf::ElfInfo* e = files_.Get(path)) {
+    if (const elf::ElfInfo* e = files_->Get(path)) {
       std::string best;
       for (const auto& d : e->verdefs)
         if (d.rfind("GLIBCXX_3.4", 0) == 0 && (d.size() > best.size() || (d.size() == best.size() && d > best)))

@@ -98,10 +98,12 @@ const Obj* BoundFor(const ProcessIndex& pi, const Obj& o, const std::string& nam
 
 class Context {
  public:
-  explicit Context(const v1::Timeline& t);
+  // files: a cache shared with other contexts (`report` over many hosts reads each
+  // library once); nullptr: a cache of its own.
+  explicit Context(const v1::Timeline& t, Files* files = nullptr);
   const v1::Timeline& timeline() const { return t_; }
   const std::vector<ProcessIndex>& processes() const { return procs_; }
-  Files& files() { return files_; }
+  Files& files() { return *files_; }
   const loader::LdCache& cache() const { return cache_; }
 
   // "2.16.2+cuda11.8" from the object itself where it says so, else its file name.
@@ -116,7 +118,8 @@ class Context {
  private:
   const v1::Timeline& t_;
   std::vector<ProcessIndex> procs_;
-  Files files_;
+  Files own_files_;
+  Files* files_;
   loader::LdCache cache_;
   std::map<std::string, std::string> versions_;
 };

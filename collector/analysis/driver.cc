@@ -40,18 +40,7 @@ void NoteChangedFiles(Context& ctx, v1::Report* out) {
                                "them use the files as they are now: {}{}",
                                changed, changed == 1 ? "" : "s", changed_list, changed > 3 ? ", ..." : ""));
   // Unreadable files (a trace analysed on another machine, say): one note, not one each.
-  const auto& errors = ctx.files().errors();
-  if (!errors.empty()) {
-    std::string first;
-    for (const auto& [path, err] : errors) {
-      if (first.size() > 200) break;
-      first += (first.empty() ? "" : "; ") + err;
-    }
-    out->add_notes(fmt::format("{} object file{} could not be read, so findings that need their "
-                               "symbols are incomplete: {}{}",
-                               errors.size(), errors.size() == 1 ? "" : "s", first,
-                               errors.size() > 1 ? "; ..." : ""));
-  }
+  if (std::string note = UnreadableFilesNote(ctx.files()); !note.empty()) out->add_notes(note);
   std::sort(out->mutable_notes()->begin(), out->mutable_notes()->end());
   out->mutable_notes()->erase(std::unique(out->mutable_notes()->begin(), out->mutable_notes()->end()),
                               out->mutable_notes()->end());
@@ -128,12 +117,27 @@ void DropMissingExplainedByFailedDlopen(v1::Report* r) {
 
 }  // namespace
 
+std::string UnreadableFilesNote(const Files& files) {
+  const auto& errors = files.errors();
+  if (errors.empty()) return "";
+  std::string first;
+  for (const auto& [path, err] : errors) {
+    if (first.size() > 200) break;
+    first += (first.empty() ? "" : "; ") + err;
+  }
+  return fmt::format("{} object file{} could not be read, so findings that need their "
+                     "symbols are incomplete: {}{}",
+                     errors.size(), errors.size() == 1 ? "" : "s", first, errors.size() > 1 ? "; ..." : "");
+}
+
 std::string Label(const v1::Library& l) {
   return l.version().empty() ? l.path() : fmt::format("{} ({})", l.path(), l.version());
 }
 
-v1::Report Analyze(const v1::Timeline& timeline) {
-  Context ctx(timeline);
+v1::Report Analyze(const v1::Timeline& timeline) { return Analyze(timeline, nullptr, {}); }
+
+v1::Report Analyze(const v1::Timeline& timeline, Files* files, const std::function<void(Context&)>& also) {
+  Context ctx(timeline, files);
   v1::Report r;
   // Symbols no object in scope defines: why a dlopen or import failed.
   FindMissingSymbols(ctx, &r);
@@ -165,6 +169,7 @@ v1::Report Analyze(const v1::Timeline& timeline) {
                      if (a.stream() != b.stream()) return a.stream() < b.stream();
                      return a.severity() > b.severity();
                    });
+  if (also) also(ctx);
   return r;
 }
 

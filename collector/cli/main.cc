@@ -102,9 +102,15 @@ int main(int argc, char** argv) {
   auto* report_cmd = app.add_subcommand(
       "report", "Analyse traces (files or LDSCOPE_DIR directories): missing libraries and "
                 "symbols, duplicate libraries and runtimes, shadowed dependencies (import-order "
-                "effects), fall-through to other installations, symbol interposition. Exit status 3 "
-                "when --fail-on matches, 1 when a trace is damaged.");
-  report_cmd->add_option("trace", report.traces, "Trace files or directories")->required();
+                "effects), fall-through to other installations, symbol interposition. Traces of "
+                "several hosts (TraceHeader.host: the host name, or LDSCOPE_HOST when the trace "
+                "was taken) are analysed one host at a time, then compared: the hosts and ranks "
+                "running one program that loaded another file for a library (host-mismatch). "
+                "Exit status 3 when --fail-on matches, 1 when a trace is damaged or an input "
+                "could not be read.");
+  report_cmd->add_option("trace", report.traces,
+                         "Trace files or directories (LDSCOPE_DIR, or one per host: host-a/ host-b/ ...)")
+      ->required();
   report_cmd->add_option("--format", report.report.format, "text or json (proto3 JSON mapping)")
       ->check(CLI::IsMember({"text", "json"}));
   report_cmd->add_option("-o,--output", report.report.output, "Write the report to this file");
