@@ -303,11 +303,13 @@ void Fleet::Find(v1::Report* out) const {
         }
       }
       std::set<std::string> fixed;
+      // Hosts with another install of the file: one fix per (SONAME, file they have).
+      std::map<std::pair<uint32_t, std::string>, std::vector<std::string>> install;
+      std::vector<std::pair<uint32_t, std::string>> install_order;
       for (const Disagreement& d : ds)
         for (const Proc* p : d.odd) {
           if (fixed.size() >= kListed) break;
           const Choice& c = choice_of(*p, d.soname);
-          const Choice& want = choices_[d.ref_choice];
           const std::string who = Who(*p, false);
           std::string key, text, action;
           if (c.preload && p->ld_preload != ref.ld_preload) {
@@ -320,14 +322,23 @@ void Fleet::Find(v1::Report* out) const {
             key = who + " LD_LIBRARY_PATH";
             text = fmt::format("give {} the others' LD_LIBRARY_PATH: drop {}", who, DirName(c.path));
           } else {
-            action = "pin-version";
-            key = hosts_[p->host] + " " + S(d.soname);
-            text = fmt::format("install on {} the {} the others load ({}{}), or make its processes load it "
-                               "instead of {}", hosts_[p->host], S(d.soname), want.path,
-                               want.version.empty() ? "" : ", " + want.version, c.path);
+            auto& hs = install[{d.soname, c.path}];
+            if (hs.empty()) install_order.push_back({d.soname, c.path});
+            if (std::find(hs.begin(), hs.end(), hosts_[p->host]) == hs.end()) hs.push_back(hosts_[p->host]);
+            continue;
           }
           if (fixed.insert(key).second) layout::Fix(&f, action, text);
         }
+      for (const auto& k : install_order) {
+        const Disagreement* d = nullptr;
+        for (const Disagreement& x : ds)
+          if (x.soname == k.first) d = &x;
+        const Choice& want = choices_[d->ref_choice];
+        layout::Fix(&f, "pin-version",
+                    fmt::format("install on {} the {} the others load ({}{}), or make its processes load it "
+                                "instead of {}", Listed(install[k]), S(k.first), want.path,
+                                want.version.empty() ? "" : ", " + want.version, k.second));
+      }
       layout::Compose(&f);
       *out->add_findings() = std::move(f);
     }

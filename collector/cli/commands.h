@@ -31,6 +31,9 @@ struct ReportOptions {
   std::string title;                   // the summary's heading (the command, the traces)
   std::string junit;                   // --junit FILE: JUnit XML for CI systems
   std::map<uint32_t, std::string> trace_of_stream;  // for --junit's trace property
+  // report over several hosts: only the comparison across hosts, not each host's own
+  // diagnosis (--across-hosts-only).
+  bool across_hosts_only = false;
 };
 
 struct RunOptions {

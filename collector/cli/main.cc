@@ -117,6 +117,10 @@ int main(int argc, char** argv) {
   report_cmd->add_option("--fail-on", report.report.fail_on,
                          "Exit with status 3 when findings of these kinds exist (as for run)")
       ->delimiter(',');
+  report_cmd->add_flag("--across-hosts-only", report.report.across_hosts_only,
+                       "With traces of several hosts: only compare the hosts (host-mismatch), "
+                       "without each host's own diagnosis (which reads every library's symbols: "
+                       "for a thousand hosts, most of the time)");
   report_cmd->add_option("--junit", report.report.junit,
                          "Also write the diagnosis as JUnit XML (a test suite per program, a "
                          "test case per process; error findings and those --fail-on names fail) to "

@@ -126,7 +126,12 @@ int ReportHosts(const ReportOptions& opt, std::vector<HostInput> hosts, const st
         skipped.push_back(host.label);
         continue;
       }
-      r = analysis::Analyze(timeline, &files, [&](analysis::Context& ctx) { fleet.Add(ctx, host.label); });
+      if (opt.across_hosts_only) {
+        analysis::Context ctx(timeline, &files);
+        fleet.Add(ctx, host.label);
+      } else {
+        r = analysis::Analyze(timeline, &files, [&](analysis::Context& ctx) { fleet.Add(ctx, host.label); });
+      }
     }
     for (auto& f : *r.mutable_findings()) {
       f.set_host(host.label);

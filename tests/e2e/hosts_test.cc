@@ -70,6 +70,11 @@ TEST(Hosts, OneRankDiffers) {
   // --fail-on names the new kind.
   EXPECT_EQ(RunCmd({LDSCOPE_BIN, "report", dir + "/hostA", dir + "/hostB", dir + "/hostC", "--fail-on",
                     "host-mismatch"}).code, 3);
+  // Only the comparison: hostC's own sibling finding is not looked for.
+  const auto across = RunCmd({LDSCOPE_BIN, "report", "--across-hosts-only", dir + "/hostA", dir + "/hostB",
+                              dir + "/hostC"});
+  EXPECT_EQ(across.code, 0) << across.err;
+  testing::ExpectGolden("hosts_one_rank_across_only.txt", Normalize(across.out, dir));
 }
 
 // Both ranks of hostC load the old NCCL: they agree with each other, so only the
