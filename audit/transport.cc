@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "encode.h"
@@ -127,8 +128,15 @@ bool Transport::OpenFile(uint32_t pid, uint64_t image_start_ns) {
   // The file starts with a TraceHeader, as every trace file does.
   uint8_t buf[kPrefixRoom + 512];
   wire::Writer w(buf + kPrefixRoom, sizeof buf - kPrefixRoom);
+  // LDSCOPE_HOST labels the traces of one node (containers' host names are often all
+  // alike); else the host name.
   char host[256] = {};
-  gethostname(host, sizeof host - 1);
+  const char* label = getenv("LDSCOPE_HOST");
+  if (label != nullptr && *label != '\0') {
+    for (size_t i = 0; i + 1 < sizeof host && label[i] != '\0'; ++i) host[i] = label[i];
+  } else {
+    gethostname(host, sizeof host - 1);
+  }
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
   EncodeTraceHeader(w, host, gnu_get_libc_version(),

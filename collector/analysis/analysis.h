@@ -2,6 +2,8 @@
 // that runs them in order. No pass prints anything.
 #pragma once
 
+#include <functional>
+
 #include "analysis/context.h"
 #include "store/trace_file.h"
 #include "ldscope_proto/report.pb.h"
@@ -55,8 +57,15 @@ void AddSearchDetails(Context& ctx, const ProcessIndex& pi, const Obj& requester
 // Runs every pass over a timeline; findings ordered by process, then severity.
 // facts: the ELF facts the traces recorded (FactsOf), for files gone or changed.
 v1::Report Analyze(const v1::Timeline& timeline, const elf::TraceFacts* facts = nullptr);
+// The same with a file cache shared across timelines; `also` (if set) is called with the
+// context once the passes have run (`report` over many hosts summarises each host).
+v1::Report Analyze(const v1::Timeline& timeline, const elf::TraceFacts* facts, Files* files,
+                   const std::function<void(Context&)>& also);
 // The ELF facts (events.proto's ObjectFacts) of every file of a trace set.
 elf::TraceFacts FactsOf(const store::TraceSet& traces);
+
+// The note naming the object files the cache could not read ("" when none).
+std::string UnreadableFilesNote(const Files& files);
 
 // "libnccl.so.2.16.2 (NCCL 2.16.2+cuda11.8)"-style label for a Library.
 std::string Label(const v1::Library& l);

@@ -268,8 +268,9 @@ const Obj* BoundFor(const ProcessIndex& pi, const Obj& o, const std::string& nam
   return pi.AliveWithSoname(name, o.lmid, o.open_seq);
 }
 
-Context::Context(const v1::Timeline& t, const elf::TraceFacts* facts) : t_(t) {
-  files_.set_trace_facts(facts);
+Context::Context(const v1::Timeline& t, const elf::TraceFacts* facts, Files* files)
+    : t_(t), files_(files != nullptr ? files : &own_files_) {
+  if (facts != nullptr) files_->set_trace_facts(facts);
   cache_.Load();
   const bool multiarch = [] {
     struct stat st;
@@ -358,14 +359,14 @@ std::string Context::VersionOf(const std::string& path, const std::string& sonam
   std::string v;
   const std::string family = Family(soname.empty() ? path : soname);
   if (family == "libnccl") {
-    const std::string s = files_.FindString(path, "NCCL version ");
+    const std::string s = files_->FindString(path, "NCCL version ");
     if (!s.empty()) v = "NCCL " + s.substr(std::string("NCCL version ").size());
     // The string is printed as is by NCCL ("NCCL version 2.28.3 compiled with CUDA
     // 13.0\n" in Ubuntu's build): the version without its line break.
     while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.pop_back();
   }
   if (v.empty() && family == "libstdc++") {
-    if (const elf::ElfInfo* e = files_.Get(path)) {
+    if (const elf::ElfInfo* e = files_->Get(path)) {
       std::string best;
       for (const auto& d : e->verdefs)
         if (d.rfind("GLIBCXX_3.4", 0) == 0 && (d.size() > best.size() || (d.size() == best.size() && d > best)))

@@ -123,10 +123,13 @@ const Obj* BoundFor(const ProcessIndex& pi, const Obj& o, const std::string& nam
 class Context {
  public:
   // facts: the ELF facts the trace recorded (may be nullptr), for files gone or changed.
-  explicit Context(const v1::Timeline& t, const elf::TraceFacts* facts = nullptr);
+  // files: a cache shared with other contexts (`report` over many hosts reads each
+  // library once); nullptr: a cache of its own.
+  explicit Context(const v1::Timeline& t, const elf::TraceFacts* facts = nullptr,
+                   Files* files = nullptr);
   const v1::Timeline& timeline() const { return t_; }
   const std::vector<ProcessIndex>& processes() const { return procs_; }
-  Files& files() { return files_; }
+  Files& files() { return *files_; }
   const loader::LdCache& cache() const { return cache_; }
 
   // "2.16.2+cuda11.8" from the object itself where it says so, else its file name.
@@ -141,7 +144,8 @@ class Context {
  private:
   const v1::Timeline& t_;
   std::vector<ProcessIndex> procs_;
-  Files files_;
+  Files own_files_;
+  Files* files_;
   loader::LdCache cache_;
   std::map<std::string, std::string> versions_;
 };

@@ -53,18 +53,7 @@ void NoteChangedFiles(Context& ctx, v1::Report* out) {
                                from_trace.size() > 3 ? ", ..." : ""));
   }
   // Unreadable files (a trace analysed on another machine, say): one note, not one each.
-  const auto& errors = ctx.files().errors();
-  if (!errors.empty()) {
-    std::string first;
-    for (const auto& [path, err] : errors) {
-      if (first.size() > 200) break;
-      first += (first.empty() ? "" : "; ") + err;
-    }
-    out->add_notes(fmt::format("{} object file{} could not be read, so findings that need their "
-                               "symbols are incomplete: {}{}",
-                               errors.size(), errors.size() == 1 ? "" : "s", first,
-                               errors.size() > 1 ? "; ..." : ""));
-  }
+  if (std::string note = UnreadableFilesNote(ctx.files()); !note.empty()) out->add_notes(note);
   std::sort(out->mutable_notes()->begin(), out->mutable_notes()->end());
   out->mutable_notes()->erase(std::unique(out->mutable_notes()->begin(), out->mutable_notes()->end()),
                               out->mutable_notes()->end());
@@ -141,6 +130,19 @@ void DropMissingExplainedByFailedDlopen(v1::Report* r) {
 
 }  // namespace
 
+std::string UnreadableFilesNote(const Files& files) {
+  const auto& errors = files.errors();
+  if (errors.empty()) return "";
+  std::string first;
+  for (const auto& [path, err] : errors) {
+    if (first.size() > 200) break;
+    first += (first.empty() ? "" : "; ") + err;
+  }
+  return fmt::format("{} object file{} could not be read, so findings that need their "
+                     "symbols are incomplete: {}{}",
+                     errors.size(), errors.size() == 1 ? "" : "s", first, errors.size() > 1 ? "; ..." : "");
+}
+
 std::string Label(const v1::Library& l) {
   return l.version().empty() ? l.path() : fmt::format("{} ({})", l.path(), l.version());
 }
@@ -153,7 +155,12 @@ elf::TraceFacts FactsOf(const store::TraceSet& traces) {
 }
 
 v1::Report Analyze(const v1::Timeline& timeline, const elf::TraceFacts* facts) {
-  Context ctx(timeline, facts);
+  return Analyze(timeline, facts, nullptr, {});
+}
+
+v1::Report Analyze(const v1::Timeline& timeline, const elf::TraceFacts* facts, Files* files,
+                   const std::function<void(Context&)>& also) {
+  Context ctx(timeline, facts, files);
   v1::Report r;
   // Symbols no object in scope defines: why a dlopen or import failed.
   FindMissingSymbols(ctx, &r);
@@ -185,6 +192,7 @@ v1::Report Analyze(const v1::Timeline& timeline, const elf::TraceFacts* facts) {
                      if (a.stream() != b.stream()) return a.stream() < b.stream();
                      return a.severity() > b.severity();
                    });
+  if (also) also(ctx);
   return r;
 }
 

@@ -9,6 +9,7 @@
 
 #include "elf/facts.h"
 #include "ldscope_proto/lock.pb.h"
+#include "ldscope_proto/report.pb.h"
 #include "ldscope_proto/timeline.pb.h"
 
 namespace ldscope::cli {
@@ -32,6 +33,9 @@ struct ReportOptions {
   std::string junit;                   // --junit FILE: JUnit XML for CI systems
   std::map<uint32_t, std::string> trace_of_stream;  // for --junit's trace property
   const elf::TraceFacts* facts = nullptr;  // the traces' ELF facts, for files gone or changed
+  // report over several hosts: only the comparison across hosts, not each host's own
+  // diagnosis (--across-hosts-only).
+  bool across_hosts_only = false;
 };
 
 struct RunOptions {
@@ -68,6 +72,17 @@ struct ReportCommandOptions {
   ReportOptions report;
 };
 int Report(const ReportCommandOptions& opt);
+// Inputs grouped by the host that wrote them (TraceHeader.host, else the input's
+// name): each file of a directory input on its own. errors: inputs that could not be
+// listed (missing, unreadable, a directory with no trace). report_hosts.cc
+struct HostInput {
+  std::string label;
+  std::vector<std::string> files;
+};
+std::vector<HostInput> GroupByHost(const std::vector<std::string>& inputs, std::vector<std::string>* errors);
+// `report` over two or more hosts: each host's traces analysed alone (findings carry the
+// host), then the processes of all hosts compared (HOST_MISMATCH).
+int ReportHosts(const ReportOptions& opt, std::vector<HostInput> hosts, const std::vector<std::string>& errors);
 
 struct DiffOptions {
   std::string base, now;
@@ -127,6 +142,9 @@ enum class PrintWhen {
 // cannot be written, else kOk.
 int EmitReport(const v1::Timeline& timeline, const ReportOptions& opt, std::FILE* default_out,
                PrintWhen when);
+// The same for a report already made; timeline (for --junit) may be nullptr.
+int EmitAnalysed(const v1::Report& report, const v1::Timeline* timeline, const ReportOptions& opt,
+                 std::FILE* default_out, PrintWhen when);
 
 // The audit library that belongs to this ldscope binary: LDSCOPE_AUDIT_LIB, else
 // next to the executable (build tree), else in the install's lib/ldscope.

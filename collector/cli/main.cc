@@ -110,15 +110,25 @@ int main(int argc, char** argv) {
   auto* report_cmd = app.add_subcommand(
       "report", "Analyse traces (files or LDSCOPE_DIR directories): missing libraries and "
                 "symbols, duplicate libraries and runtimes, shadowed dependencies (import-order "
-                "effects), fall-through to other installations, symbol interposition. Exit status 3 "
-                "when --fail-on matches, 1 when a trace is damaged.");
-  report_cmd->add_option("trace", report.traces, "Trace files or directories")->required();
+                "effects), fall-through to other installations, symbol interposition. Traces of "
+                "several hosts (TraceHeader.host: the host name, or LDSCOPE_HOST when the trace "
+                "was taken) are analysed one host at a time, then compared: the hosts and ranks "
+                "running one program that loaded another file for a library (host-mismatch). "
+                "Exit status 3 when --fail-on matches, 1 when a trace is damaged or an input "
+                "could not be read.");
+  report_cmd->add_option("trace", report.traces,
+                         "Trace files or directories (LDSCOPE_DIR, or one per host: host-a/ host-b/ ...)")
+      ->required();
   report_cmd->add_option("--format", report.report.format, "text or json (proto3 JSON mapping)")
       ->check(CLI::IsMember({"text", "json"}));
   report_cmd->add_option("-o,--output", report.report.output, "Write the report to this file");
   report_cmd->add_option("--fail-on", report.report.fail_on,
                          "Exit with status 3 when findings of these kinds exist (as for run)")
       ->delimiter(',');
+  report_cmd->add_flag("--across-hosts-only", report.report.across_hosts_only,
+                       "With traces of several hosts: only compare the hosts (host-mismatch), "
+                       "without each host's own diagnosis (which reads every library's symbols: "
+                       "for a thousand hosts, most of the time)");
   report_cmd->add_option("--junit", report.report.junit,
                          "Also write the diagnosis as JUnit XML (a test suite per program, a "
                          "test case per process; error findings and those --fail-on names fail) to "

@@ -84,9 +84,13 @@ std::string CheckFailOn(const std::vector<std::string>& words) {
 
 int EmitReport(const v1::Timeline& timeline, const ReportOptions& opt, std::FILE* default_out,
                PrintWhen when) {
-  const v1::Report report = analysis::Analyze(timeline, opt.facts);
-  if (!opt.junit.empty()) {
-    if (std::string e = WriteJunit(timeline, report, opt); !e.empty()) {
+  return EmitAnalysed(analysis::Analyze(timeline, opt.facts), &timeline, opt, default_out, when);
+}
+
+int EmitAnalysed(const v1::Report& report, const v1::Timeline* timeline, const ReportOptions& opt,
+                 std::FILE* default_out, PrintWhen when) {
+  if (!opt.junit.empty() && timeline != nullptr) {
+    if (std::string e = WriteJunit(*timeline, report, opt); !e.empty()) {
       Complain(e);
       return kUsage;
     }
@@ -136,6 +140,10 @@ int Report(const ReportCommandOptions& opt) {
     Complain(e);
     return kUsage;
   }
+  // Traces of several hosts: one host at a time, then across them (report_hosts.cc).
+  std::vector<std::string> errors;
+  std::vector<HostInput> hosts = GroupByHost(opt.traces, &errors);
+  if (hosts.size() > 1) return ReportHosts(ropt, std::move(hosts), errors);
   const store::TraceSet traces = store::LoadTraces(opt.traces);
   const v1::Timeline timeline = model::BuildTimeline(traces);
   ropt.trace_of_stream = render::TraceFilesByStream(traces);

@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -63,9 +64,11 @@ std::string Session::Start(const std::string& socket_path, const std::string& ou
                            bool keep_copy) {
   v1::TraceHeader& h = header_;
   h.set_format_version(1);
+  // LDSCOPE_HOST labels the traces of one node (README: many hosts); else the host name.
+  const char* label = std::getenv("LDSCOPE_HOST");
   char host[256] = {};
   gethostname(host, sizeof host - 1);
-  h.set_host(host);
+  h.set_host(label != nullptr && *label != '\0' ? std::string(label) : std::string(host));
   h.set_glibc_version(gnu_get_libc_version());
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);

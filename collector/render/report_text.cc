@@ -36,6 +36,7 @@ std::string FindingKindName(v1::FindingKind k) {
     case v1::DLOPEN_OUT_OF_SCOPE: return "dlopen-out-of-scope";
     case v1::CUDA_DRIVER: return "cuda-driver";
     case v1::SIBLING_MISMATCH: return "sibling-mismatch";
+    case v1::HOST_MISMATCH: return "host-mismatch";
     default: return "unknown";
   }
 }
@@ -45,7 +46,7 @@ std::string FindingKindName(v1::FindingKind k) {
 std::string FindingText(const v1::Finding& f) {
   std::string out = fmt::format("{}[{}]: {}\n", SeverityWord(f.severity()),
                                 FindingKindName(f.kind()), f.headline());
-  out += fmt::format("  process: {} ({})\n", f.pid(), f.exe());
+  out += fmt::format("  process: {} ({}){}\n", f.pid(), f.exe(), f.host().empty() ? "" : " on host " + f.host());
   for (const auto& d : f.details()) out += fmt::format("  {}: {}\n", d.label(), d.text());
   for (const auto& x : f.fixes()) out += fmt::format("  fix: {}\n", x.text());
   return text::GuardLines(std::move(out));

@@ -1,0 +1,348 @@
+// See fleet.h. The rule is the siblings pass's (siblings.cc), widened from one parent
+// on one host to every host given to one `report`:
+// - exec'd images only (a forked child shares its parent's objects);
+// - the same program: the executable and argv with rank-like numbers set aside; no
+//   parent, no pid namespace (those are per host);
+// - per SONAME, each process's first copy in the main namespace, identified by build-id
+//   when it has one, else by path (an inode means nothing on another machine);
+// - the reference is the file most processes use; on a tie, the lowest rank's (RANK,
+//   SLURM_PROCID, OMPI_COMM_WORLD_RANK), else the first host's; when three or more all
+//   differ there is no norm: nothing is reported. A disagreement is reported only when
+//   its processes run on two or more hosts (one host's ranks are the siblings pass's).
+#include "analysis/fleet.h"
+
+#include <algorithm>
+#include <map>
+#include <regex>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "analysis/families.h"
+
+namespace ldscope::analysis {
+namespace {
+
+// How many processes, hosts or fixes one finding names before it counts the rest.
+constexpr size_t kListed = 8;
+
+std::string ProgramKey(const v1::ProcessTimeline& p) {
+  static const std::regex rank_like("(^|=)[0-9]+(?=$|[^0-9A-Za-z_.])");
+  std::string key = fmt::format("{}\n{}", p.exe(), p.argv_size() > 0 ? BaseName(p.argv(0)) : "");
+  for (int i = 1; i < p.argv_size(); ++i) key += "\n" + std::regex_replace(p.argv(i), rank_like, "$1#");
+  return key;
+}
+
+std::string EnvOf(const v1::ProcessTimeline& p, const char* var) {
+  auto it = p.env().find(var);
+  return it == p.env().end() ? std::string() : it->second;
+}
+
+bool Counts(const Obj& o) {
+  if (o.soname.empty() || o.path.empty() || o.rolled_back || o.lmid != 0) return false;
+  if (o.load == nullptr) return true;
+  return o.load->reason() != v1::LOAD_EXECUTABLE && o.load->reason() != v1::LOAD_VDSO;
+}
+
+bool Numeric(const std::string& s) {
+  return !s.empty() && s.size() < 18 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// "a, b, c and 5 more".
+std::string Listed(const std::vector<std::string>& items) {
+  std::vector<std::string> shown(items.begin(), items.begin() + std::min(items.size(), kListed));
+  std::string s = fmt::format("{}", fmt::join(shown, ", "));
+  if (items.size() > kListed) s += fmt::format(" and {} more", items.size() - kListed);
+  return s;
+}
+
+}  // namespace
+
+uint32_t Fleet::Intern(const std::string& s) {
+  auto [it, added] = string_ids_.emplace(s, static_cast<uint32_t>(strings_.size()));
+  if (added) strings_.push_back(&it->first);
+  return it->second;
+}
+
+uint32_t Fleet::InternChoice(Choice c) {
+  const std::string key = fmt::format("{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}", c.path, c.soname, c.identity, c.build_id,
+                                      c.version, c.loaded_by, c.found_by, c.preload);
+  auto [it, added] = choice_ids_.emplace(key, static_cast<uint32_t>(choices_.size()));
+  if (added) choices_.push_back(std::move(c));
+  return it->second;
+}
+
+void Fleet::Add(Context& ctx, const std::string& host) {
+  const uint32_t host_id = static_cast<uint32_t>(hosts_.size());
+  hosts_.push_back(host);
+  for (const ProcessIndex& pi : ctx.processes()) {
+    const v1::ProcessTimeline& p = *pi.p;
+    if (p.start_reason() != "exec" || p.exe().empty()) continue;
+    Proc proc;
+    proc.host = host_id;
+    proc.program = Intern(ProgramKey(p));
+    proc.exe = Intern(p.exe());
+    proc.pid = p.pid();
+    proc.stream = p.stream();
+    proc.order = procs_.size();
+    for (const char* var : {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"}) {
+      const std::string v = EnvOf(p, var);
+      if (v.empty()) continue;
+      const char* words = std::string(var) == "RANK" ? "rank" : std::string(var) == "SLURM_PROCID" ? "Slurm task" : "MPI rank";
+      proc.rank = Intern(fmt::format("{} {}", words, v));
+      if (Numeric(v)) proc.rank_number = std::strtol(v.c_str(), nullptr, 10);
+      break;
+    }
+    for (const char* var : {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"}) {
+      const std::string v = EnvOf(p, var);
+      if (v.empty()) continue;
+      proc.local_rank = Intern(v);
+      break;
+    }
+    if (proc.rank == 0) proc.rank = Intern("");
+    if (proc.local_rank == 0) proc.local_rank = Intern("");
+    proc.ld_preload = Intern(EnvOf(p, "LD_PRELOAD"));
+    proc.ld_library_path = Intern(EnvOf(p, "LD_LIBRARY_PATH"));
+    std::map<std::string, const Obj*> first;
+    for (const auto& [id, o] : pi.objects) {
+      if (!Counts(o)) continue;
+      const Obj*& f = first[o.soname];
+      if (f == nullptr || o.open_seq < f->open_seq) f = &o;
+    }
+    for (const auto& [soname, o] : first) {
+      Choice c;
+      c.path = NormalPath(o->path);
+      c.soname = soname;
+      c.build_id = o->build_id;
+      c.identity = o->build_id.empty() ? "path " + c.path : "build-id " + o->build_id;
+      auto v = versions_.find(o->path);
+      if (v == versions_.end()) v = versions_.emplace(o->path, ctx.VersionOf(o->path, o->soname)).first;
+      c.version = v->second;
+      c.loaded_by = ctx.HowLoaded(pi, *o);
+      if (o->load != nullptr && o->load->tried_size() > 0) c.found_by = o->load->tried(o->load->tried_size() - 1).step();
+      c.preload = o->load != nullptr && o->load->reason() == v1::LOAD_PRELOAD;
+      proc.libs.emplace_back(Intern(soname), InternChoice(std::move(c)));
+    }
+    std::sort(proc.libs.begin(), proc.libs.end());
+    procs_.push_back(std::move(proc));
+  }
+}
+
+size_t Fleet::SharedPrograms() const {
+  std::map<uint32_t, std::set<uint32_t>> hosts_of;
+  for (const Proc& p : procs_) hosts_of[p.program].insert(p.host);
+  size_t n = 0;
+  for (const auto& [program, hosts] : hosts_of) n += hosts.size() >= 2;
+  return n;
+}
+
+std::string Fleet::Who(const Proc& p, bool with_pid) const {
+  std::string who = hosts_[p.host];
+  if (!S(p.rank).empty()) who += " " + S(p.rank);
+  if (!S(p.local_rank).empty()) who += fmt::format(" (local rank {})", S(p.local_rank));
+  if (with_pid || S(p.rank).empty()) who += fmt::format("{} process {}", S(p.rank).empty() ? "" : ",", p.pid);
+  return who;
+}
+
+void Fleet::Find(v1::Report* out) const {
+  std::map<uint32_t, std::vector<const Proc*>> programs;
+  for (const Proc& p : procs_) programs[p.program].push_back(&p);
+  // (no rank, rank, order): the tie-break and the order processes are listed in.
+  auto order = [](const Proc* p) { return std::make_tuple(p->rank_number < 0, p->rank_number, p->order); };
+  auto by_order = [&](const Proc* a, const Proc* b) { return order(a) < order(b); };
+  struct Disagreement {
+    uint32_t soname;
+    std::vector<const Proc*> reference, odd;
+    uint32_t ref_choice;
+    bool majority;
+  };
+  for (const auto& [program, members] : programs) {
+    std::set<uint32_t> member_hosts;
+    for (const Proc* p : members) member_hosts.insert(p->host);
+    if (member_hosts.size() < 2) continue;
+    // Per SONAME, per file identity: who.
+    std::map<uint32_t, std::map<std::string, std::vector<const Proc*>>> votes;
+    for (const Proc* p : members)
+      for (const auto& [soname, choice] : p->libs) votes[soname][choices_[choice].identity].push_back(p);
+    std::map<std::vector<size_t>, std::vector<Disagreement>> by_odd_set;
+    for (const auto& [soname, by_file] : votes) {
+      if (by_file.size() < 2) continue;
+      size_t most = 0, ties = 0, voters = 0;
+      std::set<uint32_t> voter_hosts;
+      for (const auto& [id, ps] : by_file) {
+        most = std::max(most, ps.size());
+        voters += ps.size();
+        for (const Proc* p : ps) voter_hosts.insert(p->host);
+      }
+      if (voter_hosts.size() < 2) continue;
+      for (const auto& [id, ps] : by_file) ties += ps.size() == most;
+      if (most == 1 && voters >= 3) continue;  // all differ: no norm to be odd against
+      const std::vector<const Proc*>* ref = nullptr;
+      for (const auto& [id, ps] : by_file) {
+        if (ps.size() != most) continue;
+        const Proc* best = *std::min_element(ps.begin(), ps.end(), by_order);
+        if (ref == nullptr || by_order(best, *std::min_element(ref->begin(), ref->end(), by_order))) ref = &ps;
+      }
+      Disagreement d;
+      d.soname = soname;
+      d.majority = ties == 1;
+      d.reference = *ref;
+      for (const auto& [id, ps] : by_file)
+        if (&ps != ref) d.odd.insert(d.odd.end(), ps.begin(), ps.end());
+      std::sort(d.reference.begin(), d.reference.end(), by_order);
+      std::sort(d.odd.begin(), d.odd.end(), by_order);
+      for (const auto& [s, c] : d.reference.front()->libs)
+        if (s == soname) d.ref_choice = c;
+      std::vector<size_t> odd_set;
+      for (const Proc* p : d.odd) odd_set.push_back(p->order);
+      by_odd_set[odd_set].push_back(std::move(d));
+    }
+    for (const auto& [odd_set, ds] : by_odd_set) {
+      const Disagreement& d0 = ds.front();
+      const Proc& first = *d0.odd.front();
+      auto choice_of = [&](const Proc& p, uint32_t soname) -> const Choice& {
+        for (const auto& [s, c] : p.libs)
+          if (s == soname) return choices_[c];
+        return choices_.front();  // not reached: p voted on soname
+      };
+      auto library = [&](const Choice& c) {
+        v1::Library l;
+        l.set_path(c.path);
+        l.set_soname(c.soname);
+        l.set_version(c.version);
+        l.set_build_id(c.build_id);
+        l.set_loaded_by(c.loaded_by);
+        l.set_found_by(c.found_by);
+        return l;
+      };
+      auto hosts_of = [&](const std::vector<const Proc*>& ps) {
+        std::vector<std::string> hs;
+        std::set<uint32_t> seen;
+        for (const Proc* p : ps)
+          if (seen.insert(p->host).second) hs.push_back(hosts_[p->host]);
+        return hs;
+      };
+      v1::Finding f;
+      f.set_kind(v1::HOST_MISMATCH);
+      f.set_severity(v1::WARNING);
+      f.set_pid(first.pid);
+      f.set_exe(S(first.exe));
+      f.set_host(hosts_[first.host]);
+      for (const Disagreement& d : ds) {
+        *f.add_objects() = library(choices_[d.ref_choice]);
+        std::set<uint32_t> odd_choices;
+        for (const Proc* p : d.odd)
+          for (const auto& [s, c] : p->libs)
+            if (s == d.soname && odd_choices.insert(c).second) *f.add_objects() = library(choices_[c]);
+      }
+      const std::vector<std::string> odd_hosts = hosts_of(d0.odd);
+      std::vector<std::string> odd_who;
+      for (const Proc* p : d0.odd) odd_who.push_back(Who(*p, false));
+      const std::string exe_base = BaseName(S(first.exe));
+      f.set_headline(fmt::format(
+          "{} of {} {} processes on {} hosts loaded another {}{} than {}: {}", d0.odd.size(),
+          d0.odd.size() + d0.reference.size(), exe_base, member_hosts.size(), S(d0.soname),
+          ds.size() > 1 ? fmt::format(" (and {} more)", ds.size() - 1) : "",
+          d0.majority ? "the others" : Who(*d0.reference.front(), false),
+          odd_hosts.size() <= 3 && d0.odd.size() <= 3 ? Listed(odd_who) : Listed(odd_hosts)));
+      std::string argv;
+      const std::string& key = S(program);
+      // The program as its key spells it (argv with rank-like numbers as #).
+      for (size_t pos = key.find('\n', key.find('\n') + 1); pos != std::string::npos;) {
+        const size_t next = key.find('\n', pos + 1);
+        argv += " " + key.substr(pos + 1, next == std::string::npos ? std::string::npos : next - pos - 1);
+        pos = next;
+      }
+      layout::Detail(&f, "program",
+                     fmt::format("{}{} ({} processes on {} hosts)", S(first.exe), argv, members.size(),
+                                 member_hosts.size()));
+      for (const Disagreement& d : ds) {
+        const Choice& r = choices_[d.ref_choice];
+        const std::vector<std::string> ref_hosts = hosts_of(d.reference);
+        std::string users;
+        if (d.reference.size() <= 3) {
+          std::vector<std::string> who;
+          for (const Proc* p : d.reference) who.push_back(Who(*p, false));
+          users = Listed(who);
+        } else {
+          users = fmt::format("{} processes on {} host{} ({})", d.reference.size(), ref_hosts.size(),
+                              ref_hosts.size() == 1 ? "" : "s", Listed(ref_hosts));
+        }
+        layout::Detail(&f, d.majority ? "the others" : "reference",
+                       fmt::format("{}: {}{}, used by {}{}", S(d.soname), r.path,
+                                   r.version.empty() ? "" : fmt::format(" ({})", r.version), users,
+                                   d.majority ? "" : " (no majority: the lowest rank's, or the first host's)"));
+        size_t shown = 0;
+        for (const Proc* p : d.odd) {
+          if (++shown > kListed) break;
+          const Choice& c = choice_of(*p, d.soname);
+          layout::Detail(&f, "odd one out",
+                         fmt::format("{}: {}{}, loaded {}", Who(*p, true), c.path,
+                                     c.version.empty() ? "" : fmt::format(" ({})", c.version), c.loaded_by));
+        }
+        if (d.odd.size() > kListed) {
+          std::vector<const Proc*> rest(d.odd.begin() + kListed, d.odd.end());
+          layout::Detail(&f, "odd ones out",
+                         fmt::format("{} more on {}", rest.size(), Listed(hosts_of(rest))));
+        }
+      }
+      // The environment that set them apart, where the traces recorded it.
+      const Proc& ref = *d0.reference.front();
+      size_t env_lines = 0;
+      for (const auto& [var, field] : {std::pair<const char*, uint32_t Proc::*>{"LD_PRELOAD", &Proc::ld_preload},
+                                       std::pair<const char*, uint32_t Proc::*>{"LD_LIBRARY_PATH", &Proc::ld_library_path}}) {
+        for (const Proc* p : d0.odd) {
+          if (p->*field == ref.*field || env_lines >= kListed) continue;
+          ++env_lines;
+          auto shown = [&](const Proc& q) {
+            return S(q.*field).empty() ? std::string(var) + " unset" : std::string(var) + "=" + S(q.*field);
+          };
+          layout::Detail(&f, "environment", fmt::format("{}: {}; {}: {}", Who(*p, false), shown(*p),
+                                                        Who(ref, false), shown(ref)));
+        }
+      }
+      std::set<std::string> fixed;
+      // Hosts with another install of the file: one fix per (SONAME, file they have).
+      std::map<std::pair<uint32_t, std::string>, std::vector<std::string>> install;
+      std::vector<std::pair<uint32_t, std::string>> install_order;
+      for (const Disagreement& d : ds)
+        for (const Proc* p : d.odd) {
+          if (fixed.size() >= kListed) break;
+          const Choice& c = choice_of(*p, d.soname);
+          const std::string who = Who(*p, false);
+          std::string key, text, action;
+          if (c.preload && p->ld_preload != ref.ld_preload) {
+            action = "set-variable";
+            key = who + " LD_PRELOAD";
+            text = fmt::format("start {} without {} in LD_PRELOAD, as the others are started (in the job script or "
+                               "the launcher's environment on that host)", who, c.path);
+          } else if (c.found_by == "LD_LIBRARY_PATH" && p->ld_library_path != ref.ld_library_path) {
+            action = "drop-from-ld-library-path";
+            key = who + " LD_LIBRARY_PATH";
+            text = fmt::format("give {} the others' LD_LIBRARY_PATH: drop {}", who, DirName(c.path));
+          } else {
+            auto& hs = install[{d.soname, c.path}];
+            if (hs.empty()) install_order.push_back({d.soname, c.path});
+            if (std::find(hs.begin(), hs.end(), hosts_[p->host]) == hs.end()) hs.push_back(hosts_[p->host]);
+            continue;
+          }
+          if (fixed.insert(key).second) layout::Fix(&f, action, text);
+        }
+      for (const auto& k : install_order) {
+        const Disagreement* d = nullptr;
+        for (const Disagreement& x : ds)
+          if (x.soname == k.first) d = &x;
+        const Choice& want = choices_[d->ref_choice];
+        layout::Fix(&f, "pin-version",
+                    fmt::format("install on {} the {} the others load ({}{}), or make its processes load it "
+                                "instead of {}", Listed(install[k]), S(k.first), want.path,
+                                want.version.empty() ? "" : ", " + want.version, k.second));
+      }
+      layout::Compose(&f);
+      *out->add_findings() = std::move(f);
+    }
+  }
+}
+
+}  // namespace ldscope::analysis

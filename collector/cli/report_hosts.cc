@@ -1,0 +1,160 @@
+// `report` over traces of several hosts (`ldscope report host-a/ host-b/ ...`): the
+// inputs are grouped by the host that wrote them, each host's traces are loaded,
+// analysed and dropped before the next host's (so a thousand hosts cost one host's
+// memory, plus a summary per process and the object files read, which all hosts share),
+// then the processes of all hosts are compared (analysis/fleet.cc).
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <regex>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "wire.h"
+#include "analysis/analysis.h"
+#include "analysis/fleet.h"
+#include "cli/commands.h"
+#include "model/timeline.h"
+#include "store/trace_file.h"
+#include "text/escape.h"
+
+namespace ldscope::cli {
+namespace {
+
+// The host a trace file names in its header (escaped), or "" when the file has none or
+// its header cannot be read (the file is then named when it is loaded).
+std::string HostOf(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return "";
+  struct stat st {};
+  std::string host;
+  uint8_t buf[4096];
+  ssize_t n = 0;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) n = pread(fd, buf, sizeof buf, 0);
+  close(fd);
+  size_t pos = 0;
+  uint64_t len = 0;
+  if (n <= 0 || !wire::ReadVarint(buf, static_cast<size_t>(n), &pos, &len) || len > static_cast<uint64_t>(n) - pos)
+    return "";
+  v1::TraceHeader h;
+  if (!h.ParseFromArray(buf + pos, static_cast<int>(len))) return "";
+  return text::Escape(h.host());
+}
+
+// The label of an input whose files name no host: its last path component, without
+// ".ldscope".
+std::string InputLabel(std::string p) {
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  const auto slash = p.rfind('/');
+  if (slash != std::string::npos && slash + 1 < p.size()) p = p.substr(slash + 1);
+  if (p.size() > 8 && p.compare(p.size() - 8, 8, ".ldscope") == 0) p.resize(p.size() - 8);
+  return text::Escape(p);
+}
+
+}  // namespace
+
+std::vector<HostInput> GroupByHost(const std::vector<std::string>& inputs, std::vector<std::string>* errors) {
+  std::vector<HostInput> hosts;
+  std::map<std::string, size_t> index;
+  auto add = [&](const std::string& file, const std::string& input) {
+    std::string label = HostOf(file);
+    if (label.empty()) label = InputLabel(input);
+    auto [it, added] = index.emplace(label, hosts.size());
+    if (added) hosts.push_back({label, {}});
+    hosts[it->second].files.push_back(file);
+  };
+  for (const auto& p : inputs) {
+    struct stat st {};
+    if (stat(p.c_str(), &st) != 0) {
+      errors->push_back(fmt::format("{}: {}", text::Escape(p), std::strerror(errno)));
+      continue;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      add(p, p);
+      continue;
+    }
+    DIR* d = opendir(p.c_str());
+    if (d == nullptr) {
+      errors->push_back(fmt::format("{}: {}", text::Escape(p), std::strerror(errno)));
+      continue;
+    }
+    std::vector<std::string> names;
+    while (dirent* de = readdir(d)) {
+      const std::string n = de->d_name;
+      if (n.size() > 8 && n.compare(n.size() - 8, 8, ".ldscope") == 0) names.push_back(n);
+    }
+    closedir(d);
+    std::sort(names.begin(), names.end());
+    if (names.empty()) errors->push_back(fmt::format("{}: no *.ldscope files in directory", text::Escape(p)));
+    for (const auto& n : names) add(p + (p.back() == '/' ? "" : "/") + n, p);
+  }
+  return hosts;
+}
+
+int ReportHosts(const ReportOptions& opt, std::vector<HostInput> hosts, const std::vector<std::string>& errors) {
+  if (!opt.junit.empty()) {
+    Complain(fmt::format("--junit: not available for traces of several hosts ({} here: {}, {}, ...); "
+                         "report each host's traces on its own",
+                         hosts.size(), hosts[0].label, hosts[1].label));
+    return kUsage;
+  }
+  std::sort(hosts.begin(), hosts.end(), [](const HostInput& a, const HostInput& b) { return a.label < b.label; });
+  for (const auto& e : errors) Complain(e);
+  bool damaged = !errors.empty();
+  analysis::Files files;  // shared: each object file is read once for all hosts
+  analysis::Fleet fleet;
+  v1::Report all;
+  std::vector<std::string> skipped;
+  for (auto& host : hosts) {
+    v1::Report r;
+    {
+      const store::TraceSet traces = store::LoadTraces(host.files);
+      const v1::Timeline timeline = model::BuildTimeline(traces);
+      for (const auto& p : timeline.problems())
+        Complain(p.file().empty() || p.offset() == 0
+                     ? fmt::format("{}{}{}", p.file(), p.file().empty() ? "" : ": ", p.message())
+                     : fmt::format("{}: at byte offset {}: {} (analysing what precedes it)", p.file(), p.offset(),
+                                   p.message()));
+      damaged |= timeline.problems_size() > 0;
+      if (!store::AnyReadable(traces)) {
+        skipped.push_back(host.label);
+        continue;
+      }
+      if (opt.across_hosts_only) {
+        analysis::Context ctx(timeline, nullptr, &files);
+        fleet.Add(ctx, host.label);
+      } else {
+        r = analysis::Analyze(timeline, nullptr, &files, [&](analysis::Context& ctx) { fleet.Add(ctx, host.label); });
+      }
+    }
+    for (auto& f : *r.mutable_findings()) {
+      f.set_host(host.label);
+      *all.add_findings() = std::move(f);
+    }
+    // The note on unreadable object files is about this machine's disk, not a host: it
+    // comes once, at the end.
+    static const std::regex unreadable("^[0-9]+ object files? could not be read");
+    for (const auto& n : r.notes())
+      if (!std::regex_search(n, unreadable)) all.add_notes(fmt::format("host {}: {}", host.label, n));
+  }
+  if (!skipped.empty())
+    Complain(fmt::format("no trace of host{} {} could be read: left out of the report",
+                         skipped.size() == 1 ? "" : "s", fmt::join(skipped, ", ")));
+  if (fleet.hosts() == 0) return NoTrace();
+  fleet.Find(&all);
+  if (std::string n = UnreadableFilesNote(files); !n.empty()) all.add_notes(n);
+  all.add_notes(fmt::format("{} hosts compared ({} processes): {} program{} ran on more than one host", fleet.hosts(),
+                            fleet.processes(), fleet.SharedPrograms(), fleet.SharedPrograms() == 1 ? "" : "s"));
+  const int rc = EmitAnalysed(all, nullptr, opt, stdout, PrintWhen::kAlways);
+  if (rc != kOk) return rc;
+  return damaged ? kDamagedTrace : kOk;
+}
+
+}  // namespace ldscope::cli
