@@ -156,6 +156,16 @@ std::vector<std::string> ForkExecProgram() {
   return {DLPROBE, "open", kLibA, "forkchild", "open", kLibB, "exec", DLPROBE, "open", kLibB};
 }
 
+// ldscope's declarations of the OTLP messages (proto/opentelemetry/...) have
+// OpenTelemetry's package, message and field names and numbers: each field, encoded
+// with ours, decodes to the same field with theirs (tests/otlp/schema_check.js).
+TEST(Otlp, DeclarationsMatchOpenTelemetrysSchema) {
+  RequireDecoder();
+  const auto r = RunCmd({NODE_BIN, OTLP_TEST_DIR "/schema_check.js", kModules, PROTO_DIR});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "23 messages, 77 fields, 4 enums: as in OpenTelemetry's schema\n");
+}
+
 // A Python program (import cupy, then torch: a ctypes dlopen, an extension module
 // whose dlopen fails on a missing symbol) exported to a live receiver and to a file:
 // the same requests either way, and the golden file's spans, events and log records.

@@ -10,9 +10,10 @@
 // order, then those of all log requests, with what differs between machines and runs
 // taken out: ids numbered in order of appearance, times "T", pids, thread ids, sequence
 // numbers and event counts "N", the host "HOST", build-ids, "+12.3 ms" in messages,
-// each --keep PATH as ${NAME}, the Python version as X. Span events, dlopen and import spans are kept only when they
-// name a --keep path (or, for imports, a relative *.py source file): the system's own
-// libraries and the standard library's imports differ from machine to machine.
+// each --keep PATH as ${NAME}, the Python version as X, its standard library directory
+// as ${PYTHONLIB}. Span events (loads: their object), dlopen and import spans are kept
+// only when they name a --keep path (or, for imports, a relative *.py source file): the
+// system's own libraries and the standard library's imports differ between machines.
 'use strict';
 const fs = require('fs');
 
@@ -80,7 +81,8 @@ resourceLogs.sort((a, b) => (firstTime(a) < firstTime(b) ? -1 : firstTime(a) > f
 
 function replacePaths(s) {
   for (const k of keep) s = s.split(k.path).join('${' + k.name + '}');
-  return s.replace(/python3\.[0-9]+/g, 'python3.X').replace(/cpython-3[0-9]+/g, 'cpython-3X')
+  return s.replace(/(\/[\w.+-]+)*\/lib\/python3\.[0-9]+\//g, '${PYTHONLIB}/')
+      .replace(/python3\.[0-9]+/g, 'python3.X').replace(/cpython-3[0-9]+/g, 'cpython-3X')
       .replace(/\+[0-9]+\.[0-9] ms/g, '+T ms');
 }
 const mentionsKept = (v) => JSON.stringify(v).split('"').some((s) => keep.some((k) => s.startsWith(k.path)));
@@ -98,7 +100,12 @@ for (const rs of resourceSpans)
       return mentionsKept(s.name) || mentionsKept(s.attributes);
     });
     for (const s of ss.spans)
-      if (s.events) s.events = s.events.filter((e) => e.name === 'dlopen failed' || mentionsKept(e.attributes));
+      if (s.events)
+        s.events = s.events.filter((e) => {
+          if (e.name === 'dlopen failed') return true;
+          const object = attr(e.attributes, 'ldscope.object.path');  // loads, unloads: the object
+          return object !== undefined ? mentionsKept(object) : mentionsKept(e.attributes);
+        });
   }
 
 const ids = new Map();
