@@ -199,7 +199,12 @@ TEST(Otlp, CollectStreamsToALiveReceiver) {
   Receiver rx(dir);
   ASSERT_GT(rx.port, 0);
   OtlpCollector c(dir, rx.Url());
-  const auto r = RunInDir(dir, ForkExecProgram(), c.Env());
+  // A rank of a job in CI: resource attributes process.environment_variable.NAME.
+  std::vector<std::string> env = c.Env();
+  for (const char* v : {"RANK=1", "LOCAL_RANK=1", "WORLD_SIZE=2", "SLURM_PROCID=1", "SLURM_NODEID=0",
+                        "OMPI_COMM_WORLD_RANK=1", "GITHUB_RUN_ID=4242", "CI_JOB_ID=77"})
+    env.push_back(v);
+  const auto r = RunInDir(dir, ForkExecProgram(), env);
   ASSERT_EQ(r.code, 0) << r.err;
   // The spans arrive while the collector still runs (it converts exited images at most
   // once a second; 20 s allows for a loaded machine).
@@ -301,6 +306,7 @@ TEST(Otlp, ErrorsAreClear) {
       {{"export", "--chrome", "--otlp", dir + "/x", trace}, 2,
        "ldscope: export: say which format: --chrome -o FILE, or --otlp FILE|http://HOST:PORT\n"},
       {{"export", "--otlp", trace, trace}, 2, ""},  // would overwrite its input
+      {{"export", "--otlp", dir + "/x.otlp", dir + "/missing.ldscope"}, 2, ""},
       {{"collect", "--socket", dir + "/s", "-o", dir + "/c.ldscope", "--otlp", "https://h:1"}, 2,
        "ldscope: collect --otlp: 'https://h:1': https is not supported (ldscope speaks plain HTTP "
        "only); send to a local OpenTelemetry Collector's http://HOST:4318 and let it forward over "
