@@ -4,6 +4,8 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
+#include <regex>
+
 #include <fmt/format.h>
 
 #include "analysis/analysis.h"
@@ -57,6 +59,13 @@ int Export(const ExportOptions& opt) {
       Complain("export --otlp: " + e);
       return kUsage;
     }
+  }
+  // HOST:PORT without a scheme would otherwise become a file of that name.
+  if (!opt.otlp.empty() && !to_url &&
+      std::regex_match(opt.otlp, std::regex("[A-Za-z0-9.-]+:[0-9]+(/.*)?"))) {
+    Complain(fmt::format("export --otlp: '{}' looks like HOST:PORT: write http://{} for an "
+                         "endpoint, or ./{} for a file", opt.otlp, opt.otlp, opt.otlp));
+    return kUsage;
   }
   const std::string file = opt.chrome ? opt.output : (to_url ? "" : opt.otlp);
   if (!file.empty())

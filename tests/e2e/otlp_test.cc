@@ -301,6 +301,9 @@ TEST(Otlp, ErrorsAreClear) {
       {{"export", "--otlp", failing.Url() + "/otlp/", trace}, 4,
        "ldscope: export --otlp: " + failing.Url() + "/otlp/v1/traces: HTTP 503\n"
        "ldscope: export --otlp: " + failing.Url() + "/otlp/v1/logs: HTTP 503\n"},
+      {{"export", "--otlp", "127.0.0.1:4318", trace}, 2,
+       "ldscope: export --otlp: '127.0.0.1:4318' looks like HOST:PORT: write "
+       "http://127.0.0.1:4318 for an endpoint, or ./127.0.0.1:4318 for a file\n"},
       {{"export", trace}, 2,
        "ldscope: export: say which format: --chrome -o FILE, or --otlp FILE|http://HOST:PORT\n"},
       {{"export", "--chrome", "--otlp", dir + "/x", trace}, 2,
