@@ -49,11 +49,12 @@ void Tail(Writer& w) {
 bool LoaderRelevantEnv(const char* entry) {
   static const char* const kPrefixes[] = {"LD_", "PYTHON", "CUDA", "NCCL", "LDSCOPE_"};
   // The rank variables of torchrun, Slurm and Open MPI tell a job's processes apart
-  // (JUnit properties, per-rank comparisons).
+  // (JUnit properties, per-rank comparisons); the CI job ids tie a trace to its job
+  // (OTLP resource attributes).
   static const char* const kNames[] = {
       "PATH", "CONDA_PREFIX", "VIRTUAL_ENV", "RANK", "LOCAL_RANK", "WORLD_SIZE",
       "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "OMPI_COMM_WORLD_RANK",
-      "OMPI_COMM_WORLD_LOCAL_RANK"};
+      "OMPI_COMM_WORLD_LOCAL_RANK", "GITHUB_RUN_ID", "CI_JOB_ID"};
   for (const char* p : kPrefixes)
     if (HasPrefix(entry, p)) return true;
   for (const char* n : kNames)

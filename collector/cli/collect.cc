@@ -9,11 +9,14 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/otlp.h"
 #include "cli/session.h"
+#include "net/http.h"
 
 namespace ldscope::cli {
 namespace {
@@ -42,6 +45,12 @@ std::string ClearStaleSocket(const std::string& path) {
 }  // namespace
 
 int Collect(const CollectOptions& opt) {
+  net::Url otlp_url;
+  if (!opt.otlp.empty())
+    if (std::string e = net::ParseUrl(opt.otlp, &otlp_url); !e.empty()) {
+      Complain("collect --otlp: " + e);
+      return kUsage;
+    }
   std::string err;
   const std::string audit_lib = FindAuditLibrary(&err);
   sigset_t stop;
@@ -54,7 +63,8 @@ int Collect(const CollectOptions& opt) {
   const int sfd = signalfd(-1, &stop, SFD_CLOEXEC | SFD_NONBLOCK);
   Session session;
   std::string e = ClearStaleSocket(opt.socket);
-  if (e.empty()) e = session.Start(opt.socket, opt.output, /*keep_copy=*/false);
+  // --otlp converts the trace as it grows from the collector's in-memory copy of it.
+  if (e.empty()) e = session.Start(opt.socket, opt.output, /*keep_copy=*/!opt.otlp.empty());
   if (!e.empty()) {
     Complain(e);
     return kUsage;
@@ -73,14 +83,23 @@ int Collect(const CollectOptions& opt) {
                          "and, to attribute Python's loads to imports, also PYTHONPATH={}",
                          opt.socket, opt.output, audit_lib.empty() ? "<libldscope_audit.so>" : audit_lib,
                          opt.socket, python_hook.empty() ? "<ldscope's python directory>" : python_hook));
+  std::unique_ptr<OtlpStream> otlp;
+  if (!opt.otlp.empty()) otlp = std::make_unique<OtlpStream>(otlp_url, opt.otlp);
   for (;;) {
-    const auto r = session.server().Poll(-1);
+    // With --otlp, wake up now and then to hand the stream what arrived.
+    const auto r = session.server().Poll(otlp ? 500 : -1);
+    if (otlp) otlp->Offer(session.trace_copy());
     if (r == ipc::Server::PollResult::kExtraReady || r == ipc::Server::PollResult::kError) break;
   }
   session.server().WatchExtra(-1);
   session.Drain(/*idle_ms=*/100, /*cap_ms=*/1000);
   if (opt.facts) session.WriteFacts(kFactsLimitMs);
-  const std::string summary = session.Summary();
+  std::string summary = session.Summary();
+  if (otlp) {
+    // What is left, with at most 3 s for the endpoint to take it.
+    otlp->Finish(session.trace_copy(), /*wait_ms=*/3000);
+    summary += "; " + otlp->Summary();
+  }
   const std::string finish_err = session.Finish();
   if (!finish_err.empty()) {
     Complain(finish_err);

@@ -56,6 +56,7 @@ struct CollectOptions {
   std::string output;
   bool quiet = false;
   bool facts = true;              // add the loaded files' ELF facts to the trace
+  std::string otlp;     // --otlp http://HOST:PORT[/PATH]: stream OTLP while recording
 };
 int Collect(const CollectOptions& opt);
 
@@ -115,7 +116,9 @@ int CheckAgainstLock(const v1::Timeline& timeline, const v1::Lock& lock,
 
 struct ExportOptions {
   std::vector<std::string> traces;
-  std::string output;
+  bool chrome = false;
+  std::string output;   // --chrome's JSON file
+  std::string otlp;     // --otlp FILE or http://HOST:PORT[/PATH]
 };
 int Export(const ExportOptions& opt);
 

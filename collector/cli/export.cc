@@ -1,20 +1,78 @@
 // `ldscope export --chrome TRACE -o out.json`: the timeline as a Chrome trace.
+// `ldscope export --otlp FILE|URL TRACE`: the timeline and findings as OpenTelemetry
+// (OTLP): POSTed to an OTLP/HTTP endpoint, or written to a file.
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+#include <regex>
+
 #include <fmt/format.h>
 
 #include "analysis/analysis.h"
 #include "cli/commands.h"
+#include "cli/otlp.h"
 #include "model/timeline.h"
+#include "net/http.h"
+#include "render/otlp.h"
 #include "render/render.h"
 #include "store/output_file.h"
 #include "store/trace_file.h"
 
 namespace ldscope::cli {
+namespace {
+
+// --otlp FILE: the traces request, then the logs request, each preceded by its size as
+// a varint (protobuf's delimited format, as in ldscope's trace files).
+std::string DelimitedPair(const render::OtlpPayload& p) {
+  std::string out;
+  {
+    google::protobuf::io::StringOutputStream raw(&out);
+    google::protobuf::io::CodedOutputStream coded(&raw);
+    const std::string t = p.traces.SerializeAsString(), l = p.logs.SerializeAsString();
+    coded.WriteVarint32(static_cast<uint32_t>(t.size()));
+    coded.WriteRaw(t.data(), static_cast<int>(t.size()));
+    coded.WriteVarint32(static_cast<uint32_t>(l.size()));
+    coded.WriteRaw(l.data(), static_cast<int>(l.size()));
+  }
+  return out;
+}
+
+}  // namespace
 
 int Export(const ExportOptions& opt) {
-  if (std::string e = RefuseOverwrite(opt.output, opt.traces); !e.empty()) {
-    Complain(e);
+  if (opt.chrome == !opt.otlp.empty()) {
+    Complain("export: say which format: --chrome -o FILE, or --otlp FILE|http://HOST:PORT");
     return kUsage;
   }
+  if (opt.chrome && opt.output.empty()) {
+    Complain("export --chrome: -o FILE is required");
+    return kUsage;
+  }
+  if (!opt.otlp.empty() && !opt.output.empty()) {
+    Complain("export --otlp: the destination is --otlp's argument; -o is for --chrome");
+    return kUsage;
+  }
+  const bool to_url = net::LooksLikeUrl(opt.otlp);
+  net::Url url;
+  if (to_url) {
+    if (std::string e = net::ParseUrl(opt.otlp, &url); !e.empty()) {
+      Complain("export --otlp: " + e);
+      return kUsage;
+    }
+  }
+  // HOST:PORT without a scheme would otherwise become a file of that name.
+  if (!opt.otlp.empty() && !to_url &&
+      std::regex_match(opt.otlp, std::regex("[A-Za-z0-9.-]+:[0-9]+(/.*)?"))) {
+    Complain(fmt::format("export --otlp: '{}' looks like HOST:PORT: write http://{} for an "
+                         "endpoint, or ./{} for a file", opt.otlp, opt.otlp, opt.otlp));
+    return kUsage;
+  }
+  const std::string file = opt.chrome ? opt.output : (to_url ? "" : opt.otlp);
+  if (!file.empty())
+    if (std::string e = RefuseOverwrite(file, opt.traces); !e.empty()) {
+      Complain(e);
+      return kUsage;
+    }
   const store::TraceSet traces = store::LoadTraces(opt.traces);
   for (const auto& e : traces.errors) Complain(e);
   for (const auto& f : traces.files)
@@ -26,12 +84,36 @@ int Export(const ExportOptions& opt) {
       Complain(fmt::format("{}: at byte offset {}: {} (exporting what precedes it)", p.file(),
                            p.offset(), p.message()));
   const elf::TraceFacts facts = analysis::FactsOf(traces);
-  const std::string json = render::ChromeTrace(timeline, analysis::Analyze(timeline, &facts));
-  if (std::string e = store::WriteTextFile(opt.output, json); !e.empty()) {
-    Complain(e);
-    return kWriteFailed;
+  const v1::Report report = analysis::Analyze(timeline, &facts);
+  const int ok = timeline.problems_size() > 0 ? kDamagedTrace : kOk;
+  if (opt.chrome) {
+    if (std::string e = store::WriteTextFile(opt.output, render::ChromeTrace(timeline, report));
+        !e.empty()) {
+      Complain(e);
+      return kWriteFailed;
+    }
+    return ok;
   }
-  return timeline.problems_size() > 0 ? kDamagedTrace : kOk;
+  const render::OtlpPayload payload = render::Otlp(timeline, report, render::OtlpSourceOf(traces));
+  if (!to_url) {
+    if (std::string e = store::WriteTextFile(opt.otlp, DelimitedPair(payload)); !e.empty()) {
+      Complain(e);
+      return kWriteFailed;
+    }
+    return ok;
+  }
+  // Both requests are tried; either failing makes the export incomplete (status 4).
+  int status = ok;
+  const std::pair<const char*, std::string> requests[] = {
+      {kOtlpTracesPath, payload.traces.SerializeAsString()},
+      {kOtlpLogsPath, payload.logs.SerializeAsString()}};
+  for (const auto& [suffix, body] : requests) {
+    if (std::string e = OtlpPost(url, suffix, body, /*timeout_ms=*/10000); !e.empty()) {
+      Complain("export --otlp: " + e);
+      status = kWriteFailed;
+    }
+  }
+  return status;
 }
 
 }  // namespace ldscope::cli

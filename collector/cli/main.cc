@@ -79,6 +79,14 @@ int main(int argc, char** argv) {
                         "Do not add the loaded files' ELF facts (names, versions, symbols) to the trace at the "
                     "end; without them a report made where the files are gone or changed misses "
                     "the findings that need them");
+  collect_cmd->add_option("--otlp", collect.otlp,
+                          "Also stream OpenTelemetry (OTLP/HTTP protobuf) to this endpoint while "
+                          "recording (http://HOST:PORT[/PATH], e.g. an OpenTelemetry Collector's "
+                          "http://127.0.0.1:4318; requests go to PATH/v1/traces and PATH/v1/logs): "
+                          "each process image's spans and findings once it exits. Sent from "
+                          "background threads with a bounded queue and bounded retries: a slow or "
+                          "dead endpoint never holds up tracing; what could not be sent is counted "
+                          "as dropped in the closing summary");
 
   // show: print a trace's per-process timeline.
   ShowOptions show;
@@ -184,17 +192,27 @@ int main(int argc, char** argv) {
                       "Also print each difference as a GitHub Actions ::error annotation (also "
                       "when GITHUB_ACTIONS=true)");
 
-  // export: a picture of the timeline.
+  // export: a picture of the timeline, or OpenTelemetry for a fleet's backend.
   ExportOptions exp;
-  bool chrome = false;
   auto* export_cmd = app.add_subcommand(
-      "export", "Write a trace's timeline in the Chrome trace-event format (Perfetto UI, "
-                "chrome://tracing): a track per process and thread, a span per dlopen with its "
-                "loads, markers for failed dlopens and findings.");
-  export_cmd->add_flag("--chrome", chrome, "Chrome trace-event JSON (the only format so far)")
-      ->required();
+      "export", "Write a trace's timeline in the Chrome trace-event format (--chrome: Perfetto "
+                "UI, chrome://tracing; a track per process and thread, a span per dlopen with "
+                "its loads, markers for failed dlopens and findings), or as OpenTelemetry "
+                "(--otlp): a span per process image (parented on the one that forked or exec'd "
+                "it), a child span per dlopen and per Python import with its loads as span "
+                "events, findings as log records. Exit status 4 when the file cannot be written or "
+                "the endpoint cannot be reached or answers other than 2xx, 1 when a trace is "
+                "damaged (what precedes the damage is exported).");
+  export_cmd->add_flag("--chrome", exp.chrome, "Chrome trace-event JSON, written to -o FILE");
+  export_cmd->add_option("--otlp", exp.otlp,
+                         "OTLP protobuf: http://HOST:PORT[/PATH] POSTs it to an OTLP/HTTP "
+                         "endpoint such as an OpenTelemetry Collector (PATH/v1/traces and "
+                         "PATH/v1/logs; plain http only, HOST an IP address, localhost or an "
+                         "/etc/hosts name); anything else is a FILE that gets the "
+                         "ExportTraceServiceRequest then the ExportLogsServiceRequest, each "
+                         "preceded by its size as a varint");
   export_cmd->add_option("trace", exp.traces, "Trace files or directories")->required();
-  export_cmd->add_option("-o,--output", exp.output, "The JSON file to write")->required();
+  export_cmd->add_option("-o,--output", exp.output, "The JSON file to write (--chrome)");
 
   // imports: which import orders are safe.
   ImportsOptions imports;

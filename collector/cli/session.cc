@@ -73,6 +73,9 @@ std::string Session::Start(const std::string& socket_path, const std::string& ou
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
   h.set_start_unix_ns(static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec);
+  timespec mono{};
+  clock_gettime(CLOCK_MONOTONIC, &mono);
+  h.set_start_mono_ns(static_cast<uint64_t>(mono.tv_sec) * 1000000000ull + mono.tv_nsec);
   h.set_writer("ldscope " LDSCOPE_VERSION);
   h.set_pid_namespace(PidNamespace());
   RecordNvidiaDriver(&h);

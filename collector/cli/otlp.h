@@ -1,0 +1,88 @@
+// OTLP delivery for `export --otlp` and `collect --otlp` (the payload itself is
+// render/otlp.h's): POSTs to an OpenTelemetry Collector's OTLP/HTTP endpoint, and the
+// background sender `collect` streams through.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "net/http.h"
+#include "render/otlp.h"
+
+namespace ldscope::cli {
+
+// The request paths under the endpoint's base URL (OTLP/HTTP's conventions).
+constexpr const char* kOtlpTracesPath = "/v1/traces";
+constexpr const char* kOtlpLogsPath = "/v1/logs";
+
+// POSTs one OTLP request body (application/x-protobuf) to url's path + suffix. Returns
+// "" on a 2xx reply, else what went wrong ("HTTP 503 from ...", "cannot connect ...").
+// A 2xx reply that reports rejected items (partial success) is an error too.
+std::string OtlpPost(const net::Url& url, const std::string& suffix, const std::string& body,
+                     int timeout_ms);
+
+// `collect --otlp URL`: turns the trace recorded so far into OTLP as process images end
+// and sends it from background threads, so the collector's event loop never waits on
+// the endpoint. A conversion thread rebuilds the timeline from the trace at most once a
+// second when events arrived, and queues the spans of images that have exited (and
+// their findings); a sender thread posts the queue, retrying each request a bounded
+// number of times with backoff. When the queue is full (the endpoint is slow or dead),
+// new requests are dropped and their spans and log records counted.
+class OtlpStream {
+ public:
+  explicit OtlpStream(net::Url url, std::string url_text);
+  ~OtlpStream();
+  OtlpStream(const OtlpStream&) = delete;
+  OtlpStream& operator=(const OtlpStream&) = delete;
+
+  // From the event loop: the whole trace so far (the collector's in-memory copy). Only
+  // the bytes not offered before are copied; never waits for the threads' work.
+  void Offer(const std::string& trace_bytes);
+  // Recording stopped: converts everything not sent yet (images still running too),
+  // then gives the sender at most wait_ms to empty the queue; what is left is dropped.
+  void Finish(const std::string& trace_bytes, int wait_ms);
+  // "OTLP to URL: N spans, M log records sent; D spans, L log records dropped (...)".
+  std::string Summary() const;
+
+ private:
+  struct Request {
+    std::string suffix;
+    std::string body;
+    uint64_t spans = 0, logs = 0;
+  };
+  void ConvertLoop();
+  void SendLoop();
+  void Convert(const std::string& image, bool final_pass);
+  void Enqueue(Request r);
+  void DropLocked(const Request& r);
+
+  const net::Url url_;
+  const std::string url_text_;
+
+  mutable std::mutex mu_;
+  std::condition_variable convert_cv_, send_cv_, idle_cv_;
+  std::string pending_;          // bytes offered, not yet taken by the converter
+  size_t offered_ = 0;           // bytes of the trace offered so far
+  bool finishing_ = false;       // Finish called: a final pass, then stop converting
+  bool abandon_ = false;         // destroyed without Finish: stop at once
+  bool stop_sending_ = false;
+  bool sending_ = false;
+  std::deque<Request> queue_;
+  uint64_t sent_spans_ = 0, sent_logs_ = 0, dropped_spans_ = 0, dropped_logs_ = 0;
+  uint64_t failed_posts_ = 0;
+  std::string last_error_;
+
+  // The converter's own state.
+  std::string image_;
+  std::set<std::string> exported_;         // OtlpProcessKey of images sent
+  std::set<std::string> findings_sent_;    // (image, kind, headline) of findings sent
+
+  std::thread converter_, sender_;
+};
+
+}  // namespace ldscope::cli
