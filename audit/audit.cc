@@ -136,6 +136,10 @@ struct State {
   // program needs is missing, ld.so prints its error and _exits in the middle of the
   // start-up transaction, and its searches are what the trace is for.
   bool started = false;
+  // From la_version to the start-up's CONSISTENT: ld.so maps objects and has run no code
+  // but auditors' (relocation, IFUNC resolvers and initialisers come after), so nothing
+  // can have closed or reused our descriptor: it is not checked per event.
+  bool mapping_startup = false;
   uint64_t audit_lmids = 0;       // bit per namespace id that belongs to auditors
   ProcessAux aux;
   ElfW(Dyn)* vdso_dynamic = nullptr;
@@ -294,7 +298,7 @@ bool EnsureDescriptor() {
     SendStart(3 /* START_RECONNECT */, 0, 0, 0);
     return true;
   }
-  if (!g.transport.StillOurs()) {
+  if (!g.mapping_startup && !g.transport.StillOurs()) {
     // The program closed or reused our descriptor number: open a new one.
     if (!g.transport.Open(g.pid, g.image_start_ns)) return false;
     SendStart(3 /* START_RECONNECT */, 0, 0, 0);
@@ -680,6 +684,7 @@ LDSCOPE_EXPORT unsigned int la_version(unsigned int version) {
   SetUpForkMarker();
   g.lav_version = version;
   g.active = true;
+  g.mapping_startup = true;
   SendStart(1 /* START_EXEC */, 0, 0, 0, /*hold=*/true);
   return version < kLavSupported ? version : kLavSupported;
 }
@@ -827,12 +832,14 @@ LDSCOPE_EXPORT void la_activity(uintptr_t* cookie, unsigned int flag) {
   Record<256>([&](ldscope::wire::Writer& w, const EventHead& h) {
     EncodeActivity(w, h, flag, c.id);
   }, how);
+  if (flag == LA_ACT_CONSISTENT) g.mapping_startup = false;
 }
 
 LDSCOPE_EXPORT void la_preinit(uintptr_t* /*cookie*/) {
   if (!g.active) return;
   Record<256>([&](ldscope::wire::Writer& w, const EventHead& h) { EncodePreinit(w, h); });
   g.started = true;
+  g.mapping_startup = false;
   // ld.so relocated every object of the start-up and made its RELRO read-only before
   // this hook (a failure there is fatal), so none of their closes can be a roll-back:
   // the exit's closes need no look at the mappings.
