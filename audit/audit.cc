@@ -136,6 +136,10 @@ struct State {
   // program needs is missing, ld.so prints its error and _exits in the middle of the
   // start-up transaction, and its searches are what the trace is for.
   bool started = false;
+  // From la_version to the start-up's CONSISTENT: ld.so maps objects and has run no code
+  // but auditors' (relocation, IFUNC resolvers and initialisers come after), so nothing
+  // can have closed or reused our descriptor: it is not checked per event.
+  bool mapping_startup = false;
   uint64_t audit_lmids = 0;       // bit per namespace id that belongs to auditors
   ProcessAux aux;
   ElfW(Dyn)* vdso_dynamic = nullptr;
@@ -257,7 +261,7 @@ ElfW(Dyn)* FindVdsoDynamic(ElfW(Addr) ehdr_addr) {
 }
 
 void SendStart(uint32_t reason, int32_t parent_pid, uint64_t parent_image_start_ns,
-               uint64_t parent_seq);
+               uint64_t parent_seq, bool hold = false);
 
 // Runs with g.lock held. A forked child (same memory, new process) opens its own
 // connection; the events its parent was holding are the parent's to send. Returns
@@ -294,7 +298,7 @@ bool EnsureDescriptor() {
     SendStart(3 /* START_RECONNECT */, 0, 0, 0);
     return true;
   }
-  if (!g.transport.StillOurs()) {
+  if (!g.mapping_startup && !g.transport.StillOurs()) {
     // The program closed or reused our descriptor number: open a new one.
     if (!g.transport.Open(g.pid, g.image_start_ns)) return false;
     SendStart(3 /* START_RECONNECT */, 0, 0, 0);
@@ -356,7 +360,7 @@ void EncodeAndSend(Encode&& encode, uint32_t tid = Tid()) {
 }
 
 void SendStart(uint32_t reason, int32_t parent_pid, uint64_t parent_image_start_ns,
-               uint64_t parent_seq) {
+               uint64_t parent_seq, bool hold) {
   g_dirs.Reset();  // a new connection or file knows no directories yet
   char cwd[4096];
   bool cwd_cut = false;
@@ -364,7 +368,7 @@ void SendStart(uint32_t reason, int32_t parent_pid, uint64_t parent_image_start_
     cwd_cut = errno == ERANGE;  // longer than PATH_MAX: sent empty, and said so
     cwd[0] = '\0';
   }
-  EncodeAndSend<32768>([&](ldscope::wire::Writer& w, const EventHead& h) {
+  const auto encode = [&](ldscope::wire::Writer& w, const EventHead& h) {
     ProcessStartInfo p;
     p.reason = reason;
     p.ppid = static_cast<int32_t>(getppid());
@@ -384,7 +388,21 @@ void SendStart(uint32_t reason, int32_t parent_pid, uint64_t parent_image_start_
     p.secure = getauxval(AT_SECURE) != 0;
     p.cut = g_buf.identity_cut || cwd_cut;
     EncodeProcessStart(w, h, p);
-  });
+  };
+  if (!hold) {
+    EncodeAndSend<32768>(encode);
+    return;
+  }
+  // Held (see Delivery::kStartup) when it fits a batch, else sent now.
+  static uint8_t buf[Transport::kPrefixRoom + 32768];
+  wire::Writer w(buf + Transport::kPrefixRoom, 32768);
+  const EventHead h = NextHead(g.pid);
+  encode(w, h);
+  if (g_buf.batch.Add(g.transport, w.data(), w.size())) return;
+  if (g.transport.Send(buf + Transport::kPrefixRoom, w.size()) != Transport::Result::kSent) {
+    ++g.dropped;
+    g_dirs.Reset();
+  }
 }
 
 // Fork detection without a system call per event: a page that the kernel zeroes in a
@@ -429,8 +447,13 @@ uintptr_t Self() { return static_cast<uintptr_t>(pthread_self()) | 1; }
 // How an event travels: as it happens (kNow), or held with the rest of its loader
 // transaction until the transaction's CONSISTENT (kOpenAdd / kOpenDelete start holding,
 // kClose ends it). kFinal (the exit event) sends everything held, then itself, and holds
-// nothing after.
-enum class Delivery { kNow, kOpenAdd, kOpenDelete, kClose, kFinal };
+// nothing after. kStartup: an event of the start of a process image that ld.so always
+// follows with another hook (the executable's, ld.so's and the vDSO's objopen, the
+// start-up ADD; the process-start event too): held until that next event, which sends
+// it along. Searches, other objects and the start-up CONSISTENT are never held that
+// way: ld.so may print its error and _exit after any of them (a missing library, a
+// missing symbol version, an unresolved symbol).
+enum class Delivery { kNow, kOpenAdd, kOpenDelete, kClose, kFinal, kStartup };
 
 // Whether an event that is not a transaction's ADD, DELETE or CONSISTENT is held. A
 // DELETE always reaches its CONSISTENT (dlclose, a failed dlopen's roll-back, and at
@@ -474,6 +497,8 @@ void Record(Encode&& encode, Delivery how = Delivery::kNow) {
       hold = g.window;
     } else if (how == Delivery::kNow) {
       hold = WindowStillOpen();
+    } else if (how == Delivery::kStartup) {
+      hold = !g.started;
     }
   }
   if (!hold) {
@@ -494,7 +519,8 @@ void Record(Encode&& encode, Delivery how = Delivery::kNow) {
     g.lock.Unlock();
     return;
   }
-  const uint32_t tid = hold && self == g.window_thread ? g.window_tid : Tid();
+  // Before la_preinit no thread but the initial one exists (tid == pid).
+  const uint32_t tid = !g.started ? g.pid : hold && self == g.window_thread ? g.window_tid : Tid();
   if (!hold) {
     EncodeAndSend<N>(encode, tid);
     g.lock.Unlock();
@@ -658,7 +684,8 @@ LDSCOPE_EXPORT unsigned int la_version(unsigned int version) {
   SetUpForkMarker();
   g.lav_version = version;
   g.active = true;
-  SendStart(1 /* START_EXEC */, 0, 0, 0);
+  g.mapping_startup = true;
+  SendStart(1 /* START_EXEC */, 0, 0, 0, /*hold=*/true);
   return version < kLavSupported ? version : kLavSupported;
 }
 
@@ -719,6 +746,14 @@ LDSCOPE_EXPORT unsigned int la_objopen(struct link_map* map, Lmid_t lmid, uintpt
   const bool audit = AuditNamespace(lmid);
   *cookie = MakeCookie(id, audit);
   if (audit) return 0;
+  const bool is_vdso = g.vdso_dynamic != nullptr && map->l_ld == g.vdso_dynamic;
+  // ld.so is opened right after the executable; AT_BASE names it, except when ld.so
+  // was run as a program (AT_BASE is 0): then it is the first object after it.
+  const bool is_ldso = !is_main && lmid == LM_ID_BASE && !g.ldso_seen &&
+                       (g.aux.ldso_base != 0 ? map->l_addr == g.aux.ldso_base : true);
+  if (is_ldso) g.ldso_seen = true;
+  // The executable, ld.so and the vDSO are mapped before any search: another hook follows.
+  const Delivery how = !g.started && (is_main || is_ldso || is_vdso) ? Delivery::kStartup : Delivery::kNow;
 
   Record<16384>([&](ldscope::wire::Writer& w, const EventHead& h) {
     ObjectInfo o;
@@ -727,12 +762,8 @@ LDSCOPE_EXPORT unsigned int la_objopen(struct link_map* map, Lmid_t lmid, uintpt
     o.base = map->l_addr;
     o.is_main = is_main;
     o.path = is_main ? g_buf.main_path : map->l_name;
-    o.is_vdso = g.vdso_dynamic != nullptr && map->l_ld == g.vdso_dynamic;
-    // ld.so is opened right after the executable; AT_BASE names it, except when ld.so
-    // was run as a program (AT_BASE is 0): then it is the first object after it.
-    o.is_ldso = !is_main && lmid == LM_ID_BASE && !g.ldso_seen &&
-                (g.aux.ldso_base != 0 ? map->l_addr == g.aux.ldso_base : true);
-    if (o.is_ldso) g.ldso_seen = true;
+    o.is_vdso = is_vdso;
+    o.is_ldso = is_ldso;
     if (!o.is_vdso && o.path != nullptr && o.path[0] != '\0') {
       struct stat st;
       if (RawStat(o.path, &st) == 0) {
@@ -751,7 +782,7 @@ LDSCOPE_EXPORT unsigned int la_objopen(struct link_map* map, Lmid_t lmid, uintpt
       g.recent_relro[g.n_recent++] = o.relro_start;
     }
     EncodeObjOpen(w, h, o);
-  });
+  }, how);
   return 0;
 }
 
@@ -795,16 +826,24 @@ LDSCOPE_EXPORT void la_activity(uintptr_t* cookie, unsigned int flag) {
       how = Delivery::kOpenDelete;
     else if (flag == LA_ACT_ADD && &_r_debug != nullptr)
       how = Delivery::kOpenAdd;
+  } else if (!g.started && flag == LA_ACT_ADD && c.ours && g.main_id != 0 && c.id == g.main_id) {
+    how = Delivery::kStartup;  // the start-up's: objects or their searches follow
   }
   Record<256>([&](ldscope::wire::Writer& w, const EventHead& h) {
     EncodeActivity(w, h, flag, c.id);
   }, how);
+  if (flag == LA_ACT_CONSISTENT) g.mapping_startup = false;
 }
 
 LDSCOPE_EXPORT void la_preinit(uintptr_t* /*cookie*/) {
   if (!g.active) return;
   Record<256>([&](ldscope::wire::Writer& w, const EventHead& h) { EncodePreinit(w, h); });
   g.started = true;
+  g.mapping_startup = false;
+  // ld.so relocated every object of the start-up and made its RELRO read-only before
+  // this hook (a failure there is fatal), so none of their closes can be a roll-back:
+  // the exit's closes need no look at the mappings.
+  g.n_recent = 0;
 }
 
 // At a normal exit (not _exit or a crash), report the final drop count.
