@@ -17,12 +17,14 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include <fmt/format.h>
 
 #include "analysis/analysis.h"
 #include "analysis/families.h"
 #include "model/python.h"
+#include "text/escape.h"
 
 namespace ldscope::analysis {
 namespace {
@@ -396,6 +398,17 @@ class Pass {
 
   // ---- A dlopen of a name that nothing on the search path holds ----
 
+  // Whether `path` names, after collapsing "." and "..", an object mapped in this process
+  // before `seq` and not yet unloaded then.
+  static bool LoadedAt(const ProcessIndex& pi, const std::string& path, uint64_t seq) {
+    const std::string want = std::filesystem::path(path).lexically_normal().string();
+    for (const auto& [id, o] : pi.objects)
+      if (o.open_seq < seq && o.close_seq > seq && !o.rolled_back &&
+          std::filesystem::path(o.path).lexically_normal().string() == want)
+        return true;
+    return false;
+  }
+
   void Search(const ProcessIndex& pi, const v1::Entry& e) {
     const v1::SearchResult& s = e.search();
     if (s.has_same_as() || s.tried_size() == 0 || s.outcome().rfind("unknown", 0) == 0) return;
@@ -415,11 +428,15 @@ class Pass {
     // "No new object mapped" is also what a name that resolves to a file already loaded
     // gives (dev/inode match): only candidates that do not exist make it "not found".
     // (Relative candidates are the traced process's, relative to its cwd.)
+    // A candidate that is (lexically) the path of an object this process had loaded is
+    // that file, whatever the disk holds now: a trace reported on another machine, or
+    // after the files were removed, must not turn it into "not found".
     for (const auto& c : s.tried()) {
       const std::string p = !c.path().empty() && c.path()[0] != '/' && !pi.p->cwd().empty()
                                 ? pi.p->cwd() + "/" + c.path() : c.path();
+      if (LoadedAt(pi, p, e.seq())) return;
       struct stat st;
-      if (stat(p.c_str(), &st) == 0) return;
+      if (stat(text::Unescape(p).c_str(), &st) == 0) return;
     }
     if (name.find('/') == std::string::npos && NotInherited(pi, e, r)) return;
     auto f = NewFinding(pi, v1::DLOPEN_NOT_FOUND, v1::INFO);

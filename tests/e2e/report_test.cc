@@ -227,3 +227,35 @@ TEST(Report, NoFalseAlarmsOnRealPython) {
 
 }  // namespace
 }  // namespace ldscope
+
+namespace ldscope {
+namespace {
+
+// A dlopen of a file already loaded, by another spelling of its path (Python packages do
+// this: torch's ctypes.CDLL of nvidia/cu13/lib/libcudart.so.13, which torch/lib/../../
+// already mapped): glibc finds the same file and maps nothing. Reported where the files
+// are gone (another machine), that is still not a "not found".
+TEST(Report, AReopenByAnotherSpellingIsNotAFailureWhereTheFilesAreGone) {
+  const std::string dir = testing::ScratchDir("report_reopen_spelling");
+  std::filesystem::create_directories(dir + "/sub");
+  for (const char* f : {"libfix_a.so", "libfix_b.so"})
+    std::filesystem::copy_file(kFx + "/lib/" + f, dir + "/" + f);
+  const std::string trace = dir + "/t.ldscope";
+  const auto r = RunCmd({LDSCOPE_BIN, "run", "-q", "--no-report", "-o", trace, "--", DLPROBE, "open",
+                         dir + "/libfix_a.so", "open", dir + "/sub/../libfix_b.so"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto report = [&] {
+    const auto p = RunCmd({LDSCOPE_BIN, "report", trace});
+    EXPECT_EQ(p.code, 0) << p.err;
+    return testing::NormalizeReport(p.out, dir);
+  };
+  const std::string before = report();
+  std::filesystem::remove_all(dir + "/sub");
+  std::filesystem::remove(dir + "/libfix_a.so");
+  std::filesystem::remove(dir + "/libfix_b.so");
+  EXPECT_EQ(report(), before);
+  testing::ExpectGolden("report_reopen_spelling.txt", report());
+}
+
+}  // namespace
+}  // namespace ldscope
