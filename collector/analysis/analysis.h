@@ -67,6 +67,12 @@ elf::TraceFacts FactsOf(const store::TraceSet& traces);
 // The note naming the object files the cache could not read ("" when none).
 std::string UnreadableFilesNote(const Files& files);
 
+// A process's environment variable as recorded ("" when not set or not recorded).
+std::string EnvOf(const v1::ProcessTimeline& p, const std::string& var);
+// Whether a loaded object takes part in comparing library sets (siblings.cc, fleet.cc): a
+// named library of the main namespace, not rolled back, not the executable or the vDSO.
+bool CountsAsLibrary(const Obj& o);
+
 // "libnccl.so.2.16.2 (NCCL 2.16.2+cuda11.8)"-style label for a Library.
 std::string Label(const v1::Library& l);
 

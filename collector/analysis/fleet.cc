@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "analysis/analysis.h"
 #include "analysis/families.h"
 
 namespace ldscope::analysis {
@@ -34,16 +35,6 @@ std::string ProgramKey(const v1::ProcessTimeline& p) {
   return key;
 }
 
-std::string EnvOf(const v1::ProcessTimeline& p, const char* var) {
-  auto it = p.env().find(var);
-  return it == p.env().end() ? std::string() : it->second;
-}
-
-bool Counts(const Obj& o) {
-  if (o.soname.empty() || o.path.empty() || o.rolled_back || o.lmid != 0) return false;
-  if (o.load == nullptr) return true;
-  return o.load->reason() != v1::LOAD_EXECUTABLE && o.load->reason() != v1::LOAD_VDSO;
-}
 
 bool Numeric(const std::string& s) {
   return !s.empty() && s.size() < 18 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
@@ -106,7 +97,7 @@ void Fleet::Add(Context& ctx, const std::string& host) {
     proc.ld_library_path = Intern(EnvOf(p, "LD_LIBRARY_PATH"));
     std::map<std::string, const Obj*> first;
     for (const auto& [id, o] : pi.objects) {
-      if (!Counts(o)) continue;
+      if (!CountsAsLibrary(o)) continue;
       const Obj*& f = first[o.soname];
       if (f == nullptr || o.open_seq < f->open_seq) f = &o;
     }

@@ -80,16 +80,6 @@ std::string ShortWho(const v1::ProcessTimeline& p) {
   return rank.empty() ? fmt::format("process {}", p.pid()) : rank.substr(0, rank.find(" ("));
 }
 
-std::string EnvOf(const v1::ProcessTimeline& p, const std::string& var) {
-  auto it = p.env().find(var);
-  return it == p.env().end() ? std::string() : it->second;
-}
-
-bool Counts(const Obj& o) {
-  if (o.soname.empty() || o.path.empty() || o.rolled_back || o.lmid != 0) return false;
-  if (o.load == nullptr) return true;
-  return o.load->reason() != v1::LOAD_EXECUTABLE && o.load->reason() != v1::LOAD_VDSO;
-}
 
 std::string Identity(const Obj& o) {
   if (!o.build_id.empty()) return "build-id " + o.build_id;
@@ -197,6 +187,17 @@ void Report(Context& ctx, const std::vector<const ProcessIndex*>& group, const s
 
 }  // namespace
 
+std::string EnvOf(const v1::ProcessTimeline& p, const std::string& var) {
+  auto it = p.env().find(var);
+  return it == p.env().end() ? std::string() : it->second;
+}
+
+bool CountsAsLibrary(const Obj& o) {
+  if (o.soname.empty() || o.path.empty() || o.rolled_back || o.lmid != 0) return false;
+  if (o.load == nullptr) return true;
+  return o.load->reason() != v1::LOAD_EXECUTABLE && o.load->reason() != v1::LOAD_VDSO;
+}
+
 void FindSiblingMismatch(Context& ctx, v1::Report* out) {
   std::map<std::string, std::vector<std::pair<size_t, const ProcessIndex*>>> groups;
   const auto& procs = ctx.processes();
@@ -212,7 +213,7 @@ void FindSiblingMismatch(Context& ctx, v1::Report* out) {
     for (const auto& [index, pi] : members) {
       std::map<std::string, const Obj*> first;
       for (const auto& [id, o] : pi->objects) {
-        if (!Counts(o)) continue;
+        if (!CountsAsLibrary(o)) continue;
         const Obj*& f = first[o.soname];
         if (f == nullptr || o.open_seq < f->open_seq) f = &o;
       }

@@ -80,19 +80,9 @@ std::vector<HostInput> GroupByHost(const std::vector<std::string>& inputs, std::
       add(p, p);
       continue;
     }
-    DIR* d = opendir(p.c_str());
-    if (d == nullptr) {
-      errors->push_back(fmt::format("{}: {}", text::Escape(p), std::strerror(errno)));
-      continue;
-    }
-    std::vector<std::string> names;
-    while (dirent* de = readdir(d)) {
-      const std::string n = de->d_name;
-      if (n.size() > 8 && n.compare(n.size() - 8, 8, ".ldscope") == 0) names.push_back(n);
-    }
-    closedir(d);
-    std::sort(names.begin(), names.end());
-    if (names.empty()) errors->push_back(fmt::format("{}: no *.ldscope files in directory", text::Escape(p)));
+    std::string error;
+    const std::vector<std::string> names = store::TraceNamesIn(p, &error);
+    if (!error.empty()) errors->push_back(error);
     for (const auto& n : names) add(p + (p.back() == '/' ? "" : "/") + n, p);
   }
   return hosts;

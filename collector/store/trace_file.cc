@@ -254,6 +254,23 @@ bool AnyReadable(const TraceSet& set) {
   return false;
 }
 
+std::vector<std::string> TraceNamesIn(const std::string& dir, std::string* error) {
+  std::vector<std::string> names;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) {
+    *error = fmt::format("{}: {}", text::Escape(dir), ErrnoText(errno));
+    return names;
+  }
+  while (dirent* de = readdir(d)) {
+    const std::string n = de->d_name;
+    if (n.size() > 8 && n.compare(n.size() - 8, 8, ".ldscope") == 0) names.push_back(n);
+  }
+  closedir(d);
+  std::sort(names.begin(), names.end());
+  if (names.empty()) *error = fmt::format("{}: no *.ldscope files in directory", text::Escape(dir));
+  return names;
+}
+
 TraceSet LoadTraces(const std::vector<std::string>& paths) {
   TraceSet set;
   uint32_t next_stream = 1;
@@ -280,19 +297,9 @@ TraceSet LoadTraces(const std::vector<std::string>& paths) {
       add(ReadTraceFile(p));
       continue;
     }
-    DIR* d = opendir(p.c_str());
-    if (d == nullptr) {
-      set.errors.push_back(fmt::format("{}: {}", text::Escape(p), ErrnoText(errno)));
-      continue;
-    }
-    std::vector<std::string> names;
-    while (dirent* de = readdir(d)) {
-      const std::string n = de->d_name;
-      if (n.size() > 8 && n.compare(n.size() - 8, 8, ".ldscope") == 0) names.push_back(n);
-    }
-    closedir(d);
-    std::sort(names.begin(), names.end());
-    if (names.empty()) set.errors.push_back(fmt::format("{}: no *.ldscope files in directory", text::Escape(p)));
+    std::string error;
+    const std::vector<std::string> names = TraceNamesIn(p, &error);
+    if (!error.empty()) set.errors.push_back(error);
     for (const auto& n : names) add(ReadTraceFile(p + "/" + n));
   }
   return set;

@@ -40,12 +40,15 @@ bool Readable(const TraceFile& f);
 // Parses an in-memory image of a trace file (for tests and fuzzing).
 TraceFile ParseTrace(const std::string& name, const uint8_t* data, size_t size);
 
-// Loads files and LDSCOPE_DIR directories (every *.ldscope file inside). Events from
-// per-process files (stream 0) get a stream number of their own per file.
 struct TraceSet {
   std::vector<TraceFile> files;
   std::vector<std::string> errors;  // paths that could not be opened at all
 };
+// The *.ldscope file names in a directory, sorted; *error set when it cannot be read or
+// holds none.
+std::vector<std::string> TraceNamesIn(const std::string& dir, std::string* error);
+// Loads files and LDSCOPE_DIR directories (every *.ldscope file inside). Events from
+// per-process files (stream 0) get a stream number of their own per file.
 TraceSet LoadTraces(const std::vector<std::string>& paths);
 // True when at least one file of the set could be read ("no trace could be read" is
 // exit status 2 for show/report/export/diff).
