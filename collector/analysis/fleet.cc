@@ -286,11 +286,12 @@ void Fleet::Find(v1::Report* out) const {
         for (const Proc* p : d0.odd) {
           if (p->*field == ref.*field || env_lines >= kListed) continue;
           ++env_lines;
-          auto shown = [&](const Proc& q) {
-            return S(q.*field).empty() ? std::string(var) + " unset" : std::string(var) + "=" + S(q.*field);
+          // (var and field as parameters: clang 14 cannot capture structured bindings.)
+          auto shown = [&](const Proc& q, const char* name, uint32_t Proc::*member) {
+            return S(q.*member).empty() ? std::string(name) + " unset" : std::string(name) + "=" + S(q.*member);
           };
-          layout::Detail(&f, "environment", fmt::format("{}: {}; {}: {}", Who(*p, false), shown(*p),
-                                                        Who(ref, false), shown(ref)));
+          layout::Detail(&f, "environment", fmt::format("{}: {}; {}: {}", Who(*p, false), shown(*p, var, field),
+                                                        Who(ref, false), shown(ref, var, field)));
         }
       }
       std::set<std::string> fixed;
