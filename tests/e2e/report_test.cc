@@ -259,3 +259,21 @@ TEST(Report, AReopenByAnotherSpellingIsNotAFailureWhereTheFilesAreGone) {
 
 }  // namespace
 }  // namespace ldscope
+
+namespace ldscope {
+namespace {
+
+// --fail-on takes one (comma-separated) value: the trace after it is the input, as in
+// the README's `ldscope report --format json --fail-on error traces/` (it was taken as a
+// second kind: "unknown kind").
+TEST(Report, FailOnBeforeTheInputs) {
+  const MpiCopies m("report_fail_on_first");
+  ASSERT_EQ(m.Run().code, 0);
+  const auto r = RunCmd({LDSCOPE_BIN, "report", "--format", "json", "--fail-on", "error", m.trace});
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_EQ(testing::NormalizeReport(r.out, m.dir), m.Report("json"));
+  EXPECT_EQ(RunCmd({LDSCOPE_BIN, "report", "--fail-on", "error,warning", m.trace}).code, 3);
+}
+
+}  // namespace
+}  // namespace ldscope
