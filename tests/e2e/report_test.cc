@@ -263,16 +263,18 @@ TEST(Report, AReopenByAnotherSpellingIsNotAFailureWhereTheFilesAreGone) {
 namespace ldscope {
 namespace {
 
-// --fail-on takes one (comma-separated) value: the trace after it is the input, as in
-// the README's `ldscope report --format json --fail-on error traces/` (it was taken as a
-// second kind: "unknown kind").
+// --fail-on takes one (comma-separated) value: the inputs after it are inputs (with two
+// or more, the second was taken as another kind: "unknown kind", exit 2).
 TEST(Report, FailOnBeforeTheInputs) {
   const MpiCopies m("report_fail_on_first");
   ASSERT_EQ(m.Run().code, 0);
-  const auto r = RunCmd({LDSCOPE_BIN, "report", "--format", "json", "--fail-on", "error", m.trace});
+  const auto r = RunCmd({LDSCOPE_BIN, "report", "--format", "json", "--fail-on", "error", m.dir + "/"});
   EXPECT_EQ(r.code, 3) << r.err;
   EXPECT_EQ(testing::NormalizeReport(r.out, m.dir), m.Report("json"));
-  EXPECT_EQ(RunCmd({LDSCOPE_BIN, "report", "--fail-on", "error,warning", m.trace}).code, 3);
+  EXPECT_EQ(RunCmd({LDSCOPE_BIN, "report", "--fail-on", "error,warning", m.dir + "/"}).code, 3);
+  EXPECT_EQ(RunCmd({LDSCOPE_BIN, "report", "--fail-on", "error", m.trace}).code, 3);
+  const auto two = RunCmd({LDSCOPE_BIN, "report", "--fail-on", "error", m.trace, m.trace});
+  EXPECT_EQ(two.code, 3) << two.err;
 }
 
 }  // namespace
