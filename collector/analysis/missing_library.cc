@@ -64,7 +64,9 @@ void AddSearchDetails(Context& ctx, const ProcessIndex& pi, const Obj& requester
                                                "object's NEEDED entries{}", BaseName(l.path), l.runpath,
                                                dlopen ? " and dlopen calls" : ""));
   const loader::Object r = pi.AsRequester(requester, ctx.files());
-  if (!r.nodeflib && ctx.cache().Lookup(name).empty())
+  if (!r.nodeflib && !ctx.cache_status().ok())
+    AddDetail(f, "ld.so.cache", fmt::format("unknown ({})", ctx.cache_status().error()));
+  else if (!r.nodeflib && ctx.cache().Lookup(name).empty())
     AddDetail(f, "ld.so.cache", fmt::format("no entry for {}", name));
 }
 

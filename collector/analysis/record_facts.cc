@@ -62,12 +62,12 @@ RecordedFacts RecordFacts(const std::set<std::string>& paths, int limit_ms) {
     }
     ++out.files;
     const std::string path = text::Escape(raw);
-    std::string err;
-    auto info = elf::ReadElf(path, &err);
-    if (!info) {
-      out.records.push_back(elf::UnreadableFacts(path, err));
+    Result<std::unique_ptr<elf::ElfInfo>> read = elf::ReadElf(path);
+    if (!read.ok()) {
+      out.records.push_back(elf::UnreadableFacts(path, read.error()));
       continue;
     }
+    std::unique_ptr<elf::ElfInfo> info = std::move(read).value();
     size_t* same = nullptr;
     if (!info->build_id.empty()) {
       auto [it, inserted] = by_build_id.try_emplace(info->build_id, files.size());

@@ -23,36 +23,39 @@ namespace {
 
 // A socket left by a collector that was killed (SIGKILL, a crash) refuses connections:
 // remove it, so that a restarted collector can serve the same path. A live collector's
-// socket, or anything that is not a socket of ours, is an error. Returns "" or one.
-std::string ClearStaleSocket(const std::string& path) {
+// socket, or anything that is not a socket of ours, is an error.
+Status ClearStaleSocket(const std::string& path) {
   struct stat st {};
-  if (lstat(path.c_str(), &st) != 0) return "";
+  if (lstat(path.c_str(), &st) != 0) return Status::Ok();
   if (!S_ISSOCK(st.st_mode) || st.st_uid != geteuid())
-    return fmt::format("cannot listen on {}: it exists and is not a socket of ours", path);
+    return Error{fmt::format("cannot listen on {}: it exists and is not a socket of ours", path)};
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
-  if (path.size() >= sizeof a.sun_path) return "";  // Listen says so
+  if (path.size() >= sizeof a.sun_path) return Status::Ok();  // Listen says so
   std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
   const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (fd < 0) return "";
+  if (fd < 0) return Status::Ok();  // Listen will fail and say why
   const bool live = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 || errno != ECONNREFUSED;
   close(fd);
-  if (live) return fmt::format("cannot listen on {}: another collector is serving it", path);
+  if (live) return Error{fmt::format("cannot listen on {}: another collector is serving it", path)};
   unlink(path.c_str());
-  return "";
+  return Status::Ok();
 }
 
 }  // namespace
 
 int Collect(const CollectOptions& opt) {
   net::Url otlp_url;
-  if (!opt.otlp.empty())
-    if (std::string e = net::ParseUrl(opt.otlp, &otlp_url); !e.empty()) {
-      Complain("collect --otlp: " + e);
+  if (!opt.otlp.empty()) {
+    Result<net::Url> parsed = net::ParseUrl(opt.otlp);
+    if (!parsed.ok()) {
+      Complain("collect --otlp: " + parsed.error());
       return kUsage;
     }
-  std::string err;
-  const std::string audit_lib = FindAuditLibrary(&err);
+    otlp_url = std::move(parsed).value();
+  }
+  // Only named in the message below: collecting works without it.
+  const Result<std::string> audit_lib = FindAuditLibrary();
   sigset_t stop;
   sigemptyset(&stop);
   sigaddset(&stop, SIGINT);
@@ -62,27 +65,27 @@ int Collect(const CollectOptions& opt) {
   signal(SIGPIPE, SIG_IGN);  // an output pipe whose reader is gone is a write error
   const int sfd = signalfd(-1, &stop, SFD_CLOEXEC | SFD_NONBLOCK);
   Session session;
-  std::string e = ClearStaleSocket(opt.socket);
+  Status s = ClearStaleSocket(opt.socket);
   // --otlp converts the trace as it grows from the collector's in-memory copy of it.
-  if (e.empty()) e = session.Start(opt.socket, opt.output, /*keep_copy=*/!opt.otlp.empty());
-  if (!e.empty()) {
-    Complain(e);
+  if (s.ok()) s = session.Start(opt.socket, opt.output, /*keep_copy=*/!opt.otlp.empty());
+  if (!s.ok()) {
+    Complain(s.error());
     return kUsage;
   }
-  if (e = session.Begin(); !e.empty()) {
-    Complain(e);
+  if (s = session.Begin(); !s.ok()) {
+    Complain(s.error());
     session.Abandon();
     return kWriteFailed;
   }
   session.server().WatchExtra(sfd);
-  std::string hook_err;
-  const std::string python_hook = FindPythonHook(&hook_err);
+  // Only named in the message below, like the audit library.
+  const Result<std::string> python_hook = FindPythonHook();
   if (!opt.quiet)
     Complain(fmt::format("collecting on {} into {} until SIGINT/SIGTERM/SIGHUP; trace programs with\n"
                          "  LD_AUDIT={} LDSCOPE_SOCKET={} COMMAND\n"
                          "and, to attribute Python's loads to imports, also PYTHONPATH={}",
-                         opt.socket, opt.output, audit_lib.empty() ? "<libldscope_audit.so>" : audit_lib,
-                         opt.socket, python_hook.empty() ? "<ldscope's python directory>" : python_hook));
+                         opt.socket, opt.output, audit_lib.ok() ? *audit_lib : "<libldscope_audit.so>",
+                         opt.socket, python_hook.ok() ? *python_hook : "<ldscope's python directory>"));
   std::unique_ptr<OtlpStream> otlp;
   if (!opt.otlp.empty()) otlp = std::make_unique<OtlpStream>(otlp_url, opt.otlp);
   for (;;) {
@@ -100,9 +103,8 @@ int Collect(const CollectOptions& opt) {
     otlp->Finish(session.trace_copy(), /*wait_ms=*/3000);
     summary += "; " + otlp->Summary();
   }
-  const std::string finish_err = session.Finish();
-  if (!finish_err.empty()) {
-    Complain(finish_err);
+  if (const Status finished = session.Finish(); !finished.ok()) {
+    Complain(finished.error());
     return kWriteFailed;
   }
   if (!opt.quiet) Complain(fmt::format("stopped; trace {} ({})", opt.output, summary));

@@ -20,11 +20,11 @@ namespace ldscope::cli {
 constexpr const char* kOtlpTracesPath = "/v1/traces";
 constexpr const char* kOtlpLogsPath = "/v1/logs";
 
-// POSTs one OTLP request body (application/x-protobuf) to url's path + suffix. Returns
-// "" on a 2xx reply, else what went wrong ("HTTP 503 from ...", "cannot connect ...").
+// POSTs one OTLP request body (application/x-protobuf) to url's path + suffix.
+// Succeeds on a 2xx reply, else says what went wrong ("...: HTTP 503", "cannot connect ...").
 // A 2xx reply that reports rejected items (partial success) is an error too.
-std::string OtlpPost(const net::Url& url, const std::string& suffix, const std::string& body,
-                     int timeout_ms);
+Status OtlpPost(const net::Url& url, const std::string& suffix, const std::string& body,
+                int timeout_ms);
 
 // `collect --otlp URL`: turns the trace recorded so far into OTLP as process images end
 // and sends it from background threads, so the collector's event loop never waits on

@@ -28,35 +28,36 @@ std::string FindingKey(const v1::Finding& f, const std::string& image) {
 
 }  // namespace
 
-std::string OtlpPost(const net::Url& url, const std::string& suffix, const std::string& body,
-                     int timeout_ms) {
+Status OtlpPost(const net::Url& url, const std::string& suffix, const std::string& body,
+                int timeout_ms) {
   const std::string path = url.path + suffix;
-  const net::Response r = net::Post(url, path, "application/x-protobuf", body, timeout_ms);
+  const Result<net::Response> posted = net::Post(url, path, "application/x-protobuf", body, timeout_ms);
   const std::string where = fmt::format("http://{}:{}{}", url.host.find(':') != std::string::npos
                                                               ? "[" + url.host + "]" : url.host,
                                         url.port, path);
-  if (!r.error.empty()) return fmt::format("{}: {}", where, r.error);
+  if (!posted.ok()) return Error{fmt::format("{}: {}", where, posted.error())};
+  const net::Response& r = *posted;
   if (r.status < 200 || r.status > 299) {
     std::string said = r.body.substr(0, 200);
     for (auto& c : said)
       if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '.';
-    return fmt::format("{}: HTTP {}{}", where, r.status, said.empty() ? "" : " (" + said + ")");
+    return Error{fmt::format("{}: HTTP {}{}", where, r.status, said.empty() ? "" : " (" + said + ")")};
   }
   // Partial success: the receiver took the request but rejected some of it.
   if (suffix == kOtlpTracesPath) {
     collector_trace::ExportTraceServiceResponse resp;
     if (resp.ParseFromString(r.body) && resp.partial_success().rejected_spans() > 0)
-      return fmt::format("{}: the receiver rejected {} spans: {}", where,
-                         resp.partial_success().rejected_spans(),
-                         resp.partial_success().error_message());
+      return Error{fmt::format("{}: the receiver rejected {} spans: {}", where,
+                               resp.partial_success().rejected_spans(),
+                               resp.partial_success().error_message())};
   } else {
     collector_logs::ExportLogsServiceResponse resp;
     if (resp.ParseFromString(r.body) && resp.partial_success().rejected_log_records() > 0)
-      return fmt::format("{}: the receiver rejected {} log records: {}", where,
-                         resp.partial_success().rejected_log_records(),
-                         resp.partial_success().error_message());
+      return Error{fmt::format("{}: the receiver rejected {} log records: {}", where,
+                               resp.partial_success().rejected_log_records(),
+                               resp.partial_success().error_message())};
   }
-  return "";
+  return Status::Ok();
 }
 
 OtlpStream::OtlpStream(net::Url url, std::string url_text)
@@ -215,9 +216,10 @@ void OtlpStream::SendLoop() {
                               [this] { return stop_sending_; }))
           break;
       }
-      const std::string err = OtlpPost(url_, r.suffix, r.body, kPostTimeoutMs);
+      const Status posted = OtlpPost(url_, r.suffix, r.body, kPostTimeoutMs);
+      const std::string& err = posted.error();
       std::lock_guard<std::mutex> l(mu_);
-      if (err.empty()) {
+      if (posted.ok()) {
         ok = true;
         sent_spans_ += r.spans;
         sent_logs_ += r.logs;

@@ -4,11 +4,13 @@
 
 #include <string>
 
+#include "text/result.h"
+
 namespace ldscope::cli {
 
 // Creates a 0700 directory under tmpdir with an `owner` file naming this process
-// (pid, start time, pid namespace). Returns its path, or "" and *error.
-std::string MakeRunDir(const std::string& tmpdir, std::string* error);
+// (pid, start time, pid namespace). Returns its path.
+Result<std::string> MakeRunDir(const std::string& tmpdir);
 // Removes what MakeRunDir made (and a socket left inside).
 void RemoveRunDir(const std::string& dir);
 // Removes directories under tmpdir that are provably a dead `run`'s: named

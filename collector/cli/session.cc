@@ -60,7 +60,7 @@ void RecordNvidiaDriver(v1::TraceHeader* h) {
 
 }  // namespace
 
-std::string Session::Start(const std::string& socket_path, const std::string& output,
+Status Session::Start(const std::string& socket_path, const std::string& output,
                            bool keep_copy) {
   v1::TraceHeader& h = header_;
   h.set_format_version(1);
@@ -80,16 +80,16 @@ std::string Session::Start(const std::string& socket_path, const std::string& ou
   h.set_pid_namespace(PidNamespace());
   RecordNvidiaDriver(&h);
   if (keep_copy) writer_.KeepCopy();
-  if (std::string err = writer_.Prepare(output); !err.empty()) return err;
-  if (std::string err = server_.Listen(socket_path); !err.empty()) {
+  if (Status s = writer_.Prepare(output); !s.ok()) return s;
+  if (Status s = server_.Listen(socket_path); !s.ok()) {
     Abandon();
-    return err;
+    return s;
   }
   server_.set_writer(&writer_);
-  return "";
+  return Status::Ok();
 }
 
-std::string Session::Begin() { return writer_.Begin(header_); }
+Status Session::Begin() { return writer_.Begin(header_); }
 
 void Session::Abandon() {
   server_.Shutdown();
@@ -116,7 +116,8 @@ void Session::Drain(int idle_ms, int cap_ms) {
   e.set_pid(static_cast<uint32_t>(getpid()));  // readers require one; the body says whose
   *e.mutable_collector() = notes_;
   const std::string bytes = e.SerializeAsString();
-  writer_.AppendEvent(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 0);
+  // A failed write is reported by Finish (the writer's Close) with what was lost.
+  writer_.AppendEvent(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 0).IgnoreError();
 }
 
 void Session::WriteFacts(int limit_ms) {
@@ -126,11 +127,12 @@ void Session::WriteFacts(int limit_ms) {
   for (const auto& r : facts.records) {
     *e.mutable_object_facts() = r;
     const std::string bytes = e.SerializeAsString();
-    writer_.AppendEvent(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 0);
+    // As in Drain: Finish reports a failed write.
+    writer_.AppendEvent(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 0).IgnoreError();
   }
 }
 
-std::string Session::Finish() {
+Status Session::Finish() {
   server_.Shutdown();
   return writer_.Close();
 }
@@ -156,11 +158,10 @@ std::string Session::NotesText() const {
   if (n.still_running_size() > 0) {
     out += fmt::format("; {} process{} still running when recording stopped, later events not "
                        "traced:", n.still_running_size(), n.still_running_size() == 1 ? "" : "es");
-    const char* sep = " ";
-    for (const auto& r : n.still_running()) {
-      out += fmt::format("{}pid {} ({})", sep, r.pid(), text::Escape(server_.ExeOfImage(r.pid(), r.image_start_ns())));
-      sep = ", ";
-    }
+    std::vector<std::string> who;
+    for (const auto& r : n.still_running())
+      who.push_back(fmt::format("pid {} ({})", r.pid(), text::Escape(server_.ExeOfImage(r.pid(), r.image_start_ns()))));
+    out += fmt::format(" {}", fmt::join(who, ", "));
   }
   if (n.held_by_children() > 0)
     out += fmt::format("; {} connection{} still held by forked children that had sent nothing",
@@ -186,11 +187,10 @@ std::string Session::NotesText() const {
                        n_gone, n_gone == 1 ? "" : "s", gone);
   if (n.python_hook_silent_size() > 0) {
     out += "; the Python hook did not report in (its loads are not attributed to imports):";
-    const char* sep = " ";
-    for (const auto& r : n.python_hook_silent()) {
-      out += fmt::format("{}pid {} ({})", sep, r.pid(), text::Escape(server_.ExeOfImage(r.pid(), r.image_start_ns())));
-      sep = ", ";
-    }
+    std::vector<std::string> who;
+    for (const auto& r : n.python_hook_silent())
+      who.push_back(fmt::format("pid {} ({})", r.pid(), text::Escape(server_.ExeOfImage(r.pid(), r.image_start_ns()))));
+    out += fmt::format(" {}", fmt::join(who, ", "));
   }
   if (n.accept_deferred() > 0)
     out += fmt::format("; descriptor limit {} reached {} time{}: connections waited for it",

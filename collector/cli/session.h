@@ -17,12 +17,12 @@ class Session {
  public:
   // Opens output (without truncating it) and listens on socket_path. On failure,
   // nothing that existed before is changed. keep_copy: keep the trace in memory too
-  // (trace_copy()). Returns "" or an error message.
-  std::string Start(const std::string& socket_path, const std::string& output, bool keep_copy);
+  // (trace_copy()).
+  Status Start(const std::string& socket_path, const std::string& output, bool keep_copy);
   // The traced programs can start: empty the output and write the trace header. Events
-  // are recorded only after this. Returns "" or an error message (events are still
-  // served and kept in memory; Finish reports the failure again).
-  std::string Begin();
+  // are recorded only after this. On failure, events are still served and kept in
+  // memory; Finish reports the failure again.
+  Status Begin();
   // The run did not start: stop listening and remove the output if Start created it.
   void Abandon();
   // After the traced programs are done: read what is still queued, and wait for open
@@ -33,8 +33,8 @@ class Session {
   // After Drain: adds the ELF facts of every object file the traced programs loaded to
   // the trace (analysis/record_facts.h), reading for at most limit_ms.
   void WriteFacts(int limit_ms);
-  // Closes the server and the file. Returns "" or an error message.
-  std::string Finish();
+  // Closes the server and the file.
+  Status Finish();
   // "N processes, M events, D dropped" for the closing message.
   std::string Summary() const;
 

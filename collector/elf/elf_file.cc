@@ -64,20 +64,20 @@ class Parser {
  public:
   Parser(std::string_view data, ElfInfo* out) : v_(data), out_(out) {}
 
-  std::string Parse() {
+  Status Parse() {
     Elf64_Ehdr eh;
     if (!v_.Read(0, &eh) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0)
-      return "not an ELF file";
+      return Error{"not an ELF file"};
     if (eh.e_ident[EI_CLASS] != ELFCLASS64) {
       out_->is64 = false;
-      return "32-bit ELF is not supported";
+      return Error{"32-bit ELF is not supported"};
     }
-    if (eh.e_ident[EI_DATA] != ELFDATA2LSB) return "big-endian ELF is not supported";
+    if (eh.e_ident[EI_DATA] != ELFDATA2LSB) return Error{"big-endian ELF is not supported"};
     out_->machine = eh.e_machine;
     if (eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shnum == 0)
-      return "no section headers (cannot read symbols)";
+      return Error{"no section headers (cannot read symbols)"};
     if (!v_.InRange(eh.e_shoff, uint64_t{eh.e_shnum} * sizeof(Elf64_Shdr)))
-      return "section header table lies outside the file";
+      return Error{"section header table lies outside the file"};
     sections_.resize(eh.e_shnum);
     for (size_t i = 0; i < eh.e_shnum; ++i)
       v_.Read(eh.e_shoff + i * sizeof(Elf64_Shdr), &sections_[i].h);
@@ -85,7 +85,7 @@ class Parser {
     ReadNotes();
     ReadVersions();
     ReadSymbols();
-    return "";
+    return Status::Ok();
   }
 
  private:
@@ -329,30 +329,23 @@ std::string_view StringArena::Add(std::string_view s) {
   return std::string_view(at, s.size());
 }
 
-std::unique_ptr<ElfInfo> ParseElf(std::string_view data, const std::string& name,
-                                  std::string* error) {
+Result<std::unique_ptr<ElfInfo>> ParseElf(std::string_view data, const std::string& name) {
   auto info = std::make_unique<ElfInfo>();
   info->path = name;
   Parser p(data, info.get());
-  if (std::string e = p.Parse(); !e.empty()) {
-    *error = fmt::format("{}: {}", name, e);
-    return nullptr;
-  }
+  if (Status s = p.Parse(); !s.ok()) return Error{fmt::format("{}: {}", name, s.error())};
   return info;
 }
 
-std::unique_ptr<ElfInfo> ReadElf(const std::string& path, std::string* error) {
+Result<std::unique_ptr<ElfInfo>> ReadElf(const std::string& path) {
   Mapping m(text::Unescape(path));
-  if (!m.error.empty()) {
-    *error = fmt::format("{}: {}", path, m.error);
-    return nullptr;
-  }
-  auto info = ParseElf(m.data(), path, error);
-  if (info) {
-    info->dev = m.st.st_dev;
-    info->ino = m.st.st_ino;
-    info->size = static_cast<uint64_t>(m.st.st_size);
-    info->mtime_ns = int64_t{m.st.st_mtim.tv_sec} * 1000000000 + m.st.st_mtim.tv_nsec;
+  if (!m.error.empty()) return Error{fmt::format("{}: {}", path, m.error)};
+  auto info = ParseElf(m.data(), path);
+  if (info.ok()) {
+    (*info)->dev = m.st.st_dev;
+    (*info)->ino = m.st.st_ino;
+    (*info)->size = static_cast<uint64_t>(m.st.st_size);
+    (*info)->mtime_ns = int64_t{m.st.st_mtim.tv_sec} * 1000000000 + m.st.st_mtim.tv_nsec;
   }
   return info;
 }

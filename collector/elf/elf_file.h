@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "text/result.h"
+
 namespace ldscope::elf {
 
 // The text of an object's symbols (names and version names), in chunks that never
@@ -83,12 +85,11 @@ struct ElfInfo {
 };
 
 // Paths given and names returned are escaped text (text/escape.h), as in the model.
-// Reads path. Returns nullptr and sets *error when the file is not a readable ELF
-// shared object or executable.
-std::unique_ptr<ElfInfo> ReadElf(const std::string& path, std::string* error);
+// Reads path. An error (naming the file) when it is not a readable ELF shared object
+// or executable; the value is never nullptr.
+Result<std::unique_ptr<ElfInfo>> ReadElf(const std::string& path);
 // The same from memory (for tests and fuzzing).
-std::unique_ptr<ElfInfo> ParseElf(std::string_view data, const std::string& name,
-                                  std::string* error);
+Result<std::unique_ptr<ElfInfo>> ParseElf(std::string_view data, const std::string& name);
 
 // Every NUL-terminated string in the file that starts with `needle` (at most `limit`).
 std::vector<std::string> FindStrings(const std::string& path, std::string_view needle,

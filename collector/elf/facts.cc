@@ -103,10 +103,9 @@ v1::ObjectFacts UnreadableFacts(const std::string& path, const std::string& erro
   return f;
 }
 
-std::unique_ptr<ElfInfo> FromFacts(const v1::ObjectFacts& f, const std::string& path, std::string* error) {
+Result<std::unique_ptr<ElfInfo>> FromFacts(const v1::ObjectFacts& f, const std::string& path) {
   if (!f.unreadable().empty()) {
-    *error = f.unreadable();
-    return nullptr;
+    return Error{f.unreadable()};
   }
   auto e = std::make_unique<ElfInfo>();
   e->path = path;
@@ -138,8 +137,7 @@ std::unique_ptr<ElfInfo> FromFacts(const v1::ObjectFacts& f, const std::string& 
   v1::SymbolFacts s;
   if (!f.symbols_zlib().empty() &&
       (!Decompress(f.symbols_zlib(), f.symbols_size(), &bytes) || !s.ParseFromString(bytes))) {
-    *error = "the trace's facts of this file are damaged (symbols)";
-    return nullptr;
+    return Error{"the trace's facts of this file are damaged (symbols)"};
   }
   e->defined_complete = s.defined_complete();
   std::vector<std::pair<std::string_view, std::string_view>> versions;
@@ -147,8 +145,7 @@ std::unique_ptr<ElfInfo> FromFacts(const v1::ObjectFacts& f, const std::string& 
     versions.emplace_back(e->strings->Add(text::Escape(v.name())), e->strings->Add(text::Escape(v.file())));
   const std::string& flags = s.flags();
   if (static_cast<size_t>(s.version_size()) != flags.size()) {
-    *error = "the trace's facts of this file are damaged (symbol versions)";
-    return nullptr;
+    return Error{"the trace's facts of this file are damaged (symbol versions)"};
   }
   int name = 0, hash = 0;
   e->symbols.reserve(flags.size());

@@ -31,9 +31,9 @@ v1::ObjectFacts ToFacts(const ElfInfo& e, const std::function<Keep(const Symbol&
 v1::ObjectFacts UnreadableFacts(const std::string& path, const std::string& error);
 
 // An ElfInfo from a record (from_trace set; names as escaped text, as ReadElf gives
-// them), or nullptr with *error set when the record says the file was unreadable or its
-// symbols cannot be decoded.
-std::unique_ptr<ElfInfo> FromFacts(const v1::ObjectFacts& f, const std::string& path, std::string* error);
+// them); an error when the record says the file was unreadable or its symbols cannot be
+// decoded.
+Result<std::unique_ptr<ElfInfo>> FromFacts(const v1::ObjectFacts& f, const std::string& path);
 
 // The records of one or more traces, by path (escaped text, as in the model) and by
 // build-id. Later records of a path replace earlier ones.

@@ -68,27 +68,27 @@ void Server::Shutdown() {
   }
 }
 
-std::string Server::Listen(const std::string& socket_path) {
+Status Server::Listen(const std::string& socket_path) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (socket_path.size() >= sizeof addr.sun_path)
-    return fmt::format("socket path too long ({} bytes, at most {}): {}", socket_path.size(),
-                       sizeof addr.sun_path - 1, socket_path);
+    return Error{fmt::format("socket path too long ({} bytes, at most {}): {}", socket_path.size(),
+                             sizeof addr.sun_path - 1, socket_path)};
   std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
   listen_fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (listen_fd_ < 0) return fmt::format("socket: {}", std::strerror(errno));
+  if (listen_fd_ < 0) return Error{fmt::format("socket: {}", std::strerror(errno))};
   if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
-    return fmt::format("cannot listen on {}: {}", socket_path, std::strerror(errno));
+    return Error{fmt::format("cannot listen on {}: {}", socket_path, std::strerror(errno))};
   path_ = socket_path;
   // The backlog also bounds each connection's queue of unread datagrams.
-  if (listen(listen_fd_, 4096) != 0) return fmt::format("listen: {}", std::strerror(errno));
+  if (listen(listen_fd_, 4096) != 0) return Error{fmt::format("listen: {}", std::strerror(errno))};
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  if (epoll_fd_ < 0) return fmt::format("epoll: {}", std::strerror(errno));
+  if (epoll_fd_ < 0) return Error{fmt::format("epoll: {}", std::strerror(errno))};
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.fd = listen_fd_;
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
-  return "";
+  return Status::Ok();
 }
 
 void Server::WatchExtra(int fd) {
@@ -256,7 +256,9 @@ bool Server::HandleEvent(Conn& c, const uint8_t* data, size_t size) {
     stats_.dropped_reported += e.dropped() - d;
     d = e.dropped();
   }
-  if (writer_ != nullptr) writer_->AppendEvent(data, size, c.stream);
+  // A failed write is counted by the writer, whose Close() reports what was lost; the
+  // event still counts as received (the trace copy in memory, if kept, has it).
+  if (writer_ != nullptr) writer_->AppendEvent(data, size, c.stream).IgnoreError();
   return true;
 }
 
@@ -323,7 +325,7 @@ Server::PollResult Server::Poll(int timeout_ms) {
     }
   }
   if (accept_paused_ && freed_) ResumeAccept();
-  if (writer_ != nullptr) writer_->Flush();
+  if (writer_ != nullptr) writer_->Flush().IgnoreError();  // the writer's Close() reports it
   if (extra) return PollResult::kExtraReady;
   if (timeout_ms != 0 && stats_.datagrams - datagrams_before < kCoalesceBelow) {
     timespec pause{0, kCoalesceNs};

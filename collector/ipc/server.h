@@ -62,8 +62,8 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  // Binds and listens at socket_path. Returns "" or an error message.
-  std::string Listen(const std::string& socket_path);
+  // Binds and listens at socket_path.
+  Status Listen(const std::string& socket_path);
   // Where accepted events go (written with their stream number).
   void set_writer(store::TraceWriter* w) { writer_ = w; }
   // The Python hook's directory that `run` put first on PYTHONPATH: a Python program

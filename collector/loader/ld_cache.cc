@@ -33,26 +33,27 @@ std::string CStr(const std::string& d, size_t off) {
 
 }  // namespace
 
-std::string LdCache::Load(const std::string& path) {
+Status LdCache::Load(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) return "";
+  if (!f) return Status::Ok();
   std::stringstream ss;
   ss << f.rdbuf();
-  return LoadFromMemory(ss.str());
+  if (Status s = LoadFromMemory(ss.str()); !s.ok()) return Error{text::Escape(path) + ": " + s.error()};
+  return Status::Ok();
 }
 
-std::string LdCache::LoadFromMemory(const std::string& d) {
+Status LdCache::LoadFromMemory(const std::string& d) {
   size_t base = 0;
   if (d.compare(0, sizeof kOldMagic - 1, kOldMagic) == 0) {
     uint32_t nold = 0;
-    if (!Read(d, 12, &nold)) return "truncated ld.so.cache";
+    if (!Read(d, 12, &nold)) return Error{"truncated ld.so.cache"};
     base = 16 + size_t{nold} * 12;
     base = (base + 7) & ~size_t{7};
   }
   if (base > d.size() || d.compare(base, sizeof kNewMagic - 1, kNewMagic) != 0)
-    return "unknown ld.so.cache format";
+    return Error{"unknown ld.so.cache format"};
   uint32_t nlibs = 0;
-  if (!Read(d, base + 20, &nlibs)) return "truncated ld.so.cache";
+  if (!Read(d, base + 20, &nlibs)) return Error{"truncated ld.so.cache"};
   for (uint32_t i = 0; i < nlibs; ++i) {
     const size_t e = base + kNewHeader + size_t{i} * kNewEntry;
     int32_t flags;
@@ -60,7 +61,7 @@ std::string LdCache::LoadFromMemory(const std::string& d) {
     uint64_t hwcap;
     if (!Read(d, e, &flags) || !Read(d, e + 4, &key) || !Read(d, e + 8, &value) ||
         !Read(d, e + 16, &hwcap))
-      return "truncated ld.so.cache";
+      return Error{"truncated ld.so.cache"};
     if ((flags & kTypeMask) != kElfLibc6 || (flags & kArchMask) != kX8664Lib64) continue;
     // Entries for glibc-hwcaps subdirectories carry a hwcap index; the plain one is
     // what every CPU gets, so it wins when both exist.
@@ -71,7 +72,7 @@ std::string LdCache::LoadFromMemory(const std::string& d) {
     auto it = entries_.find(name);
     if (it == entries_.end() || hwcap == 0) entries_[name] = path;
   }
-  return "";
+  return Status::Ok();
 }
 
 std::string LdCache::Lookup(const std::string& name) const {

@@ -5,13 +5,16 @@
 #include <string>
 #include <unordered_map>
 
+#include "text/result.h"
+
 namespace ldscope::loader {
 
 class LdCache {
  public:
-  // Loads path; returns "" or an error (a missing cache is not an error: empty cache).
-  std::string Load(const std::string& path = "/etc/ld.so.cache");
-  std::string LoadFromMemory(const std::string& data);
+  // Loads path. A missing cache is not an error: ld.so then has an empty cache too. The
+  // error names the file and what is wrong with it; entries read before it are kept.
+  Status Load(const std::string& path = "/etc/ld.so.cache");
+  Status LoadFromMemory(const std::string& data);
   // The path the cache gives for name (x86-64 libc6 entries), or "".
   std::string Lookup(const std::string& name) const;
   size_t size() const { return entries_.size(); }

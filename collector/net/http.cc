@@ -31,8 +31,8 @@ uint64_t NowMs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
 
-// An address for host: a literal, localhost, or /etc/hosts. "" or an error.
-std::string Resolve(const std::string& host, uint16_t port, sockaddr_storage* out, socklen_t* len) {
+// An address for host (*out, *len): a literal, localhost, or /etc/hosts.
+Status Resolve(const std::string& host, uint16_t port, sockaddr_storage* out, socklen_t* len) {
   auto literal = [&](const std::string& h) {
     auto* v4 = reinterpret_cast<sockaddr_in*>(out);
     auto* v6 = reinterpret_cast<sockaddr_in6*>(out);
@@ -51,7 +51,7 @@ std::string Resolve(const std::string& host, uint16_t port, sockaddr_storage* ou
     }
     return false;
   };
-  if (literal(host)) return "";
+  if (literal(host)) return Status::Ok();
   std::ifstream hosts("/etc/hosts");
   std::string line;
   while (std::getline(hosts, line)) {
@@ -60,11 +60,11 @@ std::string Resolve(const std::string& host, uint16_t port, sockaddr_storage* ou
     std::string addr, name;
     if (!(words >> addr)) continue;
     while (words >> name)
-      if (strcasecmp(name.c_str(), host.c_str()) == 0 && literal(addr)) return "";
+      if (strcasecmp(name.c_str(), host.c_str()) == 0 && literal(addr)) return Status::Ok();
   }
-  if (strcasecmp(host.c_str(), "localhost") == 0 && literal("127.0.0.1")) return "";
-  return fmt::format("cannot resolve host '{}': ldscope takes an IP address, localhost or a "
-                     "name from /etc/hosts (it has no DNS client)", host);
+  if (strcasecmp(host.c_str(), "localhost") == 0 && literal("127.0.0.1")) return Status::Ok();
+  return Error{fmt::format("cannot resolve host '{}': ldscope takes an IP address, localhost or a "
+                           "name from /etc/hosts (it has no DNS client)", host)};
 }
 
 // Waits for fd to be ready for events until deadline; false on timeout or error.
@@ -90,61 +90,59 @@ bool LooksLikeUrl(const std::string& text) {
   return true;
 }
 
-std::string ParseUrl(const std::string& text, Url* out) {
+Result<Url> ParseUrl(const std::string& text) {
   const auto scheme_end = text.find("://");
-  if (scheme_end == std::string::npos) return fmt::format("'{}' is not a URL (http://HOST:PORT[/PATH])", text);
+  if (scheme_end == std::string::npos) return Error{fmt::format("'{}' is not a URL (http://HOST:PORT[/PATH])", text)};
   std::string scheme = text.substr(0, scheme_end);
   for (auto& c : scheme) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
   if (scheme == "https")
-    return fmt::format("'{}': https is not supported (ldscope speaks plain HTTP only); send to a "
-                       "local OpenTelemetry Collector's http://HOST:4318 and let it forward over TLS",
-                       text);
-  if (scheme != "http") return fmt::format("'{}': only http:// URLs are supported", text);
+    return Error{fmt::format("'{}': https is not supported (ldscope speaks plain HTTP only); send to a "
+                             "local OpenTelemetry Collector's http://HOST:4318 and let it forward over TLS",
+                             text)};
+  if (scheme != "http") return Error{fmt::format("'{}': only http:// URLs are supported", text)};
   std::string rest = text.substr(scheme_end + 3);
   const auto slash = rest.find('/');
   std::string authority = rest.substr(0, slash);
   std::string path = slash == std::string::npos ? "" : rest.substr(slash);
   if (path.find_first_of("?# \t\r\n") != std::string::npos)
-    return fmt::format("'{}': a query, fragment or space in the path is not supported", text);
+    return Error{fmt::format("'{}': a query, fragment or space in the path is not supported", text)};
   if (authority.find('@') != std::string::npos)
-    return fmt::format("'{}': user names in URLs are not supported", text);
+    return Error{fmt::format("'{}': user names in URLs are not supported", text)};
   std::string host, port;
   if (!authority.empty() && authority[0] == '[') {
     const auto close = authority.find(']');
-    if (close == std::string::npos) return fmt::format("'{}': unclosed [ in the host", text);
+    if (close == std::string::npos) return Error{fmt::format("'{}': unclosed [ in the host", text)};
     host = authority.substr(1, close - 1);
     if (close + 1 < authority.size() && authority[close + 1] == ':') port = authority.substr(close + 2);
-    else if (close + 1 != authority.size()) return fmt::format("'{}': garbage after the host", text);
+    else if (close + 1 != authority.size()) return Error{fmt::format("'{}': garbage after the host", text)};
   } else {
     const auto colon = authority.rfind(':');
     host = authority.substr(0, colon);
     if (colon != std::string::npos) port = authority.substr(colon + 1);
   }
-  if (host.empty()) return fmt::format("'{}': no host", text);
+  if (host.empty()) return Error{fmt::format("'{}': no host", text)};
   if (port.empty())
-    return fmt::format("'{}': no port (the OpenTelemetry Collector's OTLP/HTTP port is usually 4318: "
-                       "http://{}:4318)", text, host);
+    return Error{fmt::format("'{}': no port (the OpenTelemetry Collector's OTLP/HTTP port is usually 4318: "
+                             "http://{}:4318)", text, host)};
   if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
       std::stoul(port) == 0 || std::stoul(port) > 65535)
-    return fmt::format("'{}': bad port '{}'", text, port);
+    return Error{fmt::format("'{}': bad port '{}'", text, port)};
   while (!path.empty() && path.back() == '/') path.pop_back();
-  out->host = host;
-  out->port = static_cast<uint16_t>(std::stoul(port));
-  out->path = path;
-  return "";
+  Url url;
+  url.host = host;
+  url.port = static_cast<uint16_t>(std::stoul(port));
+  url.path = path;
+  return url;
 }
 
-Response Post(const Url& url, const std::string& path, const std::string& content_type,
-              const std::string& body, int timeout_ms) {
+Result<Response> Post(const Url& url, const std::string& path, const std::string& content_type,
+                      const std::string& body, int timeout_ms) {
   Response r;
   sockaddr_storage addr{};
   socklen_t len = 0;
-  if (r.error = Resolve(url.host, url.port, &addr, &len); !r.error.empty()) return r;
+  if (Status s = Resolve(url.host, url.port, &addr, &len); !s.ok()) return Error{s.error()};
   const int fd = socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) {
-    r.error = fmt::format("socket: {}", strerror(errno));
-    return r;
-  }
+  if (fd < 0) return Error{fmt::format("socket: {}", strerror(errno))};
   struct Closer {
     int fd;
     ~Closer() { close(fd); }
@@ -153,19 +151,16 @@ Response Post(const Url& url, const std::string& path, const std::string& conten
   uint64_t deadline = NowMs() + static_cast<uint64_t>(timeout_ms);
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
     if (errno != EINPROGRESS) {
-      r.error = fmt::format("cannot connect to {}: {}", where, strerror(errno));
-      return r;
+      return Error{fmt::format("cannot connect to {}: {}", where, strerror(errno))};
     }
     if (!WaitFor(fd, POLLOUT, deadline)) {
-      r.error = fmt::format("cannot connect to {}: timed out after {} ms", where, timeout_ms);
-      return r;
+      return Error{fmt::format("cannot connect to {}: timed out after {} ms", where, timeout_ms)};
     }
     int err = 0;
     socklen_t el = sizeof err;
     getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
     if (err != 0) {
-      r.error = fmt::format("cannot connect to {}: {}", where, strerror(err));
-      return r;
+      return Error{fmt::format("cannot connect to {}: {}", where, strerror(err))};
     }
   }
   const int one = 1;
@@ -184,10 +179,9 @@ Response Post(const Url& url, const std::string& path, const std::string& conten
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && WaitFor(fd, POLLOUT, deadline)) continue;
-    r.error = n < 0 && errno != EAGAIN && errno != EWOULDBLOCK
+    return Error{n < 0 && errno != EAGAIN && errno != EWOULDBLOCK
                   ? fmt::format("sending to {}: {}", where, strerror(errno))
-                  : fmt::format("sending to {}: timed out after {} ms", where, timeout_ms);
-    return r;
+                  : fmt::format("sending to {}: timed out after {} ms", where, timeout_ms)};
   }
   // The reply: the status line and headers, then the body (Content-Length, or up to
   // the close; chunked bodies are kept as they come: only the status matters).
@@ -220,16 +214,14 @@ Response Post(const Url& url, const std::string& path, const std::string& conten
     if (n == 0) break;
     if (errno == EINTR) continue;
     if ((errno == EAGAIN || errno == EWOULDBLOCK) && WaitFor(fd, POLLIN, deadline)) continue;
-    r.error = errno == EAGAIN || errno == EWOULDBLOCK
+    return Error{errno == EAGAIN || errno == EWOULDBLOCK
                   ? fmt::format("waiting for {}'s reply: timed out after {} ms", where, timeout_ms)
-                  : fmt::format("reading {}'s reply: {}", where, strerror(errno));
-    return r;
+                  : fmt::format("reading {}'s reply: {}", where, strerror(errno))};
   }
   int major = 0, minor = 0, status = 0;
   if (std::sscanf(reply.c_str(), "HTTP/%d.%d %d", &major, &minor, &status) != 3 || status < 100 ||
       status > 999) {
-    r.error = fmt::format("{} did not answer with HTTP ({} bytes)", where, reply.size());
-    return r;
+    return Error{fmt::format("{} did not answer with HTTP ({} bytes)", where, reply.size())};
   }
   r.status = status;
   const auto end = reply.find("\r\n\r\n");

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "text/result.h"
+
 namespace ldscope::net {
 
 struct Url {
@@ -15,21 +17,21 @@ struct Url {
   std::string path;        // "" or "/..." without a trailing slash
 };
 
-// Parses http://HOST:PORT[/PATH]. Returns "" or an error that says what is wrong
-// (https, a missing port, anything else after the authority).
-std::string ParseUrl(const std::string& text, Url* out);
+// Parses http://HOST:PORT[/PATH]. The error says what is wrong (https, a missing port,
+// anything else after the authority).
+Result<Url> ParseUrl(const std::string& text);
 // Whether text looks like a URL (has a scheme "xxx://"), as opposed to a file name.
 bool LooksLikeUrl(const std::string& text);
 
 struct Response {
-  int status = 0;          // 0: no HTTP reply (see error)
+  int status = 0;          // the HTTP status
   std::string body;        // at most 64 KiB of it
-  std::string error;       // connection or protocol failure, or ""
 };
 
 // POSTs body to url's host and port at path, waiting at most timeout_ms for each of
 // connecting, sending and receiving. Never throws; SIGPIPE is not raised (MSG_NOSIGNAL).
-Response Post(const Url& url, const std::string& path, const std::string& content_type,
+// The error is a connection or protocol failure (no HTTP reply).
+Result<Response> Post(const Url& url, const std::string& path, const std::string& content_type,
               const std::string& body, int timeout_ms);
 
 }  // namespace ldscope::net

@@ -82,36 +82,33 @@ class Cursor {
     return std::string(s_.substr(start, i_ - start));
   }
   // A literal string; its text with \x27 turned back into `'`.
-  bool Literal(std::string* out, std::string* error) {
+  Result<std::string> Literal() {
     if (!Eat('\'')) {
-      *error = "expected a '…' string";
-      return false;
+      return Error{"expected a '…' string"};
     }
     const size_t end = s_.find('\'', i_);
     if (end == std::string_view::npos) {
-      *error = "unterminated '…' string";
-      return false;
+      return Error{"unterminated '…' string"};
     }
     const std::string_view raw = s_.substr(i_, end - i_);
     i_ = end + 1;
-    out->clear();
+    std::string out;
     for (size_t k = 0; k < raw.size(); ++k) {
       const auto u = static_cast<unsigned char>(raw[k]);
       if (u < 0x20 || u == 0x7f) {
-        *error = "a control character in a string";
-        return false;
+        return Error{"a control character in a string"};
       }
       if (raw[k] == '\\' && k + 1 < raw.size() && raw[k + 1] == '\\') {
-        *out += "\\\\";
+        out += "\\\\";
         ++k;
       } else if (raw.substr(k, 4) == "\\x27") {
-        *out += '\'';
+        out += '\'';
         k += 3;
       } else {
-        *out += raw[k];
+        out += raw[k];
       }
     }
-    return true;
+    return out;
   }
   // Only blanks and a comment left.
   bool AtEnd() {
@@ -125,38 +122,33 @@ class Cursor {
   size_t i_ = 0;
 };
 
-bool FileTableOf(Cursor& c, v1::LockedFile* f, std::string* error) {
+Status FileTableOf(Cursor& c, v1::LockedFile* f) {
   if (!c.Eat('{')) {
-    *error = "expected { root = '…', file = '…', version = '…', build-id = '…' }";
-    return false;
+    return Error{"expected { root = '…', file = '…', version = '…', build-id = '…' }"};
   }
   std::set<std::string> seen;
   for (;;) {
     const std::string key = c.BareKey();
     if (key != "root" && key != "file" && key != "version" && key != "build-id") {
-      *error = key.empty() ? "expected a key (root, file, version, build-id)"
-                           : fmt::format("unknown key '{}' (root, file, version, build-id)", key);
-      return false;
+      return Error{key.empty() ? "expected a key (root, file, version, build-id)"
+                           : fmt::format("unknown key '{}' (root, file, version, build-id)", key)};
     }
     if (!seen.insert(key).second) {
-      *error = fmt::format("'{}' given twice", key);
-      return false;
+      return Error{fmt::format("'{}' given twice", key)};
     }
     if (!c.Eat('=')) {
-      *error = fmt::format("expected = after {}", key);
-      return false;
+      return Error{fmt::format("expected = after {}", key)};
     }
-    std::string value;
-    if (!c.Literal(&value, error)) return false;
+    Result<std::string> literal = c.Literal();
+    if (!literal.ok()) return literal.status();
+    const std::string value = std::move(literal).value();
     if (value.empty()) {
-      *error = fmt::format("{} is empty (write 'unknown' for what was not read)", key);
-      return false;
+      return Error{fmt::format("{} is empty (write 'unknown' for what was not read)", key)};
     }
     if (key == "root") {
       if (!IsLockRoot(value)) {
-        *error = fmt::format("unknown root '{}' (system, site-packages, conda, venv, cuda, /)",
-                             text::Escape(value));
-        return false;
+        return Error{fmt::format("unknown root '{}' (system, site-packages, conda, venv, cuda, /)",
+                             text::Escape(value))};
       }
       f->set_root(value);
     } else if (key == "file") {
@@ -168,15 +160,13 @@ bool FileTableOf(Cursor& c, v1::LockedFile* f, std::string* error) {
     }
     if (c.Eat('}')) break;
     if (!c.Eat(',')) {
-      *error = "expected , or }";
-      return false;
+      return Error{"expected , or }"};
     }
   }
   if (seen.size() != 4) {
-    *error = "each library needs root, file, version and build-id";
-    return false;
+    return Error{"each library needs root, file, version and build-id"};
   }
-  return true;
+  return Status::Ok();
 }
 
 }  // namespace
@@ -220,25 +210,25 @@ std::string FormatLock(const v1::Lock& in) {
         out += fmt::format("{} = {}\n", Quote(l.name()), FileTable(l.copies(0)));
         continue;
       }
-      std::string tables;
-      for (const auto& f : l.copies()) tables += (tables.empty() ? "" : ", ") + FileTable(f);
-      out += fmt::format("{} = [{}]\n", Quote(l.name()), tables);
+      std::vector<std::string> tables;
+      for (const auto& f : l.copies()) tables.push_back(FileTable(f));
+      out += fmt::format("{} = [{}]\n", Quote(l.name()), fmt::join(tables, ", "));
     }
   }
   return out;
 }
 
-bool ParseLock(std::string_view text, const std::string& name, v1::Lock* lock, std::string* error) {
-  lock->Clear();
+Result<v1::Lock> ParseLock(std::string_view text, const std::string& name) {
+  v1::Lock parsed;
+  v1::Lock* lock = &parsed;
   std::set<std::string> programs;
   std::set<std::string> libraries;  // of the current program
   v1::LockedProgram* program = nullptr;
   bool have_format = false;
   size_t line_no = 0;
   size_t pos = 0;
-  auto fail = [&](const std::string& what) {
-    *error = fmt::format("{}:{}: {}", name, line_no, what);
-    return false;
+  auto fail = [&](const std::string& what) -> Result<v1::Lock> {
+    return Error{fmt::format("{}:{}: {}", name, line_no, what)};
   };
   while (pos < text.size()) {
     size_t end = text.find('\n', pos);
@@ -249,7 +239,6 @@ bool ParseLock(std::string_view text, const std::string& name, v1::Lock* lock, s
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     Cursor c(line);
     if (c.AtEnd()) continue;  // blank, or a comment
-    std::string what;
     if (!have_format) {
       if (!c.EatWord("format") || !c.Eat('='))
         return fail("expected `format = 1` before anything else (is this an ldscope lock file?)");
@@ -265,10 +254,11 @@ bool ParseLock(std::string_view text, const std::string& name, v1::Lock* lock, s
       continue;
     }
     if (c.Eat('[')) {
-      std::string key;
       if (!c.EatWord("program") || !c.Eat('.'))
         return fail("expected [program.'EXECUTABLE']");
-      if (!c.Literal(&key, &what)) return fail(what);
+      const Result<std::string> literal = c.Literal();
+      if (!literal.ok()) return fail(literal.error());
+      const std::string& key = *literal;
       if (!c.Eat(']') || !c.AtEnd()) return fail("expected ] ending [program.'EXECUTABLE']");
       if (key.empty()) return fail("the program's name is empty");
       if (!programs.insert(key).second)
@@ -279,9 +269,10 @@ bool ParseLock(std::string_view text, const std::string& name, v1::Lock* lock, s
       continue;
     }
     if (program == nullptr) return fail("a library outside a [program.'…'] table");
-    std::string lib;
-    if (!c.Literal(&lib, &what))
+    const Result<std::string> literal = c.Literal();
+    if (!literal.ok())
       return fail("expected 'LIBRARY' = { root = '…', file = '…', version = '…', build-id = '…' }");
+    const std::string& lib = *literal;
     if (lib.empty()) return fail("the library's name is empty");
     if (!c.Eat('=')) return fail(fmt::format("expected = after '{}'", text::Escape(lib)));
     if (!libraries.insert(lib).second)
@@ -291,11 +282,11 @@ bool ParseLock(std::string_view text, const std::string& name, v1::Lock* lock, s
     l->set_name(lib);
     if (c.Eat('[')) {
       do {
-        if (!FileTableOf(c, l->add_copies(), &what)) return fail(what);
+        if (Status t = FileTableOf(c, l->add_copies()); !t.ok()) return fail(t.error());
       } while (c.Eat(','));
       if (!c.Eat(']')) return fail("expected ] after the copies");
-    } else if (!FileTableOf(c, l->add_copies(), &what)) {
-      return fail(what);
+    } else if (Status t = FileTableOf(c, l->add_copies()); !t.ok()) {
+      return fail(t.error());
     }
     if (!c.AtEnd()) return fail("unexpected text after the library");
   }
@@ -304,16 +295,13 @@ bool ParseLock(std::string_view text, const std::string& name, v1::Lock* lock, s
     return fail("empty: no `format = 1` (is this an ldscope lock file?)");
   }
   CanonicalLock(lock);
-  return true;
+  return parsed;
 }
 
-bool ReadLockFile(const std::string& path, v1::Lock* lock, std::string* error) {
+Result<v1::Lock> ReadLockFile(const std::string& path) {
   const std::string shown = text::Escape(path);
   const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    *error = fmt::format("cannot read the lock file {}: {}", shown, std::strerror(errno));
-    return false;
-  }
+  if (fd < 0) return Error{fmt::format("cannot read the lock file {}: {}", shown, std::strerror(errno))};
   struct stat st {};
   std::string text;
   std::string problem;
@@ -341,11 +329,8 @@ bool ReadLockFile(const std::string& path, v1::Lock* lock, std::string* error) {
     }
   }
   close(fd);
-  if (!problem.empty()) {
-    *error = fmt::format("cannot read the lock file {}: {}", shown, problem);
-    return false;
-  }
-  return ParseLock(text, shown, lock, error);
+  if (!problem.empty()) return Error{fmt::format("cannot read the lock file {}: {}", shown, problem)};
+  return ParseLock(text, shown);
 }
 
 }  // namespace ldscope::store

@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "ldscope_proto/lock.pb.h"
+#include "text/result.h"
 
 namespace ldscope::store {
 
@@ -30,13 +31,12 @@ std::string Rooted(const std::string& root, const std::string& file);
 std::string FormatLock(const v1::Lock& lock);
 
 // Parses what FormatLock writes (blank lines, comments, spaces around `=` and `,` and
-// the braces are free; anything else is an error). On failure returns false with
-// *error "NAME:LINE: what is wrong".
-bool ParseLock(std::string_view text, const std::string& name, v1::Lock* lock, std::string* error);
+// the braces are free; anything else is an error, "NAME:LINE: what is wrong").
+Result<v1::Lock> ParseLock(std::string_view text, const std::string& name);
 
-// Reads and parses a lock file (a regular file; not blocking on a FIFO). *error names
+// Reads and parses a lock file (a regular file; not blocking on a FIFO). The error names
 // the file, and the line for a garbled one.
-bool ReadLockFile(const std::string& path, v1::Lock* lock, std::string* error);
+Result<v1::Lock> ReadLockFile(const std::string& path);
 
 // Sorts programs, libraries and copies, and drops repeated copies.
 void CanonicalLock(v1::Lock* lock);

@@ -36,9 +36,9 @@ std::string OpenError(const std::string& path, int err) {
   return fmt::format("cannot write {}: {}", path, ErrnoText(err));
 }
 
-// Opens base in dirfd as OpenOutput says. Returns the descriptor or -1 (and *error).
-int OpenIn(int dirfd, const struct stat& dir_st, const std::string& path, const std::string& base,
-           bool* created, std::string* error) {
+// Opens base in dirfd as OpenOutput says: the descriptor.
+Result<int> OpenIn(int dirfd, const struct stat& dir_st, const std::string& path,
+                   const std::string& base, bool* created) {
   const int flags = O_WRONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
   int fd = openat(dirfd, base.c_str(), flags | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
   if (fd >= 0) {
@@ -46,64 +46,61 @@ int OpenIn(int dirfd, const struct stat& dir_st, const std::string& path, const 
     return fd;
   }
   if (errno != EEXIST) {
-    *error = OpenError(path, errno);
-    return -1;
+    return Error{OpenError(path, errno)};
   }
   struct stat link {};
   if (fstatat(dirfd, base.c_str(), &link, AT_SYMLINK_NOFOLLOW) != 0) {
-    *error = OpenError(path, errno);
-    return -1;
+    return Error{OpenError(path, errno)};
   }
   const uid_t me = geteuid();
   const bool follow =
       S_ISLNK(link.st_mode) && (!Shared(dir_st) || (dir_st.st_uid == me && link.st_uid == me));
   if (S_ISLNK(link.st_mode) && !follow) {
-    *error = fmt::format(
+    return Error{fmt::format(
         "refusing to write {}: it is a symbolic link in a directory others can write to "
         "(link owned by uid {}, directory by uid {}); remove it or choose another path",
-        path, link.st_uid, dir_st.st_uid);
-    return -1;
+        path, link.st_uid, dir_st.st_uid)};
   }
   fd = openat(dirfd, base.c_str(), follow ? flags | O_CREAT : flags | O_NOFOLLOW, 0600);
-  if (fd < 0) *error = OpenError(path, errno);
+  if (fd < 0) return Error{OpenError(path, errno)};
   return fd;
 }
 
 }  // namespace
 
-std::string OpenOutput(const std::string& path, Output* out) {
+Status OpenOutput(const std::string& path, Output* out) {
   *out = Output{};
   out->path = path;
   if (path == "-") {
     out->fd = fcntl(1, F_DUPFD_CLOEXEC, 3);
-    if (out->fd < 0) return fmt::format("cannot write to standard output: {}", ErrnoText(errno));
-    return "";
+    if (out->fd < 0) return Error{fmt::format("cannot write to standard output: {}", ErrnoText(errno))};
+    return Status::Ok();
   }
   std::string dir, base;
   SplitPath(path, &dir, &base);
   if (base.empty() || base == "." || base == "..")
-    return fmt::format("cannot write {}: not a file name", path);
+    return Error{fmt::format("cannot write {}: not a file name", path)};
   const int dirfd = open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   struct stat dir_st {};
   if (dirfd < 0 || fstat(dirfd, &dir_st) != 0) {
     const int err = errno;
     if (dirfd >= 0) close(dirfd);
-    return fmt::format("cannot write {}: directory {}: {}", path, dir, ErrnoText(err));
+    return Error{fmt::format("cannot write {}: directory {}: {}", path, dir, ErrnoText(err))};
   }
-  std::string error;
-  out->fd = OpenIn(dirfd, dir_st, path, base, &out->created, &error);
+  Result<int> fd = OpenIn(dirfd, dir_st, path, base, &out->created);
   close(dirfd);
-  if (out->fd < 0) return error;
+  if (!fd.ok()) return fd.status();
+  out->fd = *fd;
   struct stat st {};
   if (fstat(out->fd, &st) != 0) {
-    error = OpenError(path, errno);
+    std::string error = OpenError(path, errno);
     DiscardOutput(out);
-    return error;
+    return Error{std::move(error)};
   }
   out->regular = S_ISREG(st.st_mode);
   // Non-blocking was for the open only (a FIFO without a reader); writes may wait.
   fcntl(out->fd, F_SETFL, fcntl(out->fd, F_GETFL) & ~O_NONBLOCK);
-  return "";
+  return Status::Ok();
 }
 
 int TruncateOutput(const Output& out) {
@@ -124,12 +121,12 @@ void DiscardOutput(Output* out) {
   out->fd = -1;
 }
 
-std::string CloseOutput(Output* out) {
-  if (out->fd < 0) return "";
+Status CloseOutput(Output* out) {
+  if (out->fd < 0) return Status::Ok();
   const int r = close(out->fd);
   out->fd = -1;
-  if (r != 0 && errno != EINTR) return fmt::format("writing {} failed: {}", out->path, ErrnoText(errno));
-  return "";
+  if (r != 0 && errno != EINTR) return Error{fmt::format("writing {} failed: {}", out->path, ErrnoText(errno))};
+  return Status::Ok();
 }
 
 int WriteAll(int fd, const char* data, size_t size) {
@@ -159,17 +156,18 @@ bool SameFile(const std::string& a, const std::string& b) {
   return !e1 && !e2 && ca == cb;
 }
 
-std::string WriteTextFile(const std::string& path, const std::string& text) {
+Status WriteTextFile(const std::string& path, const std::string& text) {
   Output out;
-  if (std::string e = OpenOutput(path, &out); !e.empty()) return e;
+  if (Status s = OpenOutput(path, &out); !s.ok()) return s;
   if (const int err = TruncateOutput(out); err != 0) {
     DiscardOutput(&out);
-    return OpenError(path, err);
+    return Error{OpenError(path, err)};
   }
   const std::string name = path == "-" ? "standard output" : path;
   if (const int err = WriteAll(out.fd, text.data(), text.size()); err != 0) {
-    CloseOutput(&out);
-    return fmt::format("writing {} failed: {}", name, ErrnoText(err));
+    // The write error is the one to report; a close error after it adds nothing.
+    CloseOutput(&out).IgnoreError();
+    return Error{fmt::format("writing {} failed: {}", name, ErrnoText(err))};
   }
   return CloseOutput(&out);
 }

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <string>
 
+#include "text/result.h"
+
 namespace ldscope::store {
 
 struct Output {
@@ -19,15 +21,15 @@ struct Output {
 // descriptor 1). A new file is created 0600. A symbolic link is not followed when its
 // directory is shared (sticky or writable by others) unless the directory and the link
 // both belong to us. The open does not block (a FIFO without a reader is an error).
-// Returns "" or an error message naming the file.
-std::string OpenOutput(const std::string& path, Output* out);
+// The error names the file.
+Status OpenOutput(const std::string& path, Output* out);
 // Empties a regular file that existed before: call when writing really starts.
 // Returns 0 or the errno.
 int TruncateOutput(const Output& out);
 // Closes, and removes the file when OpenOutput created it (nothing was written).
 void DiscardOutput(Output* out);
-// Closes; "" or an error message (a failed close can report a lost write).
-std::string CloseOutput(Output* out);
+// Closes; a failed close can report a lost write.
+Status CloseOutput(Output* out);
 
 // Writes everything, retrying after EINTR and short writes. Returns 0 or the errno.
 int WriteAll(int fd, const char* data, size_t size);
@@ -37,7 +39,7 @@ int WriteAll(int fd, const char* data, size_t size);
 bool SameFile(const std::string& a, const std::string& b);
 
 // Writes text to path ("-": standard output) through OpenOutput, truncating it first.
-// "" or an error message naming the file and the errno text.
-std::string WriteTextFile(const std::string& path, const std::string& text);
+// The error names the file and the errno text.
+Status WriteTextFile(const std::string& path, const std::string& text);
 
 }  // namespace ldscope::store

@@ -140,10 +140,7 @@ TraceFile ParseTrace(const std::string& name, const uint8_t* data, size_t size) 
   while (pos < size) {
     const size_t start = pos;
     uint64_t len = 0;
-    auto fail = [&](std::string msg) {
-      t.ok = false;
-      t.problem = {shown, start, std::move(msg)};
-    };
+    auto fail = [&](std::string msg) { t.problem = ReadProblem{shown, start, std::move(msg)}; };
     if (!wire::ReadVarint(data, size, &pos, &len)) {
       fail("truncated record length");
       break;
@@ -180,10 +177,7 @@ TraceFile ParseTrace(const std::string& name, const uint8_t* data, size_t size) 
     }
     pos += len;
   }
-  if (t.ok && !have_header) {
-    t.ok = false;
-    t.problem = {shown, 0, "empty file: not an ldscope trace"};
-  }
+  if (t.ok() && !have_header) t.problem = ReadProblem{shown, 0, "empty file: not an ldscope trace"};
   Resolve(&t.events);
   for (auto& e : t.events) EscapeStrings(&e);
   t.header.set_host(text::Escape(t.header.host()));
@@ -194,8 +188,7 @@ TraceFile ReadTraceFile(const std::string& path) {
   TraceFile t;
   t.path = path;
   auto fail = [&](std::string msg) {
-    t.ok = false;
-    t.problem = {text::Escape(path), 0, std::move(msg)};
+    t.problem = ReadProblem{text::Escape(path), 0, std::move(msg)};
     return t;
   };
   // Non-blocking: a FIFO put where a trace was must not hang us. Only regular files are
@@ -246,7 +239,7 @@ TraceFile ReadTraceFile(const std::string& path) {
   return ParseTrace(path, reinterpret_cast<const uint8_t*>(buf.data()), got);
 }
 
-bool Readable(const TraceFile& f) { return f.ok || f.problem.offset > 0; }
+bool Readable(const TraceFile& f) { return f.ok() || f.problem->offset > 0; }
 
 bool AnyReadable(const TraceSet& set) {
   for (const auto& f : set.files)
@@ -254,20 +247,17 @@ bool AnyReadable(const TraceSet& set) {
   return false;
 }
 
-std::vector<std::string> TraceNamesIn(const std::string& dir, std::string* error) {
+Result<std::vector<std::string>> TraceNamesIn(const std::string& dir) {
   std::vector<std::string> names;
   DIR* d = opendir(dir.c_str());
-  if (d == nullptr) {
-    *error = fmt::format("{}: {}", text::Escape(dir), ErrnoText(errno));
-    return names;
-  }
+  if (d == nullptr) return Error{fmt::format("{}: {}", text::Escape(dir), ErrnoText(errno))};
   while (dirent* de = readdir(d)) {
     const std::string n = de->d_name;
     if (n.size() > 8 && n.compare(n.size() - 8, 8, ".ldscope") == 0) names.push_back(n);
   }
   closedir(d);
   std::sort(names.begin(), names.end());
-  if (names.empty()) *error = fmt::format("{}: no *.ldscope files in directory", text::Escape(dir));
+  if (names.empty()) return Error{fmt::format("{}: no *.ldscope files in directory", text::Escape(dir))};
   return names;
 }
 
@@ -297,10 +287,12 @@ TraceSet LoadTraces(const std::vector<std::string>& paths) {
       add(ReadTraceFile(p));
       continue;
     }
-    std::string error;
-    const std::vector<std::string> names = TraceNamesIn(p, &error);
-    if (!error.empty()) set.errors.push_back(error);
-    for (const auto& n : names) add(ReadTraceFile(p + "/" + n));
+    const Result<std::vector<std::string>> names = TraceNamesIn(p);
+    if (!names.ok()) {
+      set.errors.push_back(names.error());
+      continue;
+    }
+    for (const auto& n : *names) add(ReadTraceFile(p + "/" + n));
   }
   return set;
 }
@@ -315,26 +307,28 @@ TraceSet LoadTraceImage(const std::string& name, const std::string& bytes) {
 
 TraceWriter::~TraceWriter() {
   if (begun_)
-    Close();
+    Close().IgnoreError();  // an owner that wants the error calls Close() first
   else
     Discard();
 }
 
-std::string TraceWriter::Prepare(const std::string& path) { return OpenOutput(path, &out_); }
+Status TraceWriter::Prepare(const std::string& path) { return OpenOutput(path, &out_); }
 
-std::string TraceWriter::Begin(const v1::TraceHeader& header) {
+Status TraceWriter::Begin(const v1::TraceHeader& header) {
   begun_ = true;
   if (const int err = TruncateOutput(out_); err != 0) {
     error_ = err;
-    return fmt::format("cannot write {}: {}", out_.path, ErrnoText(err));
+    return WriteError();
   }
   const std::string h = header.SerializeAsString();
   uint8_t prefix[10];
   const size_t n = static_cast<size_t>(wire::PutVarint(prefix, h.size()) - prefix);
   Record(prefix, n, reinterpret_cast<const uint8_t*>(h.data()), h.size(), nullptr, 0);
-  Flush();
-  if (error_ != 0) return fmt::format("cannot write {}: {}", out_.path, ErrnoText(error_));
-  return "";
+  return Flush();
+}
+
+Status TraceWriter::WriteError() const {
+  return Error{fmt::format("cannot write {}: {}", out_.path, ErrnoText(error_))};
 }
 
 void TraceWriter::Discard() {
@@ -343,8 +337,8 @@ void TraceWriter::Discard() {
   record_ends_.clear();
 }
 
-std::string TraceWriter::Open(const std::string& path, const v1::TraceHeader& header) {
-  if (std::string e = Prepare(path); !e.empty()) return e;
+Status TraceWriter::Open(const std::string& path, const v1::TraceHeader& header) {
+  if (Status s = Prepare(path); !s.ok()) return s;
   return Begin(header);
 }
 
@@ -362,11 +356,12 @@ void TraceWriter::Record(const uint8_t* head, size_t hn, const uint8_t* body, si
     return;
   }
   record_ends_.push_back(buf_.size());
-  if (buf_.size() >= (1u << 20)) Flush();
+  // A failure is kept in error_; AppendEvent and Close() report it.
+  if (buf_.size() >= (1u << 20)) Flush().IgnoreError();
 }
 
-bool TraceWriter::AppendEvent(const uint8_t* data, size_t size, uint32_t stream) {
-  if (out_.fd < 0 || !begun_) return false;
+Status TraceWriter::AppendEvent(const uint8_t* data, size_t size, uint32_t stream) {
+  if (out_.fd < 0 || !begun_) return Error{"the trace file is not open for writing"};
   // Field 7 (stream), varint: tag 0x38.
   uint8_t tail[12];
   tail[0] = 0x38;
@@ -374,7 +369,7 @@ bool TraceWriter::AppendEvent(const uint8_t* data, size_t size, uint32_t stream)
   uint8_t prefix[10];
   const size_t pn = static_cast<size_t>(wire::PutVarint(prefix, size + tn) - prefix);
   Record(prefix, pn, data, size, tail, tn);
-  return error_ == 0;
+  return error_ == 0 ? Status::Ok() : WriteError();
 }
 
 // Stops writing at the first error; a regular file is cut back to its last whole
@@ -395,15 +390,16 @@ void TraceWriter::Fail(int err, size_t done) {
   record_ends_.clear();
 }
 
-bool TraceWriter::Flush() {
-  if (out_.fd < 0 || error_ != 0) return error_ == 0;
+Status TraceWriter::Flush() {
+  if (error_ != 0) return WriteError();
+  if (out_.fd < 0) return Status::Ok();
   size_t done = 0;
   while (done < buf_.size()) {
     const ssize_t r = write(out_.fd, buf_.data() + done, buf_.size() - done);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) {
       Fail(r < 0 ? errno : EIO, done);
-      return false;
+      return WriteError();
     }
     done += static_cast<size_t>(r);
   }
@@ -411,27 +407,27 @@ bool TraceWriter::Flush() {
   records_written_ += record_ends_.size();
   buf_.clear();
   record_ends_.clear();
-  return true;
+  return Status::Ok();
 }
 
-std::string TraceWriter::Close() {
-  if (out_.fd < 0) return "";
+Status TraceWriter::Close() {
+  if (out_.fd < 0) return Status::Ok();
   if (!begun_) {
     Discard();
-    return "";
+    return Status::Ok();
   }
-  Flush();
-  std::string close_err = CloseOutput(&out_);
+  Flush().IgnoreError();  // a failure is in error_, reported below with what was lost
+  Status closed = CloseOutput(&out_);
   if (error_ != 0) {
     // The header is record 1; the rest are events.
     const uint64_t events = records_ > 0 ? records_ - 1 : 0;
     const uint64_t kept = records_written_ > 0 ? records_written_ - 1 : 0;
-    return fmt::format("writing {} failed after {} bytes: {}; the trace is incomplete: {} of {} "
-                       "events written",
-                       out_.path == "-" ? "standard output" : out_.path, written_,
-                       ErrnoText(error_), kept, events);
+    return Error{fmt::format("writing {} failed after {} bytes: {}; the trace is incomplete: {} of {} "
+                             "events written",
+                             out_.path == "-" ? "standard output" : out_.path, written_,
+                             ErrnoText(error_), kept, events)};
   }
-  return close_err;
+  return closed;
 }
 
 }  // namespace ldscope::store

@@ -6,11 +6,13 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ldscope_proto/events.pb.h"
 #include "store/output_file.h"
+#include "text/result.h"
 
 namespace ldscope::store {
 
@@ -20,7 +22,9 @@ struct ReadProblem {
   std::string message;
 };
 
-// One trace file's content. The events' byte strings (paths, argv, environment, names)
+// One trace file's content: what could be read, and where reading stopped and why. A
+// damaged file is not a failure of the reader (everything before the damage is kept),
+// so this is not a Result. The events' byte strings (paths, argv, environment, names)
 // are escaped text (text/escape.h), the problem's file name too; path is as given.
 struct TraceFile {
   std::string path;
@@ -29,8 +33,8 @@ struct TraceFile {
   // The collector's ObjectFacts records (events.proto), taken out of events; their byte
   // strings are left as the file's bytes (elf::FromFacts escapes them).
   std::vector<v1::ObjectFacts> facts;
-  bool ok = true;
-  ReadProblem problem;  // set when !ok
+  std::optional<ReadProblem> problem;  // where reading stopped; none when it read to the end
+  bool ok() const { return !problem.has_value(); }
 };
 
 TraceFile ReadTraceFile(const std::string& path);
@@ -44,9 +48,9 @@ struct TraceSet {
   std::vector<TraceFile> files;
   std::vector<std::string> errors;  // paths that could not be opened at all
 };
-// The *.ldscope file names in a directory, sorted; *error set when it cannot be read or
+// The *.ldscope file names in a directory, sorted; an error when it cannot be read or
 // holds none.
-std::vector<std::string> TraceNamesIn(const std::string& dir, std::string* error);
+Result<std::vector<std::string>> TraceNamesIn(const std::string& dir);
 // Loads files and LDSCOPE_DIR directories (every *.ldscope file inside). Events from
 // per-process files (stream 0) get a stream number of their own per file.
 TraceSet LoadTraces(const std::vector<std::string>& paths);
@@ -67,25 +71,26 @@ class TraceWriter {
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
 
-  // Opens path ("-": standard output) as store::OpenOutput does, without truncating
-  // it. Returns an error message or "".
-  std::string Prepare(const std::string& path);
-  // Writing starts: empties the file and writes the header. "" or an error message.
-  std::string Begin(const v1::TraceHeader& header);
+  // Opens path ("-": standard output) as store::OpenOutput does, without truncating it.
+  Status Prepare(const std::string& path);
+  // Writing starts: empties the file and writes the header.
+  Status Begin(const v1::TraceHeader& header);
   // The run never started: closes, removing the file if Prepare created it.
   void Discard();
   // Prepare and Begin.
-  std::string Open(const std::string& path, const v1::TraceHeader& header);
+  Status Open(const std::string& path, const v1::TraceHeader& header);
   // Also keep every record in memory (copy()), so that the trace can be analysed
   // without reading the output back (it may be a pipe, a device, or incomplete).
   void KeepCopy() { keep_copy_ = true; }
   const std::string& copy() const { return copy_; }
 
   // Appends one serialized Event, adding `stream` as field 7 (protobuf merges
-  // concatenated fields, so the bytes need no re-encoding). False once writing failed.
-  bool AppendEvent(const uint8_t* data, size_t size, uint32_t stream);
-  bool Flush();
-  std::string Close();  // "" or an error naming the file, the errno and what was lost
+  // concatenated fields, so the bytes need no re-encoding). An error once writing
+  // failed: the record is counted, and Close() reports how many were lost.
+  Status AppendEvent(const uint8_t* data, size_t size, uint32_t stream);
+  // Writes what is buffered; an error once writing failed (Close() reports it too).
+  Status Flush();
+  Status Close();  // the error names the file, the errno and what was lost
   bool failed() const { return error_ != 0; }
   uint64_t bytes_written() const { return written_; }
 
@@ -93,6 +98,7 @@ class TraceWriter {
   void Record(const uint8_t* head, size_t hn, const uint8_t* body, size_t bn,
               const uint8_t* tail, size_t tn);
   void Fail(int err, size_t done);
+  Status WriteError() const;  // "cannot write PATH: errno text" for error_
 
   Output out_;
   bool begun_ = false;

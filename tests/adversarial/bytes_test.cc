@@ -247,7 +247,7 @@ TEST(Bytes, LdscopeDirTracesReadBack) {
 TEST(Bytes, TracesOfTheStringSchemaStillRead) {
   const auto set = store::LoadTraces({GOLDEN_DIR "/../fuzz/corpus/trace/interned.ldscope"});
   ASSERT_EQ(set.files.size(), 1u);
-  EXPECT_TRUE(set.files[0].ok) << set.files[0].problem.message;
+  EXPECT_TRUE(set.files[0].ok()) << set.files[0].problem->message;
   const auto t = model::BuildTimeline(set);
   ASSERT_GE(t.processes_size(), 1);
   size_t loads = 0;

@@ -272,7 +272,7 @@ TEST(Batching, BigTransactionFillsSeveralBatches) {
   const auto set = store::LoadTraces({tdir});
   ASSERT_EQ(set.files.size(), 1u);
   const auto& f = set.files[0];
-  ASSERT_TRUE(f.ok) << f.problem.message;
+  ASSERT_TRUE(f.ok()) << f.problem->message;
   std::set<uint64_t> seqs;
   size_t dir_candidates = 0;
   for (const auto& e : f.events) {
@@ -301,7 +301,7 @@ TEST(Batching, ForkedChildDoesNotSendItsParentsHeldEvents) {
   EXPECT_NE(r.out.find("child\nbgopen: not ours\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("parent\nbgopen: ok\n"), std::string::npos) << r.out;
   const auto t = store::ReadTraceFile(trace);
-  ASSERT_TRUE(t.ok) << t.problem.message;
+  ASSERT_TRUE(t.ok()) << t.problem->message;
   std::map<uint32_t, std::vector<const v1::Event*>> by_pid;
   for (const auto& e : t.events) by_pid[e.pid()].push_back(&e);
   ASSERT_EQ(by_pid.size(), 2u) << "the parent and the child";

@@ -37,9 +37,9 @@ audit::ProcessAux Aux() {
 void ExpectSameAsOnDisk(const link_map* map, const std::string& path) {
   auto o = std::make_unique<audit::ObjectInfo>();
   audit::ReadMappedObject(map, false, Aux(), o.get());
-  std::string err;
-  const auto disk = elf::ReadElf(path, &err);
-  ASSERT_NE(disk, nullptr) << err;
+  const auto read = elf::ReadElf(path);
+  ASSERT_TRUE(read.ok()) << read.error();
+  const auto& disk = *read;
   EXPECT_EQ(o->soname ? o->soname : "", disk->soname) << path;
   std::vector<std::string> needed(o->needed, o->needed + o->n_needed);
   EXPECT_EQ(needed, disk->needed) << path;

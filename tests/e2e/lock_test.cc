@@ -359,11 +359,10 @@ TEST(Lock, RootsAndFormat) {
             "build-id = 'unknown' }]\n")
       << text;
   // Read back: the same lock, and "unknown" matches the known build-id.
-  v1::Lock again;
-  std::string err;
-  ASSERT_TRUE(store::ParseLock(text, "x.lock", &again, &err)) << err;
-  EXPECT_EQ(again.DebugString(), lock.DebugString());
-  EXPECT_EQ(analysis::CheckLock(again, lock, false).differences_size(), 0);
+  const Result<v1::Lock> again = store::ParseLock(text, "x.lock");
+  ASSERT_TRUE(again.ok()) << again.error();
+  EXPECT_EQ(again->DebugString(), lock.DebugString());
+  EXPECT_EQ(analysis::CheckLock(*again, lock, false).differences_size(), 0);
 }
 
 }  // namespace

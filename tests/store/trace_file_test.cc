@@ -14,23 +14,23 @@ std::string WriteSample(const std::string& dir, int events) {
   v1::TraceHeader h;
   h.set_format_version(1);
   h.set_host("h");
-  EXPECT_EQ(w.Open(path, h), "");
+  EXPECT_TRUE(w.Open(path, h).ok());
   for (int i = 0; i < events; ++i) {
     v1::Event e;
     e.set_pid(10);
     e.set_seq(static_cast<uint64_t>(i));
     e.mutable_search()->set_name("libx.so." + std::to_string(i));
     const std::string bytes = e.SerializeAsString();
-    EXPECT_TRUE(w.AppendEvent(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 3));
+    EXPECT_TRUE(w.AppendEvent(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 3).ok());
   }
-  EXPECT_EQ(w.Close(), "");
+  EXPECT_TRUE(w.Close().ok());
   return path;
 }
 
 TEST(TraceFile, RoundTripAddsStream) {
   const auto dir = testing::ScratchDir("trace_roundtrip");
   const auto t = store::ReadTraceFile(WriteSample(dir, 5));
-  ASSERT_TRUE(t.ok) << t.problem.message;
+  ASSERT_TRUE(t.ok()) << t.problem->message;
   EXPECT_EQ(t.header.host(), "h");
   ASSERT_EQ(t.events.size(), 5u);
   EXPECT_EQ(t.events[4].search().name(), "libx.so.4");
@@ -42,16 +42,16 @@ TEST(TraceFile, EveryTruncationKeepsThePrefixAndNamesTheOffset) {
   const std::string full = testing::ReadFile(WriteSample(dir, 20));
   // Record boundaries, to know how many events a prefix must still hold.
   const auto whole = store::ParseTrace("x", reinterpret_cast<const uint8_t*>(full.data()), full.size());
-  ASSERT_TRUE(whole.ok);
+  ASSERT_TRUE(whole.ok());
   for (size_t cut = 1; cut < full.size(); ++cut) {
     const auto t = store::ParseTrace("x", reinterpret_cast<const uint8_t*>(full.data()), cut);
     // A cut exactly at a record boundary is indistinguishable from a shorter file.
-    if (t.ok) {
+    if (t.ok()) {
       EXPECT_LT(t.events.size(), 20u);
       continue;
     }
-    EXPECT_LE(t.problem.offset, cut);
-    EXPECT_FALSE(t.problem.message.empty());
+    EXPECT_LE(t.problem->offset, cut);
+    EXPECT_FALSE(t.problem->message.empty());
     // Everything before the damaged record is there.
     size_t expected = 0;
     for (size_t pos = 0, i = 0; i <= 20; ++i) {
@@ -70,13 +70,13 @@ TEST(TraceFile, GarbageIsReportedNotFatal) {
   const size_t good = data.size();
   data += std::string("\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 11);
   const auto t = store::ParseTrace("g", reinterpret_cast<const uint8_t*>(data.data()), data.size());
-  EXPECT_FALSE(t.ok);
-  EXPECT_EQ(t.problem.offset, good);
+  EXPECT_FALSE(t.ok());
+  EXPECT_EQ(t.problem->offset, good);
   EXPECT_EQ(t.events.size(), 3u);
   const std::string junk = "this is not a trace at all";
   const auto j = store::ParseTrace("j", reinterpret_cast<const uint8_t*>(junk.data()), junk.size());
-  EXPECT_FALSE(j.ok);
-  EXPECT_EQ(j.problem.offset, 0u);
+  EXPECT_FALSE(j.ok());
+  EXPECT_EQ(j.problem->offset, 0u);
 }
 
 // `ldscope show` on a damaged file: the readable part on stdout, the offset on stderr.
