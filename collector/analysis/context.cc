@@ -19,8 +19,9 @@ const elf::ElfInfo* Files::Get(const std::string& path) {
   if (path.empty() || path.front() != '/') return nullptr;
   auto it = cache_.find(path);
   if (it != cache_.end()) return it->second.get();
-  std::string err;
-  auto info = elf::ReadElf(path, &err);
+  Result<std::unique_ptr<elf::ElfInfo>> read = elf::ReadElf(path);
+  std::string err = read.error();
+  std::unique_ptr<elf::ElfInfo> info = read.ok() ? std::move(read).value() : nullptr;
   const v1::ObjectFacts* rec = facts_ != nullptr ? facts_->ForPath(path) : nullptr;
   if (rec != nullptr && rec->unreadable().empty()) {
     std::string changed;
@@ -30,12 +31,11 @@ const elf::ElfInfo* Files::Get(const std::string& path) {
              (info->size != rec->size() || info->mtime_ns != rec->mtime_ns()))
       changed = "another size or modification time now";
     if (info == nullptr || !changed.empty()) {
-      std::string facts_err;
-      if (auto from_trace = elf::FromFacts(*rec, path, &facts_err)) {
+      if (auto from_trace = elf::FromFacts(*rec, path); from_trace.ok()) {
         if (!changed.empty()) changed_[path] = changed;
-        info = std::move(from_trace);
+        info = std::move(from_trace).value();
       } else if (info == nullptr) {
-        err = fmt::format("{}: {}", path, facts_err);
+        err = fmt::format("{}: {}", path, from_trace.error());
       }
     }
   }
@@ -115,11 +115,6 @@ const SymbolIndex* Files::Symbols(const std::string& path) {
   if (it != symbols_.end()) return it->second.get();
   const elf::ElfInfo* e = Get(path);
   return (symbols_[path] = e ? std::make_unique<SymbolIndex>(*e) : nullptr).get();
-}
-
-std::string BaseName(const std::string& path) {
-  const auto slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
 std::string NormalPath(const std::string& path) {
@@ -271,7 +266,7 @@ const Obj* BoundFor(const ProcessIndex& pi, const Obj& o, const std::string& nam
 Context::Context(const v1::Timeline& t, const elf::TraceFacts* facts, Files* files)
     : t_(t), files_(files != nullptr ? files : &own_files_) {
   if (facts != nullptr) files_->set_trace_facts(facts);
-  cache_.Load();
+  cache_status_ = cache_.Load();
   const bool multiarch = [] {
     struct stat st;
     return stat("/lib/x86_64-linux-gnu", &st) == 0;

@@ -12,6 +12,7 @@
 
 #include "elf/elf_file.h"
 #include "elf/facts.h"
+#include "text/strings.h"
 #include "ldscope_proto/report.pb.h"
 #include "ldscope_proto/timeline.pb.h"
 #include "loader/search.h"
@@ -131,6 +132,8 @@ class Context {
   const std::vector<ProcessIndex>& processes() const { return procs_; }
   Files& files() { return *files_; }
   const loader::LdCache& cache() const { return cache_; }
+  // Whether /etc/ld.so.cache could be read (when not, "no entry" is unknown).
+  const Status& cache_status() const { return cache_status_; }
 
   // "2.16.2+cuda11.8" from the object itself where it says so, else its file name.
   std::string VersionOf(const std::string& path, const std::string& soname);
@@ -147,13 +150,14 @@ class Context {
   Files own_files_;
   Files* files_;
   loader::LdCache cache_;
+  Status cache_status_;
   std::map<std::string, std::string> versions_;
 };
 
 // The family of a library: its SONAME (or file name) up to ".so", without a wheel's
 // "-<8 hex>" rename suffix: libnccl.so.2 and libnccl.so.2.16.2 are both "libnccl".
 std::string Family(const std::string& soname_or_name);
-std::string BaseName(const std::string& path);
+using text::BaseName;  // text/strings.h
 // /a/b/../c -> /a/c (lexically: symlinks are left alone, as the loader leaves them).
 std::string NormalPath(const std::string& path);
 

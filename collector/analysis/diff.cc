@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "analysis/analysis.h"
+#include "text/strings.h"
 
 namespace ldscope::analysis {
 namespace {
@@ -18,11 +19,7 @@ struct Lib {
   uint64_t seq = 0;
 };
 
-std::string Command(const v1::ProcessTimeline& p) {
-  std::string c;
-  for (const auto& a : p.argv()) c += (c.empty() ? "" : " ") + a;
-  return c.empty() ? p.exe() : c;
-}
+std::string Command(const v1::ProcessTimeline& p) { return text::CommandLine(p.argv(), p.exe()); }
 
 struct FirstLoader {
   std::string operation;  // what loaded it: reason and requester (not the file it found)

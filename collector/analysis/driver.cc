@@ -7,49 +7,42 @@
 #include <fmt/format.h>
 
 #include "analysis/analysis.h"
+#include "text/strings.h"
 
 namespace ldscope::analysis {
 namespace {
 
-std::string Hex(const std::string& bytes) {
-  std::string out;
-  for (unsigned char c : bytes) out += fmt::format("{:02x}", c);
-  return out;
-}
-
 // Findings rest on files read now; say so when a file is not what was traced.
 void NoteChangedFiles(Context& ctx, v1::Report* out) {
   size_t changed = 0;
-  std::string changed_list;
+  std::vector<std::string> changed_list;
   for (const auto& pi : ctx.processes()) {
     for (const auto& [id, o] : pi.objects) {
       if (o.dev == 0 || o.path.empty() || o.path.front() != '/') continue;
       const elf::ElfInfo* e = ctx.files().Get(o.path);
       if (e == nullptr) continue;
       const bool moved = e->dev != o.dev || e->ino != o.ino;
-      const bool rebuilt = !o.build_id.empty() && !e->build_id.empty() && Hex(e->build_id) != o.build_id;
+      const bool rebuilt = !o.build_id.empty() && !e->build_id.empty() && text::Hex(e->build_id) != o.build_id;
       if (moved || rebuilt) {
         if (++changed <= 3)
-          changed_list += fmt::format("{}{} ({})", changed_list.empty() ? "" : ", ", o.path,
-                                      rebuilt ? "different build-id" : "different inode");
+          changed_list.push_back(fmt::format("{} ({})", o.path, rebuilt ? "different build-id" : "different inode"));
       }
     }
   }
   if (changed > 0)
     out->add_notes(fmt::format("{} file{} changed since the trace was taken, and findings about "
                                "them use the files as they are now: {}{}",
-                               changed, changed == 1 ? "" : "s", changed_list, changed > 3 ? ", ..." : ""));
+                               changed, changed == 1 ? "" : "s", fmt::join(changed_list, ", "), changed > 3 ? ", ..." : ""));
   // Files no longer the ones traced, answered from the facts the trace recorded: the
   // findings are about the traced files, which a fix on this machine may not meet.
   const auto& from_trace = ctx.files().changed();
   if (!from_trace.empty()) {
-    std::string list;
-    size_t n = 0;
+    std::vector<std::string> list;
     for (const auto& [path, how] : from_trace)
-      if (++n <= 3) list += fmt::format("{}{} ({})", list.empty() ? "" : ", ", path, how);
+      if (list.size() < 3) list.push_back(fmt::format("{} ({})", path, how));
     out->add_notes(fmt::format("{} file{} changed since the trace was taken; findings about them use "
                                "the ELF facts the trace recorded: {}{}",
-                               from_trace.size(), from_trace.size() == 1 ? "" : "s", list,
+                               from_trace.size(), from_trace.size() == 1 ? "" : "s", fmt::join(list, ", "),
                                from_trace.size() > 3 ? ", ..." : ""));
   }
   // Unreadable files (a trace analysed on another machine, say): one note, not one each.

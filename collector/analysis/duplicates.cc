@@ -124,15 +124,16 @@ void FindDuplicates(Context& ctx, v1::Report* out) {
     }
     for (const auto& [namespaces, libs] : by_ns_set) {
       auto f = NewFinding(pi, v1::DUPLICATE_INFO, v1::INFO);
-      std::string names, ns_list;
+      std::vector<std::string> sonames;
       for (const auto& [soname, objs] : libs) {
-        names += (names.empty() ? "" : ", ") + soname;
+        sonames.push_back(soname);
         for (const Obj* o : objs) {
           *f.add_objects() = ctx.Describe(pi, *o);
           f.add_evidence(o->open_seq);
         }
       }
-      for (int64_t ns : namespaces) ns_list += (ns_list.empty() ? "" : ", ") + std::to_string(ns);
+      const std::string names = fmt::format("{}", fmt::join(sonames, ", "));
+      const std::string ns_list = fmt::format("{}", fmt::join(namespaces, ", "));
       f.set_message(fmt::format("{} {} loaded in each of the link-map namespaces {} of process {}; "
                                 "namespaces do not share symbols, so this is deliberate isolation "
                                 "(dlmopen), not a conflict.",

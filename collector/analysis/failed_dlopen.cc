@@ -31,11 +31,7 @@ namespace {
 
 constexpr uint32_t kRtldGlobal = 0x100;
 
-std::string Join(const std::vector<std::string>& v, const char* sep = ", ") {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
-  return out;
-}
+std::string Join(const std::vector<std::string>& v) { return fmt::format("{}", fmt::join(v, ", ")); }
 
 // "libfabric.so.1 (found via RUNPATH)"-style: the path, and the step that found it.
 std::string PathFound(const Obj& o) {

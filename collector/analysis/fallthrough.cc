@@ -15,11 +15,7 @@
 namespace ldscope::analysis {
 namespace {
 
-std::string Join(const std::vector<std::string>& v, const char* sep = ", ") {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
-  return out;
-}
+std::string Join(const std::vector<std::string>& v) { return fmt::format("{}", fmt::join(v, ", ")); }
 
 // What the requester needs from the fall-through copy that it does not offer: version
 // nodes of its verneed for that file, and symbols bound to that file's versions.

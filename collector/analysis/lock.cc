@@ -15,6 +15,7 @@
 #include "analysis/context.h"
 #include "store/lock_file.h"
 #include "text/escape.h"
+#include "text/strings.h"
 
 namespace ldscope::analysis {
 namespace {
@@ -23,12 +24,6 @@ const char kUnknown[] = "unknown";
 
 bool StartsWith(const std::string& s, const std::string& prefix) {
   return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
-}
-
-std::string Hex(const std::string& raw) {
-  std::string out;
-  for (char c : raw) out += fmt::format("{:02x}", static_cast<unsigned char>(c));
-  return out;
 }
 
 // The file name the path's symbolic links end at (libcudart.so.12 ->
@@ -79,9 +74,9 @@ void Add(v1::LockCheck* out, v1::LockDifference::Kind kind, const std::string& p
 }
 
 std::string Copies(const v1::LockedLibrary& l) {
-  std::string s;
-  for (const auto& f : l.copies()) s += (s.empty() ? "" : "; ") + Describe(f);
-  return s;
+  std::vector<std::string> each;
+  for (const auto& f : l.copies()) each.push_back(Describe(f));
+  return fmt::format("{}", fmt::join(each, "; "));
 }
 
 }  // namespace
@@ -176,9 +171,9 @@ v1::Lock MakeLock(const v1::Timeline& timeline) {
       if (plain == path) {
         build_id = o.build_id;
         if (build_id.empty())
-          if (const elf::ElfInfo* e = ctx.files().Get(path)) build_id = Hex(e->build_id);
+          if (const elf::ElfInfo* e = ctx.files().Get(path)) build_id = text::Hex(e->build_id);
       } else if (const elf::ElfInfo* e = ctx.files().Get(plain)) {
-        build_id = Hex(e->build_id);
+        build_id = text::Hex(e->build_id);
       }
       f.set_build_id(build_id.empty() ? kUnknown : build_id);
       std::string name = o.soname.empty() ? BaseName(path) : o.soname;

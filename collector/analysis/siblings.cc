@@ -124,8 +124,8 @@ void Report(Context& ctx, const std::vector<const ProcessIndex*>& group, const s
                              BaseName(p.exe()), d0.soname,
                              ds.size() > 1 ? fmt::format(" (and {} more)", ds.size() - 1) : "",
                              d0.majority ? "the others" : Labels(d0.reference)));
-  std::string argv;
-  for (int i = 1; i < p.argv_size(); ++i) argv += " " + p.argv(i);
+  const std::string argv =
+      p.argv_size() > 1 ? fmt::format(" {}", fmt::join(p.argv().begin() + 1, p.argv().end(), " ")) : "";
   layout::Detail(&f, "program", fmt::format("{}{} ({} processes, started by process {})", p.exe(), argv,
                                             group.size(), p.ppid()));
   for (const Disagreement& d : ds) {

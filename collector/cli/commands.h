@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "elf/facts.h"
+#include "text/result.h"
 #include "ldscope_proto/lock.pb.h"
 #include "ldscope_proto/report.pb.h"
 #include "ldscope_proto/timeline.pb.h"
@@ -129,8 +130,9 @@ struct ImportsOptions {
 };
 int Imports(const ImportsOptions& opt);
 
-// Validates --fail-on words; returns "" or an error message.
-std::string CheckFailOn(const std::vector<std::string>& words);
+// Validates one --fail-on word (main.cc's CLI11 validator): a finding kind, "error",
+// "warning" or "any".
+Status CheckFailOn(const std::string& word);
 // The words --fail-on takes, comma-separated (for --help).
 std::string FailOnHelp();
 // When the report goes to default_out (a --report file is always written).
@@ -151,19 +153,30 @@ int EmitAnalysed(const v1::Report& report, const v1::Timeline* timeline, const R
 
 // The audit library that belongs to this ldscope binary: LDSCOPE_AUDIT_LIB, else
 // next to the executable (build tree), else in the install's lib/ldscope.
-std::string FindAuditLibrary(std::string* error);
+Result<std::string> FindAuditLibrary();
 // The directory holding ldscope's Python hook (sitecustomize.py): bin/python/ in the
 // build tree, <prefix>/share/ldscope/python/ installed.
-std::string FindPythonHook(std::string* error);
+Result<std::string> FindPythonHook();
+
+// The running ldscope binary (/proc/self/exe).
+Result<std::string> SelfExe();
+// $TMPDIR, else /tmp.
+std::string TempRoot();
+// A new 0700 directory parent/prefix-XXXXXX; its path.
+Result<std::string> MakePrivateDir(const std::string& parent, const std::string& prefix);
 
 // "ldscope: " + message on stderr.
 void Complain(const std::string& message);
 // Writes text to out (stdout or stderr), checking the write; on failure says so on
 // stderr and returns false.
-bool Print(std::FILE* out, const std::string& text);
-// "" or an error when output is the same file as one of the inputs (writing it would
-// destroy what is being read).
-std::string RefuseOverwrite(const std::string& output, const std::vector<std::string>& inputs);
+[[nodiscard]] bool Print(std::FILE* out, const std::string& text);
+// An error when output is the same file as one of the inputs (writing it would destroy
+// what is being read).
+Status RefuseOverwrite(const std::string& output, const std::vector<std::string>& inputs);
+// A damaged trace on stderr: "FILE: at byte offset N: MESSAGE (ANALYSING what precedes
+// it)", or "FILE: MESSAGE" when nothing of the file could be read.
+void ComplainDamage(const std::string& file, uint64_t offset, const std::string& message,
+                    const char* analysing);
 // Says "no trace could be read" and returns kUsage.
 int NoTrace();
 

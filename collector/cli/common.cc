@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "store/output_file.h"
 #include "text/escape.h"
+#include "text/strings.h"
 
 namespace ldscope::cli {
 
@@ -38,12 +39,20 @@ bool Print(std::FILE* out, const std::string& text) {
   return false;
 }
 
-std::string RefuseOverwrite(const std::string& output, const std::vector<std::string>& inputs) {
-  if (output.empty()) return "";
+Status RefuseOverwrite(const std::string& output, const std::vector<std::string>& inputs) {
+  if (output.empty()) return Status::Ok();
   for (const auto& in : inputs)
     if (store::SameFile(output, in))
-      return fmt::format("the output {} is the input {}: refusing to overwrite it", output, in);
-  return "";
+      return Error{fmt::format("the output {} is the input {}: refusing to overwrite it", output, in)};
+  return Status::Ok();
+}
+
+void ComplainDamage(const std::string& file, uint64_t offset, const std::string& message,
+                    const char* analysing) {
+  if (file.empty() || offset == 0)
+    Complain(file.empty() ? message : file + ": " + message);
+  else
+    Complain(fmt::format("{} ({} what precedes it)", text::DamageText(file, offset, message), analysing));
 }
 
 int NoTrace() {
@@ -51,20 +60,32 @@ int NoTrace() {
   return kUsage;
 }
 
-namespace {
-
-// The directory of the running ldscope binary, or "" (and *error).
-std::string SelfDir(std::string* error) {
+Result<std::string> SelfExe() {
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) {
-    *error = "cannot read /proc/self/exe to find ldscope's own files";
-    return "";
-  }
-  self[n] = '\0';
-  std::string dir(self);
-  dir.erase(dir.rfind('/'));
+  if (n <= 0) return Error{"cannot read /proc/self/exe to find ldscope's own files"};
+  return std::string(self, static_cast<size_t>(n));
+}
+
+std::string TempRoot() {
+  const char* tmp = std::getenv("TMPDIR");
+  return tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
+}
+
+Result<std::string> MakePrivateDir(const std::string& parent, const std::string& prefix) {
+  std::string dir = parent + "/" + prefix + "-XXXXXX";
+  if (mkdtemp(dir.data()) == nullptr)  // mkdtemp makes it 0700
+    return Error{fmt::format("cannot create a private directory {}: {}", dir, std::strerror(errno))};
   return dir;
+}
+
+namespace {
+
+// The directory of the running ldscope binary.
+Result<std::string> SelfDir() {
+  Result<std::string> self = SelfExe();
+  if (self.ok()) self->erase(self->rfind('/'));
+  return self;
 }
 
 // The first readable candidate, resolved to a real path.
@@ -80,36 +101,35 @@ std::string FirstReadable(const std::vector<std::string>& candidates) {
 
 }  // namespace
 
-std::string FindAuditLibrary(std::string* error) {
+Result<std::string> FindAuditLibrary() {
   static const char kName[] = "libldscope_audit.so";
   if (const char* env = std::getenv("LDSCOPE_AUDIT_LIB"); env != nullptr && *env != '\0') {
-    if (access(env, R_OK) == 0) return env;
-    *error = fmt::format("LDSCOPE_AUDIT_LIB={} is not readable", env);
-    return "";
+    if (access(env, R_OK) == 0) return std::string(env);
+    return Error{fmt::format("LDSCOPE_AUDIT_LIB={} is not readable", env)};
   }
-  const std::string dir = SelfDir(error);
-  if (dir.empty()) return "";
+  const Result<std::string> self = SelfDir();
+  if (!self.ok()) return self;
+  const std::string& dir = *self;
   // Build tree: next to the binary. Installed: <prefix>/bin/../<libdir>/ldscope/.
   const std::string found = FirstReadable({dir + "/" + kName,
                                            dir + "/../" LDSCOPE_AUDIT_INSTALL_DIR "/" + kName,
                                            dir + "/../lib/ldscope/" + kName});
   if (found.empty())
-    *error = fmt::format("cannot find {} next to {} or in {}/../{}; set LDSCOPE_AUDIT_LIB",
-                         kName, dir, dir, LDSCOPE_AUDIT_INSTALL_DIR);
+    return Error{fmt::format("cannot find {} next to {} or in {}/../{}; set LDSCOPE_AUDIT_LIB",
+                             kName, dir, dir, LDSCOPE_AUDIT_INSTALL_DIR)};
   return found;
 }
 
-std::string FindPythonHook(std::string* error) {
-  const std::string dir = SelfDir(error);
-  if (dir.empty()) return "";
+Result<std::string> FindPythonHook() {
+  const Result<std::string> self = SelfDir();
+  if (!self.ok()) return self;
+  const std::string& dir = *self;
   // Build tree: bin/python/. Installed: <prefix>/share/ldscope/python/.
   std::string found = FirstReadable({dir + "/python/sitecustomize.py",
                                      dir + "/../" LDSCOPE_PYTHON_INSTALL_DIR "/sitecustomize.py"});
-  if (found.empty()) {
-    *error = fmt::format("cannot find the Python hook (sitecustomize.py) in {}/python or "
-                         "{}/../{}", dir, dir, LDSCOPE_PYTHON_INSTALL_DIR);
-    return "";
-  }
+  if (found.empty())
+    return Error{fmt::format("cannot find the Python hook (sitecustomize.py) in {}/python or "
+                             "{}/../{}", dir, dir, LDSCOPE_PYTHON_INSTALL_DIR)};
   return found.erase(found.rfind('/'));
 }
 

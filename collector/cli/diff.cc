@@ -13,23 +13,16 @@
 namespace ldscope::cli {
 
 int Diff(const DiffOptions& opt) {
-  for (const auto& w : opt.fail_on)
-    if (w != "new-findings" && w != "changes") {
-      Complain(fmt::format("--fail-on: unknown condition '{}' (new-findings or changes)", w));
-      return kUsage;
-    }
   const store::TraceSet base = store::LoadTraces({opt.base});
   const store::TraceSet now = store::LoadTraces({opt.now});
   int rc = kOk;
   for (const auto* set : {&base, &now}) {
     for (const auto& e : set->errors) Complain(e);
     for (const auto& f : set->files)
-      if (!f.ok)
-        Complain(fmt::format("{}: at byte offset {}: {} (comparing what precedes it)", f.problem.file,
-                             f.problem.offset, f.problem.message));
+      if (!f.ok()) ComplainDamage(f.problem->file, f.problem->offset, f.problem->message, "comparing");
     if (!store::AnyReadable(*set)) return NoTrace();
     for (const auto& f : set->files)
-      if (!f.ok) rc = kDamagedTrace;
+      if (!f.ok()) rc = kDamagedTrace;
   }
   const elf::TraceFacts base_facts = analysis::FactsOf(base), now_facts = analysis::FactsOf(now);
   const v1::Diff d = analysis::DiffTimelines(model::BuildTimeline(base), model::BuildTimeline(now),

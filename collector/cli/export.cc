@@ -55,10 +55,12 @@ int Export(const ExportOptions& opt) {
   const bool to_url = net::LooksLikeUrl(opt.otlp);
   net::Url url;
   if (to_url) {
-    if (std::string e = net::ParseUrl(opt.otlp, &url); !e.empty()) {
-      Complain("export --otlp: " + e);
+    Result<net::Url> parsed = net::ParseUrl(opt.otlp);
+    if (!parsed.ok()) {
+      Complain("export --otlp: " + parsed.error());
       return kUsage;
     }
+    url = std::move(parsed).value();
   }
   // HOST:PORT without a scheme would otherwise become a file of that name.
   if (!opt.otlp.empty() && !to_url &&
@@ -69,35 +71,34 @@ int Export(const ExportOptions& opt) {
   }
   const std::string file = opt.chrome ? opt.output : (to_url ? "" : opt.otlp);
   if (!file.empty())
-    if (std::string e = RefuseOverwrite(file, opt.traces); !e.empty()) {
-      Complain(e);
+    if (Status s = RefuseOverwrite(file, opt.traces); !s.ok()) {
+      Complain(s.error());
       return kUsage;
     }
   const store::TraceSet traces = store::LoadTraces(opt.traces);
   for (const auto& e : traces.errors) Complain(e);
   for (const auto& f : traces.files)
-    if (!store::Readable(f)) Complain(fmt::format("{}: {}", f.problem.file, f.problem.message));
+    if (!store::Readable(f)) Complain(fmt::format("{}: {}", f.problem->file, f.problem->message));
   if (!store::AnyReadable(traces)) return NoTrace();
   const v1::Timeline timeline = model::BuildTimeline(traces);
   for (const auto& p : timeline.problems())
-    if (!p.file().empty() && p.offset() > 0)
-      Complain(fmt::format("{}: at byte offset {}: {} (exporting what precedes it)", p.file(),
-                           p.offset(), p.message()));
+    if (!p.file().empty() && p.offset() > 0)  // the unreadable ones were named above
+      ComplainDamage(p.file(), p.offset(), p.message(), "exporting");
   const elf::TraceFacts facts = analysis::FactsOf(traces);
   const v1::Report report = analysis::Analyze(timeline, &facts);
   const int ok = timeline.problems_size() > 0 ? kDamagedTrace : kOk;
   if (opt.chrome) {
-    if (std::string e = store::WriteTextFile(opt.output, render::ChromeTrace(timeline, report));
-        !e.empty()) {
-      Complain(e);
+    if (Status s = store::WriteTextFile(opt.output, render::ChromeTrace(timeline, report));
+        !s.ok()) {
+      Complain(s.error());
       return kWriteFailed;
     }
     return ok;
   }
   const render::OtlpPayload payload = render::Otlp(timeline, report, render::OtlpSourceOf(traces));
   if (!to_url) {
-    if (std::string e = store::WriteTextFile(opt.otlp, DelimitedPair(payload)); !e.empty()) {
-      Complain(e);
+    if (Status s = store::WriteTextFile(opt.otlp, DelimitedPair(payload)); !s.ok()) {
+      Complain(s.error());
       return kWriteFailed;
     }
     return ok;
@@ -108,8 +109,8 @@ int Export(const ExportOptions& opt) {
       {kOtlpTracesPath, payload.traces.SerializeAsString()},
       {kOtlpLogsPath, payload.logs.SerializeAsString()}};
   for (const auto& [suffix, body] : requests) {
-    if (std::string e = OtlpPost(url, suffix, body, /*timeout_ms=*/10000); !e.empty()) {
-      Complain("export --otlp: " + e);
+    if (Status s = OtlpPost(url, suffix, body, /*timeout_ms=*/10000); !s.ok()) {
+      Complain("export --otlp: " + s.error());
       status = kWriteFailed;
     }
   }

@@ -64,8 +64,8 @@ bool DottedName(const std::string& name) {
   return !part_start;
 }
 
-// "" when the interpreter exists and is executable, else why not.
-std::string CheckInterpreter(const std::string& python) {
+// Whether the interpreter exists and is executable, and if not, why not.
+Status CheckInterpreter(const std::string& python) {
   std::string path = python;
   if (python.find('/') == std::string::npos) {
     const char* env = std::getenv("PATH");
@@ -80,14 +80,14 @@ std::string CheckInterpreter(const std::string& python) {
       }
       at = end + 1;
     }
-    if (path.empty()) return fmt::format("the interpreter {} is not on PATH", python);
+    if (path.empty()) return Error{fmt::format("the interpreter {} is not on PATH", python)};
   }
   struct stat st {};
   if (stat(path.c_str(), &st) != 0)
-    return fmt::format("the interpreter {}: {}", python, std::strerror(errno));
+    return Error{fmt::format("the interpreter {}: {}", python, std::strerror(errno))};
   if (!S_ISREG(st.st_mode) || access(path.c_str(), X_OK) != 0)
-    return fmt::format("the interpreter {} is not an executable file", python);
-  return "";
+    return Error{fmt::format("the interpreter {} is not an executable file", python)};
+  return Status::Ok();
 }
 
 // Runs argv, returning its exit status and stderr.
@@ -132,10 +132,9 @@ std::vector<std::vector<std::string>> Orders(std::vector<std::string> modules) {
   return out;
 }
 
-std::string Join(const std::vector<std::string>& v, const char* sep) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
-  return s;
+template <class Range>
+std::string JoinWith(const Range& v, const char* sep) {
+  return fmt::format("{}", fmt::join(v, sep));
 }
 
 std::string Short(const v1::Finding& f) {
@@ -157,20 +156,22 @@ int Imports(const ImportsOptions& opt) {
                            "like os.path)", m));
       return kUsage;
     }
-  if (std::string e = CheckInterpreter(opt.python); !e.empty()) {
-    Complain("imports: " + e);
+  if (Status s = CheckInterpreter(opt.python); !s.ok()) {
+    Complain("imports: " + s.error());
     return kUsage;
   }
-  char self[4096];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return kUsage;
-  self[n] = '\0';
-  const char* tmp = std::getenv("TMPDIR");
-  std::string dir = fmt::format("{}/ldscope-imports-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  if (mkdtemp(dir.data()) == nullptr) {
-    Complain("cannot create a scratch directory in " + dir);
+  const Result<std::string> found_self = SelfExe();
+  if (!found_self.ok()) {
+    Complain("imports: " + found_self.error());
     return kUsage;
   }
+  const std::string& self = *found_self;
+  const Result<std::string> made = MakePrivateDir(TempRoot(), "ldscope-imports");
+  if (!made.ok()) {
+    Complain("imports: " + made.error());
+    return kUsage;
+  }
+  const std::string& dir = *made;
   v1::ImportsReport rep;
   rep.set_python(opt.python);
   int k = 0;
@@ -213,7 +214,7 @@ int Imports(const ImportsOptions& opt) {
   rmdir(dir.c_str());
   // Conclusions: one sentence per order that fails or that loads a library twice.
   for (const auto& r : rep.orders()) {
-    const std::string order = Join({r.modules().begin(), r.modules().end()}, " before ");
+    const std::string order = JoinWith(r.modules(), " before ");
     if (!r.ok()) {
       std::string why;
       for (const auto& f : r.findings())
@@ -228,7 +229,7 @@ int Imports(const ImportsOptions& opt) {
       for (const auto& o : f.objects()) copies.push_back(analysis::Label(o));
       rep.add_conclusions(fmt::format("{} works but loads {} copies of {}: {}", order,
                                       f.objects_size() == 2 ? "two" : std::to_string(f.objects_size()),
-                                      f.objects(0).soname(), Join(copies, " and ")));
+                                      f.objects(0).soname(), JoinWith(copies, " and ")));
     }
   }
   if (opt.format == "json") {
@@ -236,9 +237,10 @@ int Imports(const ImportsOptions& opt) {
   }
   std::string out = fmt::format("{:<40} {:<8} {}\n", "order", "outcome", "findings");
   for (const auto& r : rep.orders()) {
-    std::string fs;
-    for (const auto& f : r.findings()) fs += (fs.empty() ? "" : ", ") + render::FindingKindName(f.kind());
-    out += fmt::format("{:<40} {:<8} {}\n", Join({r.modules().begin(), r.modules().end()}, ", "),
+    std::vector<std::string> kinds;
+    for (const auto& f : r.findings()) kinds.push_back(render::FindingKindName(f.kind()));
+    const std::string fs = JoinWith(kinds, ", ");
+    out += fmt::format("{:<40} {:<8} {}\n", JoinWith(r.modules(), ", "),
                        r.ok() ? "ok" : "FAILED", fs.empty() ? "-" : fs);
     if (!r.ok()) out += fmt::format("{:<40} {}\n", "", fmt::format("{}: {}", r.failed_module(), r.error()));
   }

@@ -24,11 +24,7 @@ namespace {
 bool LoadTimeline(const std::vector<std::string>& paths, const char* what, v1::Timeline* out) {
   const store::TraceSet traces = store::LoadTraces(paths);
   *out = model::BuildTimeline(traces);
-  for (const auto& p : out->problems())
-    Complain(p.file().empty() || p.offset() == 0
-                 ? fmt::format("{}{}{}", p.file(), p.file().empty() ? "" : ": ", p.message())
-                 : fmt::format("{}: at byte offset {}: {} ({} what precedes it)", p.file(),
-                               p.offset(), p.message(), what));
+  for (const auto& p : out->problems()) ComplainDamage(p.file(), p.offset(), p.message(), what);
   return store::AnyReadable(traces);
 }
 
@@ -59,8 +55,8 @@ int CheckAgainstLock(const v1::Timeline& timeline, const v1::Lock& lock,
 }
 
 int Lock(const LockOptions& opt) {
-  if (std::string e = RefuseOverwrite(opt.output, opt.traces); !e.empty()) {
-    Complain(e);
+  if (Status s = RefuseOverwrite(opt.output, opt.traces); !s.ok()) {
+    Complain(s.error());
     return kUsage;
   }
   v1::Timeline timeline;
@@ -78,20 +74,20 @@ int Lock(const LockOptions& opt) {
   const std::string text = store::FormatLock(analysis::MakeLock(timeline));
   if (opt.output.empty() || opt.output == "-") {
     if (!Print(stdout, text)) return kWriteFailed;
-  } else if (std::string e = store::WriteTextFile(opt.output, text); !e.empty()) {
-    Complain("the lock: " + e);
+  } else if (Status s = store::WriteTextFile(opt.output, text); !s.ok()) {
+    Complain("the lock: " + s.error());
     return kWriteFailed;
   }
   return timeline.problems_size() > 0 ? kDamagedTrace : kOk;
 }
 
 int Check(const CheckOptions& opt) {
-  v1::Lock lock;
-  std::string err;
-  if (!store::ReadLockFile(opt.lock, &lock, &err)) {
-    Complain(err);
+  const Result<v1::Lock> read = store::ReadLockFile(opt.lock);
+  if (!read.ok()) {
+    Complain(read.error());
     return kUsage;
   }
+  const v1::Lock& lock = *read;
   v1::Timeline timeline;
   if (!LoadTimeline(opt.traces, "checking", &timeline)) return NoTrace();
   const int rc = CheckAgainstLock(timeline, lock, text::Escape(opt.lock), opt.ignore_build_id,

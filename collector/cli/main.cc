@@ -4,6 +4,21 @@
 
 #include "cli/commands.h"
 
+namespace {
+
+// --fail-on's words, checked one by one as CLI11 splits them at the commas (a bad word
+// is "--fail-on: unknown kind 'x' (one of: ...)" and status 2, like any bad argument).
+const CLI::Validator kFailOnKinds(
+    [](std::string& word) { return ldscope::cli::CheckFailOn(word).error(); }, "");
+const CLI::Validator kDiffConditions(
+    [](std::string& word) -> std::string {
+      if (word == "new-findings" || word == "changes") return "";
+      return "unknown condition '" + word + "' (new-findings or changes)";
+    },
+    "");
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace ldscope::cli;
   CLI::App app{"ldscope: record every library search and load of a command tree, "
@@ -43,7 +58,7 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--fail-on", run.report.fail_on,
                       "Exit with status 3 when findings of these kinds exist (comma-separated: " +
                           FailOnHelp() + ")")
-      ->delimiter(',')->allow_extra_args(false);
+      ->delimiter(',')->check(kFailOnKinds)->allow_extra_args(false);
   run_cmd->add_option("--junit", run.report.junit,
                       "Also write the diagnosis as JUnit XML (a test suite per program, a test "
                       "case per process; error findings and those --fail-on names fail) to this "
@@ -132,7 +147,7 @@ int main(int argc, char** argv) {
   report_cmd->add_option("-o,--output", report.report.output, "Write the report to this file");
   report_cmd->add_option("--fail-on", report.report.fail_on,
                          "Exit with status 3 when findings of these kinds exist (as for run)")
-      ->delimiter(',')->allow_extra_args(false);
+      ->delimiter(',')->check(kFailOnKinds)->allow_extra_args(false);
   report_cmd->add_flag("--across-hosts-only", report.report.across_hosts_only,
                        "With traces of several hosts: only compare the hosts (host-mismatch), "
                        "without each host's own diagnosis (which reads every library's symbols: "
@@ -157,7 +172,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"text", "json"}));
   diff_cmd->add_option("--fail-on", diff.fail_on,
                        "Exit with status 3 on: new-findings, changes (comma-separated)")
-      ->delimiter(',')->allow_extra_args(false);
+      ->delimiter(',')->check(kDiffConditions)->allow_extra_args(false);
 
   // lock: a baseline of what a workload loaded, for code review.
   LockOptions lock;

@@ -46,8 +46,8 @@ bool Matches(const v1::Finding& f, const std::string& word) {
 
 // JUnit: error findings fail their process's test case, and so does anything
 // --fail-on names (CI then shows in red what made the job fail).
-std::string WriteJunit(const v1::Timeline& timeline, const v1::Report& report,
-                       const ReportOptions& opt) {
+Status WriteJunit(const v1::Timeline& timeline, const v1::Report& report,
+                  const ReportOptions& opt) {
   render::JunitInput in;
   in.trace_of_stream = opt.trace_of_stream;
   in.fails = [&opt](const v1::Finding& f) {
@@ -59,13 +59,13 @@ std::string WriteJunit(const v1::Timeline& timeline, const v1::Report& report,
   const std::string xml = render::Junit(timeline, report, in);
   std::FILE* f = std::fopen(opt.junit.c_str(), "w");
   if (f == nullptr)
-    return fmt::format("cannot write the JUnit report to {}: {}", opt.junit, std::strerror(errno));
+    return Error{fmt::format("cannot write the JUnit report to {}: {}", opt.junit, std::strerror(errno))};
   const bool written = std::fwrite(xml.data(), 1, xml.size(), f) == xml.size();
   const int write_errno = errno;
   if (std::fclose(f) != 0 || !written)
-    return fmt::format("cannot write the JUnit report to {}: {}", opt.junit,
-                       std::strerror(written ? errno : write_errno));
-  return "";
+    return Error{fmt::format("cannot write the JUnit report to {}: {}", opt.junit,
+                             std::strerror(written ? errno : write_errno))};
+  return Status::Ok();
 }
 
 }  // namespace
@@ -74,12 +74,11 @@ std::string FailOnHelp() {
   return fmt::format("{}", fmt::join(FailOnWords(), ", "));
 }
 
-std::string CheckFailOn(const std::vector<std::string>& words) {
+Status CheckFailOn(const std::string& word) {
   const auto& known = FailOnWords();
-  for (const auto& w : words)
-    if (std::find(known.begin(), known.end(), w) == known.end())
-      return fmt::format("--fail-on: unknown kind '{}' (one of: {})", w, FailOnHelp());
-  return "";
+  if (std::find(known.begin(), known.end(), word) == known.end())
+    return Error{fmt::format("unknown kind '{}' (one of: {})", word, FailOnHelp())};
+  return Status::Ok();
 }
 
 int EmitReport(const v1::Timeline& timeline, const ReportOptions& opt, std::FILE* default_out,
@@ -90,8 +89,8 @@ int EmitReport(const v1::Timeline& timeline, const ReportOptions& opt, std::FILE
 int EmitAnalysed(const v1::Report& report, const v1::Timeline* timeline, const ReportOptions& opt,
                  std::FILE* default_out, PrintWhen when) {
   if (!opt.junit.empty() && timeline != nullptr) {
-    if (std::string e = WriteJunit(*timeline, report, opt); !e.empty()) {
-      Complain(e);
+    if (Status s = WriteJunit(*timeline, report, opt); !s.ok()) {
+      Complain(s.error());
       return kUsage;
     }
   }
@@ -103,8 +102,8 @@ int EmitAnalysed(const v1::Report& report, const v1::Timeline* timeline, const R
     worth_printing |= when == PrintWhen::kFindings || f.severity() >= v1::WARNING;
   int rc = kOk;
   if (!opt.output.empty()) {
-    if (std::string e = store::WriteTextFile(opt.output, text); !e.empty()) {
-      Complain("the report: " + e);
+    if (Status s = store::WriteTextFile(opt.output, text); !s.ok()) {
+      Complain("the report: " + s.error());
       rc = kWriteFailed;
     }
   } else if (worth_printing && !Print(default_out, text)) {
@@ -130,14 +129,13 @@ int EmitAnalysed(const v1::Report& report, const v1::Timeline* timeline, const R
 }
 
 int Report(const ReportCommandOptions& opt) {
-  if (std::string e = CheckFailOn(opt.report.fail_on); !e.empty()) {
-    Complain(e);
-    return kUsage;
-  }
   ReportOptions ropt = opt.report;
-  for (const auto& t : opt.traces) ropt.title += (ropt.title.empty() ? "" : " ") + text::Escape(t);
-  if (std::string e = RefuseOverwrite(opt.report.output, opt.traces); !e.empty()) {
-    Complain(e);
+  std::vector<std::string> titles;
+  if (!ropt.title.empty()) titles.push_back(ropt.title);
+  for (const auto& t : opt.traces) titles.push_back(text::Escape(t));
+  ropt.title = fmt::format("{}", fmt::join(titles, " "));
+  if (Status s = RefuseOverwrite(opt.report.output, opt.traces); !s.ok()) {
+    Complain(s.error());
     return kUsage;
   }
   // Traces of several hosts: one host at a time, then across them (report_hosts.cc).
@@ -149,11 +147,7 @@ int Report(const ReportCommandOptions& opt) {
   ropt.trace_of_stream = render::TraceFilesByStream(traces);
   const elf::TraceFacts facts = analysis::FactsOf(traces);
   ropt.facts = &facts;
-  for (const auto& p : timeline.problems())
-    Complain(p.file().empty() || p.offset() == 0
-                 ? fmt::format("{}{}{}", p.file(), p.file().empty() ? "" : ": ", p.message())
-                 : fmt::format("{}: at byte offset {}: {} (analysing what precedes it)",
-                                            p.file(), p.offset(), p.message()));
+  for (const auto& p : timeline.problems()) ComplainDamage(p.file(), p.offset(), p.message(), "analysing");
   if (!store::AnyReadable(traces)) return NoTrace();
   const int rc = EmitReport(timeline, ropt, stdout, PrintWhen::kAlways);
   if (rc != kOk) return rc;

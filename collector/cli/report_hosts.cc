@@ -80,10 +80,12 @@ std::vector<HostInput> GroupByHost(const std::vector<std::string>& inputs, std::
       add(p, p);
       continue;
     }
-    std::string error;
-    const std::vector<std::string> names = store::TraceNamesIn(p, &error);
-    if (!error.empty()) errors->push_back(error);
-    for (const auto& n : names) add(p + (p.back() == '/' ? "" : "/") + n, p);
+    const Result<std::vector<std::string>> names = store::TraceNamesIn(p);
+    if (!names.ok()) {
+      errors->push_back(names.error());
+      continue;
+    }
+    for (const auto& n : *names) add(p + (p.back() == '/' ? "" : "/") + n, p);
   }
   return hosts;
 }
@@ -107,11 +109,7 @@ int ReportHosts(const ReportOptions& opt, std::vector<HostInput> hosts, const st
     {
       const store::TraceSet traces = store::LoadTraces(host.files);
       const v1::Timeline timeline = model::BuildTimeline(traces);
-      for (const auto& p : timeline.problems())
-        Complain(p.file().empty() || p.offset() == 0
-                     ? fmt::format("{}{}{}", p.file(), p.file().empty() ? "" : ": ", p.message())
-                     : fmt::format("{}: at byte offset {}: {} (analysing what precedes it)", p.file(), p.offset(),
-                                   p.message()));
+      for (const auto& p : timeline.problems()) ComplainDamage(p.file(), p.offset(), p.message(), "analysing");
       damaged |= timeline.problems_size() > 0;
       if (!store::AnyReadable(traces)) {
         skipped.push_back(host.label);

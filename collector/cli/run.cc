@@ -26,6 +26,7 @@
 #include "store/lock_file.h"
 #include "store/trace_file.h"
 #include "text/escape.h"
+#include "text/strings.h"
 
 extern char** environ;
 
@@ -60,17 +61,16 @@ std::string DefaultOutput() {
 // a nested `ldscope run`, or a user's own LD_AUDIT): each copy would be loaded into a
 // namespace of its own and trace every process once more.
 std::string OtherAuditors(const std::string& ld_audit) {
-  std::string out;
+  std::vector<std::string> others;
   size_t start = 0;
   while (start <= ld_audit.size()) {
     size_t end = ld_audit.find(':', start);
     if (end == std::string::npos) end = ld_audit.size();
     const std::string entry = ld_audit.substr(start, end - start);
-    const std::string base = entry.substr(entry.rfind('/') + 1);
-    if (!entry.empty() && base != "libldscope_audit.so") out += (out.empty() ? "" : ":") + entry;
+    if (!entry.empty() && text::BaseName(entry) != "libldscope_audit.so") others.push_back(entry);
     start = end + 1;
   }
-  return out;
+  return fmt::format("{}", fmt::join(others, ":"));
 }
 
 // The command's environment: ours plus LD_AUDIT (after any auditors the user already
@@ -119,33 +119,34 @@ std::string ExitText(int status) {
 }  // namespace
 
 int Run(const RunOptions& opt) {
-  if (std::string e = CheckFailOn(opt.report.fail_on); !e.empty()) {
-    Complain(e);
-    return kUsage;
-  }
-  std::string err;
   // The lock is read first: a missing or garbled one stops us before anything runs.
   v1::Lock lock;
-  if (!opt.lock.empty() && !store::ReadLockFile(opt.lock, &lock, &err)) {
-    Complain(err);
+  if (!opt.lock.empty()) {
+    Result<v1::Lock> read = store::ReadLockFile(opt.lock);
+    if (!read.ok()) {
+      Complain(read.error());
+      return kUsage;
+    }
+    lock = std::move(read).value();
+  }
+  const Result<std::string> found_lib = FindAuditLibrary();
+  if (!found_lib.ok()) {
+    Complain(found_lib.error());
     return kUsage;
   }
-  const std::string audit_lib = FindAuditLibrary(&err);
-  if (audit_lib.empty()) {
-    Complain(err);
-    return kUsage;
-  }
+  const std::string& audit_lib = *found_lib;
   if (audit_lib.find(':') != std::string::npos) {
     Complain("the audit library's path contains ':', which LD_AUDIT cannot express: " + audit_lib);
     return kUsage;
   }
   std::string python_hook;
   if (opt.python_hook) {
-    python_hook = FindPythonHook(&err);
-    if (python_hook.empty() || python_hook.find(':') != std::string::npos) {
-      Complain((python_hook.empty() ? err : "the Python hook's path contains ':': " + python_hook) +
+    const Result<std::string> hook = FindPythonHook();
+    if (!hook.ok() || hook->find(':') != std::string::npos) {
+      Complain((!hook.ok() ? hook.error() : "the Python hook's path contains ':': " + *hook) +
                "; Python loads will not be attributed to imports");
-      python_hook.clear();
+    } else {
+      python_hook = *hook;
     }
   }
   const std::string output = opt.output.empty() ? DefaultOutput() : opt.output;
@@ -154,22 +155,22 @@ int Run(const RunOptions& opt) {
                          output));
     return kUsage;
   }
-  const char* tmp = std::getenv("TMPDIR");
-  const std::string tmpdir = tmp && *tmp ? tmp : "/tmp";
+  const std::string tmpdir = TempRoot();
   CleanStaleRunDirs(tmpdir);
-  std::string dir = MakeRunDir(tmpdir, &err);
-  if (dir.empty()) {
-    Complain(err);
+  const Result<std::string> made = MakeRunDir(tmpdir);
+  if (!made.ok()) {
+    Complain(made.error());
     return kUsage;
   }
+  const std::string& dir = *made;
   const std::string socket = dir + "/events.sock";
 
   // The output is opened now (so that a bad -o stops us before anything runs) but only
   // emptied once the command has started: a failure to start leaves it as it was.
   Session session;
-  if (std::string e = session.Start(socket, output,
-                                        opt.analyse || !opt.report.junit.empty() || !opt.lock.empty()); !e.empty()) {
-    Complain(e);
+  if (Status s = session.Start(socket, output,
+                               opt.analyse || !opt.report.junit.empty() || !opt.lock.empty()); !s.ok()) {
+    Complain(s.error());
     RemoveRunDir(dir);
     return kUsage;
   }
@@ -240,8 +241,8 @@ int Run(const RunOptions& opt) {
     RemoveRunDir(dir);
     return ExitStatusOf(st);
   }
-  std::string write_err = session.Begin();
-  if (!write_err.empty()) Complain(write_err + " (the command runs, unrecorded on disk)");
+  if (const Status begun = session.Begin(); !begun.ok())
+    Complain(begun.error() + " (the command runs, unrecorded on disk)");
 
   // Serve until the command exits: a pidfd wakes us at once; without one, poll.
   const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, child, 0));
@@ -262,15 +263,15 @@ int Run(const RunOptions& opt) {
   session.Drain(/*idle_ms=*/200, /*cap_ms=*/3000);
   if (opt.facts) session.WriteFacts(kFactsLimitMs);
   const std::string summary = session.Summary();
-  const std::string finish_err = session.Finish();
+  const Status finished = session.Finish();
   RemoveRunDir(dir);
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGQUIT, &old_quit, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
   sigaction(SIGHUP, &old_hup, nullptr);
 
-  if (!finish_err.empty()) Complain(finish_err);
-  if (!opt.quiet || !finish_err.empty())
+  if (!finished.ok()) Complain(finished.error());
+  if (!opt.quiet || !finished.ok())
     Complain(fmt::format("{}: {}; trace {} ({})", text::Escape(opt.command.front()),
                          ExitText(status), output == "-" ? "on standard output" : text::Escape(output),
                          summary));
@@ -285,7 +286,10 @@ int Run(const RunOptions& opt) {
       ReportOptions ropt = opt.report;
       ropt.trace_of_stream = render::TraceFilesByStream(traces);
       ropt.facts = &facts;
-      for (const auto& a : opt.command) ropt.title += (ropt.title.empty() ? "" : " ") + text::Escape(a);
+      std::vector<std::string> words;
+      if (!ropt.title.empty()) words.push_back(ropt.title);
+      for (const auto& a : opt.command) words.push_back(text::Escape(a));
+      ropt.title = fmt::format("{}", fmt::join(words, " "));
       rc = EmitReport(timeline, ropt, stderr,
                       !opt.analyse ? PrintWhen::kNever
                       : opt.quiet  ? PrintWhen::kProblems
@@ -300,7 +304,7 @@ int Run(const RunOptions& opt) {
   sigaction(SIGPIPE, &old_pipe, nullptr);
   // A lock mismatch ranks as --fail-on does: over the command's own status, under a
   // write failure.
-  if (!finish_err.empty() || rc == kWriteFailed || lock_rc == kWriteFailed) return kWriteFailed;
+  if (!finished.ok() || rc == kWriteFailed || lock_rc == kWriteFailed) return kWriteFailed;
   if (rc != kOk) return rc;
   if (lock_rc != kOk) return lock_rc;
   return ExitStatusOf(status);

@@ -1,6 +1,8 @@
 // See run_dir.h.
 #include "cli/run_dir.h"
 
+#include "cli/commands.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -92,19 +94,17 @@ void CleanOne(int tmpfd, const std::string& name) {
 
 }  // namespace
 
-std::string MakeRunDir(const std::string& tmpdir, std::string* error) {
-  std::string dir = tmpdir + "/ldscope-XXXXXX";
-  if (mkdtemp(dir.data()) == nullptr) {  // mkdtemp makes it 0700
-    *error = fmt::format("cannot create a private directory {}: {}", dir, std::strerror(errno));
-    return "";
-  }
+Result<std::string> MakeRunDir(const std::string& tmpdir) {
+  Result<std::string> made = MakePrivateDir(tmpdir, "ldscope");
+  if (!made.ok()) return made;
+  const std::string dir = std::move(made).value();
   const std::string owner = OwnerLine();
   const int fd = open((dir + "/" + kOwner).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0 || write(fd, owner.data(), owner.size()) != static_cast<ssize_t>(owner.size())) {
-    *error = fmt::format("cannot write {}/{}: {}", dir, kOwner, std::strerror(errno));
+    const int err = errno;
     if (fd >= 0) close(fd);
     RemoveRunDir(dir);
-    return "";
+    return Error{fmt::format("cannot write {}/{}: {}", dir, kOwner, std::strerror(err))};
   }
   close(fd);
   return dir;

@@ -5,6 +5,7 @@
 #include "model/timeline.h"
 #include "render/render.h"
 #include "store/trace_file.h"
+#include "text/strings.h"
 
 namespace ldscope::cli {
 
@@ -29,8 +30,7 @@ int Show(const ShowOptions& opt) {
     else if (p.offset() == 0)  // nothing of it could be read
       Complain(p.file() + ": " + p.message());
     else
-      Complain(p.file() + ": at byte offset " + std::to_string(p.offset()) + ": " + p.message() +
-               " (everything before it is shown)");
+      Complain(text::DamageText(p.file(), p.offset(), p.message()) + " (everything before it is shown)");
   }
   if (!store::AnyReadable(traces)) return NoTrace();
   if (!written) return kWriteFailed;

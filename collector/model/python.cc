@@ -3,6 +3,7 @@
 // an import's loads lie between its begin and end events on that thread; a ctypes
 // dlopen's loads follow its event, and its batch asked for the name ctypes passed.
 #include "model/python.h"
+#include "text/strings.h"
 
 #include <algorithm>
 #include <map>
@@ -190,7 +191,7 @@ void AttachPython(v1::ProcessTimeline* p, const std::vector<EntryRequest>& reque
     return c;
   };
   auto is_hook_module = [&](const std::string& path) {
-    const std::string base = path.substr(path.rfind('/') + 1);
+    const std::string base = text::BaseName(path);
     for (const auto& m : hook_modules)
       if (base.rfind(m + ".", 0) == 0) return true;
     return false;
@@ -213,7 +214,7 @@ void AttachPython(v1::ProcessTimeline* p, const std::vector<EntryRequest>& reque
       *en->mutable_load()->mutable_python() = std::move(c);
       // An import's flags are the mode of the import system's dlopen of an extension
       // module (requested by python itself or libpython), not of dlopens its C code makes.
-      const std::string req = en->load().requester().path().substr(en->load().requester().path().rfind('/') + 1);
+      const std::string req = text::BaseName(en->load().requester().path());
       const bool by_ctypes = !en->load().python().dlopen_call().empty();
       const bool by_import = !by_ctypes && en->load().reason() == v1::LOAD_DLOPEN &&
                              (req.rfind("python", 0) == 0 || req.rfind("libpython", 0) == 0);

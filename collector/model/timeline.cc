@@ -6,6 +6,7 @@
 #include "loader/search.h"
 #include "model/python.h"
 #include "text/escape.h"
+#include "text/strings.h"
 
 #include <link.h>
 
@@ -49,12 +50,6 @@ struct CloseGroup {
   std::vector<const v1::Event*> events;
   bool unrelocated = false;
 };
-
-std::string Hex(const std::string& bytes) {
-  std::string out;
-  for (unsigned char c : bytes) out += fmt::format("{:02x}", c);
-  return out;
-}
 
 
 // Builds one process image's timeline from its events (sorted by seq).
@@ -255,7 +250,7 @@ class ProcessBuilder {
     l->set_base(o.base());
     l->set_dev(o.dev());
     l->set_ino(o.ino());
-    l->set_build_id(Hex(o.build_id()));
+    l->set_build_id(text::Hex(o.build_id()));
     for (const auto& n : o.needed()) l->add_needed(n);
     l->set_rpath(o.rpath());
     l->set_runpath(o.runpath());
@@ -462,11 +457,11 @@ v1::Timeline BuildTimeline(const store::TraceSet& traces) {
   std::map<uint32_t, uint64_t> writer_ns;  // stream -> its trace writer's pid namespace
   Notes notes;
   for (const auto& f : traces.files) {
-    if (!f.ok) {
+    if (!f.ok()) {
       auto* p = tl.add_problems();
-      p->set_file(f.problem.file);
-      p->set_offset(f.problem.offset);
-      p->set_message(f.problem.message);
+      p->set_file(f.problem->file);
+      p->set_offset(f.problem->offset);
+      p->set_message(f.problem->message);
     }
     if (tl.pid_namespace() == 0) tl.set_pid_namespace(f.header.pid_namespace());
     if (tl.nvidia_driver_source().empty() && !f.header.nvidia_driver_source().empty()) {

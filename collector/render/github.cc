@@ -83,8 +83,7 @@ std::string GithubSummary(const v1::Report& r, const std::string& title) {
   if (r.findings_size() == 0) return out + "No loader problems found.\n\n";
   out += "| severity | kind | process | finding |\n| --- | --- | --- | --- |\n";
   for (const auto& f : r.findings()) {
-    const char* level = f.severity() == v1::ERROR ? "error" : f.severity() == v1::WARNING ? "warning" : "info";
-    out += fmt::format("| {} | {} | {} {} | {} |\n", level, FindingKindName(f.kind()), f.pid(),
+    out += fmt::format("| {} | {} | {} {} | {} |\n", SeverityWord(f.severity()), FindingKindName(f.kind()), f.pid(),
                        Cell(f.exe()), Cell(f.headline()));
   }
   for (const auto& n : r.notes()) out += fmt::format("\n> {}\n", Cell(n));

@@ -10,6 +10,7 @@
 
 #include "render/render.h"
 #include "store/trace_file.h"
+#include "text/strings.h"
 
 namespace ldscope::render {
 namespace {
@@ -72,16 +73,12 @@ std::string Attr(const std::string& s) { return Xml(s, true); }
 // Jenkins splits a classname at its last '.' into package and class: keep the dots
 // of "python3.11" out of it.
 std::string ClassName(const std::string& exe) {
-  std::string base = exe.substr(exe.rfind('/') + 1);
+  std::string base = text::BaseName(exe);
   std::replace(base.begin(), base.end(), '.', '_');
   return "ldscope." + (base.empty() ? std::string("unknown") : base);
 }
 
-std::string CommandLine(const v1::ProcessTimeline& p) {
-  std::string cmd;
-  for (const auto& a : p.argv()) cmd += (cmd.empty() ? "" : " ") + a;
-  return cmd.empty() ? p.exe() : cmd;
-}
+std::string CommandLine(const v1::ProcessTimeline& p) { return text::CommandLine(p.argv(), p.exe()); }
 
 // How long the trace saw the process: its last event, or the end of its last import.
 double Seconds(const v1::ProcessTimeline& p) {
@@ -177,9 +174,7 @@ std::string ProblemSuite(const v1::Timeline& t) {
       "  <testsuite name=\"ldscope traces\" tests=\"{0}\" failures=\"0\" errors=\"{0}\" "
       "skipped=\"0\" time=\"0.000\">\n", t.problems_size());
   for (const auto& p : t.problems()) {
-    const std::string what = p.file().empty() ? p.message()
-                                              : fmt::format("{}: at byte offset {}: {}", p.file(),
-                                                            p.offset(), p.message());
+    const std::string what = text::DamageText(p.file(), p.offset(), p.message());
     out += fmt::format(
         "    <testcase name=\"{}\" classname=\"ldscope.trace\" time=\"0.000\">\n"
         "      <error type=\"damaged-trace\" message=\"{}\"/>\n    </testcase>\n",

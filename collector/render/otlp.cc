@@ -9,6 +9,7 @@
 
 #include "render/render.h"
 #include "store/trace_file.h"
+#include "text/strings.h"
 
 namespace ldscope::render {
 namespace {
@@ -47,7 +48,6 @@ std::string Bytes8(uint64_t v) {
   return out;
 }
 
-std::string Base(const std::string& p) { return p.substr(p.rfind('/') + 1); }
 
 void Attr(google::protobuf::RepeatedPtrField<common::KeyValue>* a, const std::string& key,
           const std::string& value) {
@@ -115,7 +115,7 @@ class ProcessSpans {
 
     trace::Span* proc = NewSpan(out, ProcessSpanId(), parent_span,
                                 fmt::format("{} {}", p_.start_reason().empty() ? "process" : p_.start_reason(),
-                                            Base(p_.exe())),
+                                            text::BaseName(p_.exe())),
                                 0, std::max<uint64_t>(last, 1000));
     auto* pa = proc->mutable_attributes();
     Attr(pa, "ldscope.process.start_reason", p_.start_reason());
@@ -175,7 +175,7 @@ class ProcessSpans {
       }
       if (owner < 0 && e.has_load() && e.load().reason() == v1::LOAD_DLOPEN) {
         const auto& l = e.load();
-        const std::string name = l.python().dlopen_call().empty() ? "dlopen " + Base(l.requested_name())
+        const std::string name = l.python().dlopen_call().empty() ? "dlopen " + text::BaseName(l.requested_name())
                                                                   : l.python().dlopen_call();
         trace::Span* s = NewSpan(out, SpanId("dlopen", e.seq()), ParentOf(l.python(), *out), name,
                                  e.offset_ns(), e.offset_ns() + 1000);
@@ -193,7 +193,7 @@ class ProcessSpans {
         // A dlopen that failed before mapping anything (not found): a span of its own.
         const auto& f = e.failed_dlopen();
         trace::Span* s = NewSpan(out, SpanId("failed-dlopen", e.seq()), ParentOf(f.python(), *out),
-                                 f.python().dlopen_call().empty() ? "dlopen " + Base(f.requested_name())
+                                 f.python().dlopen_call().empty() ? "dlopen " + text::BaseName(f.requested_name())
                                                                   : f.python().dlopen_call(),
                                  e.offset_ns(), e.offset_ns() + 1000);
         auto* a = s->mutable_attributes();
@@ -339,23 +339,18 @@ class ProcessSpans {
 void ResourceOf(const v1::ProcessTimeline* p, const std::string& host,
                 opentelemetry::proto::resource::v1::Resource* r) {
   auto* a = r->mutable_attributes();
-  Attr(a, "service.name", p != nullptr && !p->exe().empty() ? Base(p->exe()) : "ldscope");
+  Attr(a, "service.name", p != nullptr && !p->exe().empty() ? text::BaseName(p->exe()) : "ldscope");
   if (!host.empty()) Attr(a, "host.name", host);
   if (p == nullptr) return;
   AttrInt(a, "process.pid", p->pid());
   if (p->ppid() > 0) AttrInt(a, "process.parent_pid", p->ppid());
   if (!p->exe().empty()) {
-    Attr(a, "process.executable.name", Base(p->exe()));
+    Attr(a, "process.executable.name", text::BaseName(p->exe()));
     Attr(a, "process.executable.path", p->exe());
   }
-  std::string line;
-  std::vector<std::string> args;
-  for (const auto& s : p->argv()) {
-    line += (line.empty() ? "" : " ") + s;
-    args.push_back(s);
-  }
+  const std::vector<std::string> args(p->argv().begin(), p->argv().end());
   if (!args.empty()) {
-    Attr(a, "process.command_line", line);
+    Attr(a, "process.command_line", text::CommandLine(args, ""));
     AttrList(a, "process.command_args", args);
   }
   if (!p->cwd().empty()) Attr(a, "process.working_directory", p->cwd());

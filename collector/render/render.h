@@ -67,5 +67,7 @@ std::map<uint32_t, std::string> TraceFilesByStream(const store::TraceSet& traces
 std::string ChromeTrace(const v1::Timeline& t, const v1::Report& findings);
 // "missing-symbol", "duplicate-library", ... (the names --fail-on takes).
 std::string FindingKindName(v1::FindingKind k);
+// "error", "warning", "info" (the text report's and the step summary's word).
+const char* SeverityWord(v1::Severity s);
 
 }  // namespace ldscope::render

@@ -6,7 +6,6 @@
 #include "text/escape.h"
 
 namespace ldscope::render {
-namespace {
 
 const char* SeverityWord(v1::Severity s) {
   switch (s) {
@@ -16,8 +15,6 @@ const char* SeverityWord(v1::Severity s) {
     default: return "note";
   }
 }
-
-}  // namespace
 
 std::string FindingKindName(v1::FindingKind k) {
   switch (k) {

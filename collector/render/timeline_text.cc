@@ -8,6 +8,7 @@
 #include "model/python.h"
 #include "render/render.h"
 #include "text/escape.h"
+#include "text/strings.h"
 
 namespace ldscope::render {
 namespace {
@@ -73,7 +74,7 @@ void RenderLoad(std::string& out, const v1::Entry& e, const std::string& cwd,
     // Worth a line by default: a name satisfied by a file of another name that an
     // earlier operation loaded (libnccl.so.2 -> libnccl.so.2.16.2): import order.
     const std::string& path = r.object().path();
-    const std::string base = path.substr(path.rfind('/') + 1);
+    const std::string base = text::BaseName(path);
     if (!opt.verbose && (!r.loaded_earlier() || base == r.name())) continue;
     out += fmt::format("{}      needs  {} -> already loaded {} ({} match, no search){}\n",
                        Pad(opt), r.name(), Name(r.object()), r.matched_by(),
@@ -226,11 +227,7 @@ bool TimelineText(const v1::Timeline& t, const TextOptions& opt,
                        c.refused());
   for (const auto& pr : t.problems()) {
     if (!opt.problems) break;
-    if (pr.file().empty())
-      out += fmt::format("error: {}\n", pr.message());
-    else
-      out += fmt::format("error: {}: at byte offset {}: {}\n", pr.file(), pr.offset(),
-                         pr.message());
+    out += "error: " + text::DamageText(pr.file(), pr.offset(), pr.message()) + "\n";
   }
   return sink(text::GuardLines(std::move(out)));
 }
