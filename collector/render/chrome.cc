@@ -1,129 +1,220 @@
 // The Chrome trace-event format (opens in Perfetto's UI and chrome://tracing): one
 // track per process and thread, a span for each dlopen and each Python import with the
 // loads it caused inside it, instant markers for failed dlopens and for findings.
+//
+// The document is a google::protobuf::Struct printed by protobuf's JSON writer, as the
+// other JSON outputs are: the model's strings are escaped text (text/escape.h), so the
+// JSON holds them losslessly. Keys come out sorted (deterministic serialization), so the
+// same trace always gives the same bytes.
 #include <algorithm>
+#include <cmath>
 #include <map>
+#include <memory>
 
 #include <fmt/format.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/type_resolver_util.h>
 
 #include "render/render.h"
+#include "text/strings.h"
 
 namespace ldscope::render {
 namespace {
 
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) out += fmt::format("\\u{:04x}", c);
-        else out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
+using google::protobuf::ListValue;
+using google::protobuf::Struct;
+
+// Chrome's unit is the microsecond; a nanosecond's precision (3 decimals) is plenty.
+double Micros(double us) { return std::round(us * 1000.0) / 1000.0; }
+
+// One trace event: its phase, category (may be empty), name, and track.
+Struct Event(const char* ph, const char* cat, const std::string& name, uint32_t pid, uint32_t tid) {
+  Struct ev;
+  auto& f = *ev.mutable_fields();
+  f["ph"].set_string_value(ph);
+  if (*cat != '\0') f["cat"].set_string_value(cat);
+  f["name"].set_string_value(name);
+  f["pid"].set_number_value(pid);
+  f["tid"].set_number_value(tid);
+  return ev;
 }
 
-std::string Base(const std::string& p) { return p.substr(p.rfind('/') + 1); }
+// A span from ts lasting dur, or (dur < 0) an instant of scope s ("t" thread, "p" process).
+void At(Struct* ev, double ts, double dur, const char* scope = "") {
+  auto& f = *ev->mutable_fields();
+  f["ts"].set_number_value(Micros(ts));
+  if (dur >= 0) f["dur"].set_number_value(Micros(dur));
+  if (*scope != '\0') f["s"].set_string_value(scope);
+}
+
+Struct& Args(Struct* ev) { return *(*ev->mutable_fields())["args"].mutable_struct_value(); }
+void Arg(Struct* ev, const char* key, const std::string& v) { (*Args(ev).mutable_fields())[key].set_string_value(v); }
+void Arg(Struct* ev, const char* key, double v) { (*Args(ev).mutable_fields())[key].set_number_value(v); }
+void Flag(Struct* ev, const char* key, bool v) { (*Args(ev).mutable_fields())[key].set_bool_value(v); }
+
+// The events of one trace, on a time axis that starts at the earliest process image.
+class ChromeEvents {
+ public:
+  explicit ChromeEvents(const v1::Timeline& t) {
+    for (const auto& p : t.processes()) origin_ = std::min(origin_, p.start_mono_ns());
+    if (origin_ == UINT64_MAX) origin_ = 0;
+  }
+
+  void AddProcess(const v1::ProcessTimeline& p, const v1::Report& findings);
+  ListValue& list() { return list_; }
+
+ private:
+  double Us(const v1::ProcessTimeline& p, uint64_t offset_ns) const {
+    return static_cast<double>(p.start_mono_ns() + offset_ns - origin_) / 1000.0;
+  }
+  void Add(Struct ev) { *list_.add_values()->mutable_struct_value() = std::move(ev); }
+  void AddEntry(const v1::ProcessTimeline& p, int i);
+  void AddLoad(const v1::ProcessTimeline& p, int i, double ts, double end);
+  void AddImport(const v1::ProcessTimeline& p, const v1::PyImportSpan& im);
+  void AddFinding(const v1::ProcessTimeline& p, const v1::Finding& f);
+
+  uint64_t origin_ = UINT64_MAX;
+  ListValue list_;
+};
+
+void ChromeEvents::AddProcess(const v1::ProcessTimeline& p, const v1::Report& findings) {
+  Struct name = Event("M", "", "process_name", p.pid(), 0);
+  Arg(&name, "name", fmt::format("{} {}", p.pid(), fmt::join(p.argv(), " ")));
+  Add(std::move(name));
+  std::map<uint32_t, bool> threads;
+  for (int i = 0; i < p.entries_size(); ++i) {
+    threads[p.entries(i).tid()] = true;
+    AddEntry(p, i);
+  }
+  // Python imports (from ldscope's hook): a span each, nested as they ran, on their
+  // thread's track; the loads they caused fall inside them.
+  for (const auto& im : p.imports()) {
+    threads[im.tid()] = true;
+    AddImport(p, im);
+  }
+  for (const auto& [tid, _] : threads) {
+    Struct thread = Event("M", "", "thread_name", p.pid(), tid);
+    Arg(&thread, "name", fmt::format("thread {}", tid));
+    Add(std::move(thread));
+  }
+  for (const auto& f : findings.findings())
+    if (f.stream() == p.stream()) AddFinding(p, f);
+}
+
+void ChromeEvents::AddEntry(const v1::ProcessTimeline& p, int i) {
+  const auto& e = p.entries(i);
+  const double ts = Us(p, e.offset_ns());
+  // Where this entry's work ends: the next entry of the same thread, or a hair later.
+  double end = ts + 1;
+  for (int j = i + 1; j < p.entries_size(); ++j)
+    if (p.entries(j).tid() == e.tid()) {
+      end = std::max(ts + 1, Us(p, p.entries(j).offset_ns()));
+      break;
+    }
+  if (e.has_load()) {
+    AddLoad(p, i, ts, end);
+  } else if (e.has_failed_dlopen()) {
+    Struct ev = Event("i", "failure", "FAILED dlopen " + text::BaseName(e.failed_dlopen().requested_name()),
+                      p.pid(), e.tid());
+    At(&ev, ts, -1, "t");
+    Add(std::move(ev));
+  } else if (e.has_unload() && !e.unload().at_exit()) {
+    Struct ev = Event("i", "unload", "unload " + text::BaseName(e.unload().object().path()), p.pid(), e.tid());
+    At(&ev, ts, -1, "t");
+    Add(std::move(ev));
+  }
+}
+
+void ChromeEvents::AddLoad(const v1::ProcessTimeline& p, int i, double ts, double end) {
+  const auto& e = p.entries(i);
+  const auto& l = e.load();
+  if (l.reason() == v1::LOAD_DLOPEN || l.reason() == v1::LOAD_PRELOAD) {
+    // The dlopen spans its own load and the NEEDED loads that follow it.
+    const int n = p.entries_size();
+    double span_end = end;
+    for (int j = i + 1; j < n && p.entries(j).has_load() && p.entries(j).load().reason() == v1::LOAD_NEEDED; ++j)
+      span_end = j + 1 < n ? std::max(span_end, Us(p, p.entries(j + 1).offset_ns())) : span_end + 1;
+    const std::string name = l.python().dlopen_call().empty() ? "dlopen " + text::BaseName(l.requested_name())
+                                                              : l.python().dlopen_call();
+    Struct span = Event("X", "dlopen", name, p.pid(), e.tid());
+    At(&span, ts, span_end - ts);
+    Arg(&span, "requested", l.requested_name());
+    Arg(&span, "requester", l.requester().path());
+    Flag(&span, "rolled_back", l.rolled_back());
+    Add(std::move(span));
+  }
+  Struct load = Event("X", "load", text::BaseName(l.object().path()), p.pid(), e.tid());
+  At(&load, ts, std::max(1.0, end - ts) * 0.999);
+  Arg(&load, "path", l.object().path());
+  Arg(&load, "soname", l.object().soname());
+  Arg(&load, "namespace", static_cast<double>(l.object().lmid()));
+  Add(std::move(load));
+}
+
+void ChromeEvents::AddImport(const v1::ProcessTimeline& p, const v1::PyImportSpan& im) {
+  const double ts = Us(p, im.start_offset_ns());
+  uint64_t end_ns = im.ended() ? im.end_offset_ns() : im.start_offset_ns();
+  if (!im.ended())  // still running at the end of the trace: up to its last event
+    for (const auto& e : p.entries()) end_ns = std::max(end_ns, e.offset_ns());
+  Struct ev = Event("X", "import", "import " + im.module(), p.pid(), im.tid());
+  At(&ev, ts, std::max(0.001, Us(p, end_ns) - ts));
+  Arg(&ev, "module", im.module());
+  Arg(&ev, "site", fmt::format("{}:{}", im.site().file(), im.site().line()));
+  Arg(&ev, "loads", static_cast<double>(im.loads()));
+  Flag(&ev, "failed", im.failed());
+  Arg(&ev, "error", im.error());
+  Add(std::move(ev));
+}
+
+// A finding, as a process-wide marker at the latest event it rests on.
+void ChromeEvents::AddFinding(const v1::ProcessTimeline& p, const v1::Finding& f) {
+  uint64_t at = 0;
+  for (const auto& o : f.objects())
+    for (const auto& e : p.entries())
+      if (o.seq() != 0 && e.seq() == o.seq()) at = std::max(at, e.offset_ns());
+  Struct ev = Event("i", "finding", FindingKindName(f.kind()), p.pid(), 0);
+  At(&ev, Us(p, at), -1, "p");
+  Arg(&ev, "message", f.headline());
+  Add(std::move(ev));
+}
+
+// The JSON of a Struct with its keys sorted: protobuf's JSON writer prints a map in the
+// order of its wire form, which is sorted only when serialized deterministically.
+std::string SortedJson(const Struct& doc) {
+  std::string wire;
+  {
+    google::protobuf::io::StringOutputStream out(&wire);
+    google::protobuf::io::CodedOutputStream coded(&out);
+    coded.SetSerializationDeterministic(true);
+    doc.SerializeToCodedStream(&coded);
+  }
+  static const std::unique_ptr<google::protobuf::util::TypeResolver> resolver(
+      google::protobuf::util::NewTypeResolverForDescriptorPool(
+          "type.googleapis.com", google::protobuf::DescriptorPool::generated_pool()));
+  google::protobuf::util::JsonPrintOptions opt;
+  opt.add_whitespace = true;
+  std::string json;
+  if (!google::protobuf::util::BinaryToJsonString(resolver.get(), "type.googleapis.com/google.protobuf.Struct",
+                                                  wire, &json, opt)
+           .ok())
+    return "{}\n";  // cannot happen for a Struct we built; an empty document, not a crash
+  if (json.empty() || json.back() != '\n') json += '\n';
+  return json;
+}
 
 }  // namespace
 
 std::string ChromeTrace(const v1::Timeline& t, const v1::Report& findings) {
-  uint64_t origin = UINT64_MAX;
-  for (const auto& p : t.processes()) origin = std::min(origin, p.start_mono_ns());
-  if (origin == UINT64_MAX) origin = 0;
-  std::vector<std::string> ev;
-  auto us = [&](const v1::ProcessTimeline& p, uint64_t offset_ns) {
-    return static_cast<double>(p.start_mono_ns() + offset_ns - origin) / 1000.0;
-  };
-  for (const auto& p : t.processes()) {
-    std::string argv;
-    for (const auto& a : p.argv()) argv += (argv.empty() ? "" : " ") + a;
-    ev.push_back(fmt::format(R"({{"ph":"M","name":"process_name","pid":{},"tid":0,"args":{{"name":{}}}}})",
-                             p.pid(), JsonString(fmt::format("{} {}", p.pid(), argv))));
-    std::map<uint32_t, bool> threads;
-    const int n = p.entries_size();
-    for (int i = 0; i < n; ++i) {
-      const auto& e = p.entries(i);
-      threads[e.tid()] = true;
-      const double ts = us(p, e.offset_ns());
-      // Where this entry's work ends: the next entry of the same thread, or a hair later.
-      double end = ts + 1;
-      for (int j = i + 1; j < n; ++j)
-        if (p.entries(j).tid() == e.tid()) {
-          end = std::max(ts + 1, us(p, p.entries(j).offset_ns()));
-          break;
-        }
-      if (e.has_load()) {
-        const auto& l = e.load();
-        if (l.reason() == v1::LOAD_DLOPEN || l.reason() == v1::LOAD_PRELOAD) {
-          // The dlopen spans its own load and the NEEDED loads that follow it.
-          double span_end = end;
-          for (int j = i + 1; j < n && p.entries(j).has_load() &&
-                              p.entries(j).load().reason() == v1::LOAD_NEEDED;
-               ++j) {
-            span_end = j + 1 < n ? std::max(span_end, us(p, p.entries(j + 1).offset_ns()))
-                                 : span_end + 1;
-          }
-          ev.push_back(fmt::format(
-              R"({{"ph":"X","cat":"dlopen","name":{},"pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"args":{{"requested":{},"requester":{},"rolled_back":{}}}}})",
-              JsonString(l.python().dlopen_call().empty() ? "dlopen " + Base(l.requested_name())
-                                                          : l.python().dlopen_call()),
-              p.pid(), e.tid(), ts, span_end - ts,
-              JsonString(l.requested_name()), JsonString(l.requester().path()),
-              l.rolled_back() ? "true" : "false"));
-        }
-        ev.push_back(fmt::format(
-            R"({{"ph":"X","cat":"load","name":{},"pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"args":{{"path":{},"soname":{},"namespace":{}}}}})",
-            JsonString(Base(l.object().path())), p.pid(), e.tid(), ts, std::max(1.0, end - ts) * 0.999,
-            JsonString(l.object().path()), JsonString(l.object().soname()), l.object().lmid()));
-      } else if (e.has_failed_dlopen()) {
-        ev.push_back(fmt::format(
-            R"({{"ph":"i","s":"t","cat":"failure","name":{},"pid":{},"tid":{},"ts":{:.3f}}})",
-            JsonString("FAILED dlopen " + Base(e.failed_dlopen().requested_name())), p.pid(),
-            e.tid(), ts));
-      } else if (e.has_unload() && !e.unload().at_exit()) {
-        ev.push_back(fmt::format(
-            R"({{"ph":"i","s":"t","cat":"unload","name":{},"pid":{},"tid":{},"ts":{:.3f}}})",
-            JsonString("unload " + Base(e.unload().object().path())), p.pid(), e.tid(), ts));
-      }
-    }
-    // Python imports (from ldscope's hook): a span each, nested as they ran, on their
-    // thread's track; the loads they caused fall inside them.
-    for (const auto& im : p.imports()) {
-      threads[im.tid()] = true;
-      const double ts = us(p, im.start_offset_ns());
-      uint64_t end_ns = im.ended() ? im.end_offset_ns() : im.start_offset_ns();
-      if (!im.ended())  // still running at the end of the trace: up to its last event
-        for (const auto& e : p.entries()) end_ns = std::max(end_ns, e.offset_ns());
-      ev.push_back(fmt::format(
-          R"({{"ph":"X","cat":"import","name":{},"pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"args":{{"module":{},"site":{},"loads":{},"failed":{},"error":{}}}}})",
-          JsonString("import " + im.module()), p.pid(), im.tid(), ts,
-          std::max(0.001, us(p, end_ns) - ts), JsonString(im.module()),
-          JsonString(fmt::format("{}:{}", im.site().file(), im.site().line())), im.loads(),
-          im.failed() ? "true" : "false", JsonString(im.error())));
-    }
-    for (const auto& [tid, _] : threads)
-      ev.push_back(fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":{}}}}})",
-                               p.pid(), tid, JsonString(fmt::format("thread {}", tid))));
-    // Findings, as process-wide markers at the event they rest on.
-    for (const auto& f : findings.findings()) {
-      if (f.stream() != p.stream()) continue;
-      uint64_t at = 0;
-      for (const auto& o : f.objects())
-        for (const auto& e : p.entries())
-          if (o.seq() != 0 && e.seq() == o.seq()) at = std::max(at, e.offset_ns());
-      ev.push_back(fmt::format(
-          R"({{"ph":"i","s":"p","cat":"finding","name":{},"pid":{},"tid":0,"ts":{:.3f},"args":{{"message":{}}}}})",
-          JsonString(FindingKindName(f.kind())), p.pid(), us(p, at), JsonString(f.headline())));
-    }
-  }
-  std::string out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
-  for (size_t i = 0; i < ev.size(); ++i) out += ev[i] + (i + 1 < ev.size() ? ",\n" : "\n");
-  return out + "]}\n";
+  ChromeEvents events(t);
+  for (const auto& p : t.processes()) events.AddProcess(p, findings);
+  Struct doc;
+  auto& f = *doc.mutable_fields();
+  f["displayTimeUnit"].set_string_value("ms");
+  *f["traceEvents"].mutable_list_value() = std::move(events.list());
+  return SortedJson(doc);
 }
 
 }  // namespace ldscope::render

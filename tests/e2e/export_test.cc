@@ -55,5 +55,22 @@ TEST(Export, ChromeTraceHasTheSpansAndMarkers) {
   EXPECT_EQ(RunCmd({LDSCOPE_BIN, "export", "--chrome", dir + "/missing.ldscope", "-o", dir + "/x.json"}).code, 2);
 }
 
+// The whole export of a small trace (dlprobe: a dlopen with a NEEDED library, a dlopen
+// that is rolled back, a dlclose), against a golden file. Times, pids and thread ids
+// are normalised; every name, argument and the layout are compared.
+TEST(Export, ChromeTraceGolden) {
+  const auto dir = testing::ScratchDir("export_chrome_golden");
+  const auto trace = dir + "/t.ldscope";
+  const auto r = RunCmd({LDSCOPE_BIN, "run", "-q", "--no-report", "-o", trace, "--", DLPROBE, "open",
+                         FIXTURES "/lib/libfix_a.so", "open", FIXTURES "/lib/libfix_bad.so", "noload",
+                         "libfix_b.so", "close"},
+                        {}, {"LD_LIBRARY_PATH", "LD_PRELOAD"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto e = RunCmd({LDSCOPE_BIN, "export", "--chrome", trace, "-o", dir + "/out.json"});
+  ASSERT_EQ(e.code, 0) << e.err;
+  testing::ExpectGolden("export_chrome_dlprobe.json",
+                        testing::NormalizeReport(testing::ReadFile(dir + "/out.json"), dir));
+}
+
 }  // namespace
 }  // namespace ldscope

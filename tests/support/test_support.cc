@@ -217,6 +217,11 @@ std::string NormalizeReport(std::string s, const std::string& scratch) {
   s = std::regex_replace(s, std::regex("\"(seq|atMs)\": \"?[0-9.e-]+\"?"), "\"$1\": 0");
   s = std::regex_replace(s, std::regex("\"buildId\": \"[0-9a-f]+\""), "\"buildId\": \"\"");
   s = std::regex_replace(s, std::regex("\"evidence\": \\[[^\\]]*\\]"), "\"evidence\": []");
+  // The GitHub step summary's process column; the Chrome export's tracks and times.
+  s = std::regex_replace(s, std::regex("\\| [0-9]+ "), "| ${PID} ");
+  s = std::regex_replace(s, std::regex("\"(tid|ts|dur)\": [0-9.e+-]+"), "\"$1\": 0");
+  s = std::regex_replace(s, std::regex("\"name\": \"[0-9]+ "), "\"name\": \"${PID} ");
+  s = std::regex_replace(s, std::regex("\"thread [0-9]+\""), "\"thread ${TID}\"");
   return s;
 }
 

@@ -66,7 +66,8 @@ void ExpectGolden(const std::string& file, const std::string& actual);
 
 // A report (text or JSON) without what differs between machines and runs: the fixture,
 // driver, scenario and scratch paths as ${FIXTURES}, ${DLPROBE}, ${SCENARIOS},
-// ${SCRATCH}; pids, times, sequence numbers, build-ids and evidence lists.
+// ${SCRATCH}; pids, times, sequence numbers, build-ids and evidence lists (also as the
+// GitHub step summary and the Chrome export write them: thread ids, ts and dur).
 std::string NormalizeReport(std::string s, const std::string& scratch);
 
 }  // namespace ldscope::testing
