@@ -1,15 +1,65 @@
-// The audit library's hand-written protobuf encoder against libprotobuf: everything it
-// writes must parse into the generated classes with the same field values.
+// The hand-written protobuf encoders against libprotobuf: everything the audit library
+// (audit/encode.cc) and the Python hook (python/_ldscope_hook.py) write must parse into
+// the generated classes with the same field values, the same message libprotobuf builds
+// from those values, and no field the schema does not know.
 #include <gtest/gtest.h>
 
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <string>
+#include <vector>
+
+#include <google/protobuf/util/message_differencer.h>
 
 #include "encode.h"
 #include "ldscope_proto/events.pb.h"
+#include "support/test_support.h"
 #include "wire.h"
 
 namespace ldscope {
 namespace {
+
+// encode.h's field numbers are the schema's (a renumbered field fails the build here).
+static_assert(static_cast<int>(audit::field::kPid) == v1::Event::kPidFieldNumber);
+static_assert(static_cast<int>(audit::field::kTid) == v1::Event::kTidFieldNumber);
+static_assert(static_cast<int>(audit::field::kSeq) == v1::Event::kSeqFieldNumber);
+static_assert(static_cast<int>(audit::field::kMonoNs) == v1::Event::kMonoNsFieldNumber);
+static_assert(static_cast<int>(audit::field::kDropped) == v1::Event::kDroppedFieldNumber);
+static_assert(static_cast<int>(audit::field::kTruncated) == v1::Event::kTruncatedFieldNumber);
+static_assert(static_cast<int>(audit::field::kOffsetNs) == v1::Event::kOffsetNsFieldNumber);
+static_assert(static_cast<int>(audit::field::kProcessStart) == v1::Event::kProcessStartFieldNumber);
+static_assert(static_cast<int>(audit::field::kSearch) == v1::Event::kSearchFieldNumber);
+static_assert(static_cast<int>(audit::field::kObjOpen) == v1::Event::kObjopenFieldNumber);
+static_assert(static_cast<int>(audit::field::kObjClose) == v1::Event::kObjcloseFieldNumber);
+static_assert(static_cast<int>(audit::field::kActivity) == v1::Event::kActivityFieldNumber);
+static_assert(static_cast<int>(audit::field::kPreinit) == v1::Event::kPreinitFieldNumber);
+static_assert(static_cast<int>(audit::field::kExit) == v1::Event::kExitFieldNumber);
+
+// Equal as messages (field order on the wire is free), with the differences named.
+void ExpectSameMessage(const google::protobuf::Message& got, const google::protobuf::Message& want) {
+  std::string diff;
+  google::protobuf::util::MessageDifferencer d;
+  d.ReportDifferencesToString(&diff);
+  EXPECT_TRUE(d.Compare(want, got)) << diff;
+}
+
+// No field anywhere in m that the schema does not define (a wrong hand-written tag
+// parses as an unknown field, or fails to parse).
+void ExpectNoUnknownFields(const google::protobuf::Message& m) {
+  const auto* r = m.GetReflection();
+  EXPECT_TRUE(r->GetUnknownFields(m).empty()) << m.GetTypeName() << ": " << m.ShortDebugString();
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  r->ListFields(m, &fields);
+  for (const auto* f : fields) {
+    if (f->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) continue;
+    if (f->is_repeated())
+      for (int i = 0; i < r->FieldSize(m, f); ++i) ExpectNoUnknownFields(r->GetRepeatedMessage(m, f, i));
+    else
+      ExpectNoUnknownFields(r->GetMessage(m, f));
+  }
+}
 
 using audit::EventHead;
 
@@ -31,6 +81,17 @@ void ExpectHead(const v1::Event& e) {
   EXPECT_EQ(e.dropped(), 7u);
 }
 
+// The head libprotobuf would write for Head().
+v1::Event HeadMessage() {
+  v1::Event e;
+  e.set_pid(4242);
+  e.set_tid(4243);
+  e.set_seq(300);
+  e.set_mono_ns(123456789012345ull);
+  e.set_dropped(7);
+  return e;
+}
+
 template <typename F>
 v1::Event EncodeAndParse(F&& encode, size_t cap = 65536, bool* truncated = nullptr) {
   std::string buf(cap, '\0');
@@ -40,6 +101,7 @@ v1::Event EncodeAndParse(F&& encode, size_t cap = 65536, bool* truncated = nullp
   v1::Event e;
   EXPECT_TRUE(e.ParseFromArray(w.data(), static_cast<int>(w.size())))
       << "hand-encoded event does not parse";
+  ExpectNoUnknownFields(e);
   return e;
 }
 
@@ -127,6 +189,118 @@ TEST(Conformance, ObjOpenEveryField) {
   EXPECT_TRUE(p.is_vdso());
   EXPECT_TRUE(p.is_ldso());
   EXPECT_EQ(p.cwd(), "/home/user/project");
+  // The same message as libprotobuf builds from those values.
+  v1::Event want = HeadMessage();
+  auto* m = want.mutable_objopen();
+  m->set_id(99);
+  m->set_path(o.path);
+  m->set_lmid(3);
+  m->set_base(o.base);
+  m->set_dev(65024);
+  m->set_ino(10952891);
+  m->set_soname("libtorch_cuda.so");
+  m->add_needed("libnccl.so.2");
+  m->add_needed("libc.so.6");
+  m->set_rpath(o.rpath);
+  m->set_runpath("/opt/runpath");
+  m->set_build_id(std::string(reinterpret_cast<char*>(o.build_id), 20));
+  m->set_flags_1(0x800);
+  m->set_is_main(true);
+  m->set_is_vdso(true);
+  m->set_is_ldso(true);
+  m->set_cwd("/home/user/project");
+  ExpectSameMessage(e, want);
+}
+
+// Every other body, each against the message libprotobuf builds.
+TEST(Conformance, SameMessagesAsLibprotobuf) {
+  {
+    auto got = EncodeAndParse([](wire::Writer& w) {
+      audit::SearchInfo s;
+      s.name = "libnccl.so.2";
+      s.dir_ref = 7;
+      s.dir = "/opt/lib";
+      s.dir_len = 8;
+      s.base = "libnccl.so.2.16.2";
+      s.flag = 8;
+      s.requester = 17;
+      audit::EncodeSearch(w, Head(), s);
+    });
+    v1::Event want = HeadMessage();
+    auto* s = want.mutable_search();
+    s->set_name("libnccl.so.2");
+    s->set_dir_ref(7);
+    s->set_dir("/opt/lib");
+    s->set_base("libnccl.so.2.16.2");
+    s->set_flag(8);
+    s->set_requester(17);
+    ExpectSameMessage(got, want);
+  }
+  {
+    auto got = EncodeAndParse([](wire::Writer& w) { audit::EncodeObjClose(w, Head(), 5, true); });
+    v1::Event want = HeadMessage();
+    want.mutable_objclose()->set_id(5);
+    want.mutable_objclose()->set_unrelocated(true);
+    ExpectSameMessage(got, want);
+  }
+  {
+    auto got = EncodeAndParse([](wire::Writer& w) { audit::EncodeActivity(w, Head(), 2, 1); });
+    v1::Event want = HeadMessage();
+    want.mutable_activity()->set_kind(v1::ACTIVITY_DELETE);
+    want.mutable_activity()->set_id(1);
+    ExpectSameMessage(got, want);
+  }
+  {
+    auto h = Head();
+    h.image_start_ns = 123456000000000ull;
+    auto got = EncodeAndParse([&](wire::Writer& w) { audit::EncodePreinit(w, h); });
+    v1::Event want = HeadMessage();
+    want.clear_mono_ns();
+    want.set_offset_ns(789012345ull);
+    want.mutable_preinit();
+    ExpectSameMessage(got, want);
+  }
+  {
+    auto got = EncodeAndParse([](wire::Writer& w) { audit::EncodeExit(w, Head()); });
+    v1::Event want = HeadMessage();
+    want.mutable_exit();
+    ExpectSameMessage(got, want);
+  }
+  {
+    const char cmdline[] = "python3\0-c\0pass\0";
+    char e1[] = "LD_PRELOAD=/opt/libx.so";
+    char e2[] = "HOME=/root";
+    char* env[] = {e1, e2, nullptr};
+    audit::ProcessStartInfo p;
+    p.reason = 2;
+    p.ppid = 1;
+    p.exe = "/usr/bin/python3.11";
+    p.cmdline = cmdline;
+    p.cmdline_len = sizeof cmdline - 1;
+    p.cwd = "/work";
+    p.glibc_version = "2.36";
+    p.environ = env;
+    p.image_start_ns = 555;
+    p.lav_version = 2;
+    auto got = EncodeAndParse([&](wire::Writer& w) { audit::EncodeProcessStart(w, Head(), p); });
+    v1::Event want = HeadMessage();
+    auto* s = want.mutable_process_start();
+    s->set_reason(v1::START_FORK);
+    s->set_ppid(1);
+    s->set_exe("/usr/bin/python3.11");
+    for (const char* a : {"python3", "-c", "pass"}) s->add_argv(a);
+    s->set_cwd("/work");
+    s->set_glibc_version("2.36");
+    auto* preload = s->add_env();
+    preload->set_name("LD_PRELOAD");
+    preload->set_value("/opt/libx.so");
+    auto* home = s->add_env();
+    home->set_name("HOME");
+    home->set_redacted(true);
+    s->set_image_start_ns(555);
+    s->set_lav_version(2);
+    ExpectSameMessage(got, want);
+  }
 }
 
 TEST(Conformance, NegativeLmidRoundTrips) {
@@ -238,6 +412,7 @@ TEST(Conformance, TraceHeader) {
   audit::EncodeTraceHeader(w, "host1", "2.36", 1700000000000000000ull, 0);
   v1::TraceHeader h;
   ASSERT_TRUE(h.ParseFromArray(w.data(), static_cast<int>(w.size())));
+  ExpectNoUnknownFields(h);
   EXPECT_EQ(h.format_version(), 1u);
   EXPECT_EQ(h.host(), "host1");
   EXPECT_EQ(h.glibc_version(), "2.36");
@@ -276,6 +451,87 @@ TEST(Conformance, EveryBufferSizeGivesAParsableEvent) {
       EXPECT_TRUE(truncated) << "cap " << cap;
     }
   }
+}
+
+// The Python hook's hand-written tags: run the hook against a socket of our own, take
+// every datagram it sends, parse it with libprotobuf and compare with the messages
+// libprotobuf builds for what the program did (an import, a ctypes dlopen).
+TEST(Conformance, PythonHookSendsTheSchemasMessages) {
+  const std::string dir = testing::ScratchDir("conformance_python");
+  const std::string sock = dir + "/s";
+  const int lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  ASSERT_GE(lfd, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::snprintf(a.sun_path, sizeof a.sun_path, "%s", sock.c_str());
+  ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(listen(lfd, 16), 0);
+  // The connection waits in the backlog, its datagrams queued, until the program ended.
+  const auto r = testing::RunCmd({"/usr/bin/python3", "-c", "import fractions, ctypes\nctypes.CDLL('libm.so.6')"},
+                                 {"PYTHONPATH=" PYTHON_HOOK_DIR, "LDSCOPE_SOCKET=" + sock},
+                                 {"PYTHONSAFEPATH", "PYTHONNOUSERSITE"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const int cfd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  ASSERT_GE(cfd, 0) << "the hook did not connect";
+  std::vector<v1::Event> events;
+  for (;;) {
+    std::string buf(1 << 16, '\0');
+    const ssize_t n = recv(cfd, buf.data(), buf.size(), 0);
+    if (n <= 0) break;
+    // A hook datagram is an EventBatch (it starts with field 1's tag).
+    v1::EventBatch batch;
+    ASSERT_TRUE(batch.ParseFromArray(buf.data(), static_cast<int>(n))) << "datagram does not parse";
+    ExpectNoUnknownFields(batch);
+    for (const auto& e : batch.event()) events.push_back(e);
+  }
+  close(cfd);
+  close(lfd);
+  ASSERT_FALSE(events.empty());
+  // The head: one pid, a thread, a time, sequence numbers from 0 without gaps.
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i].pid(), events[0].pid());
+    EXPECT_NE(events[i].pid(), 0u);
+    EXPECT_NE(events[i].tid(), 0u);
+    EXPECT_NE(events[i].mono_ns(), 0u);
+    EXPECT_EQ(events[i].seq(), i);
+  }
+  ASSERT_TRUE(events[0].has_py_start());
+  EXPECT_EQ(events[0].py_start().executable(), "/usr/bin/python3");
+  EXPECT_FALSE(events[0].py_start().version().empty());
+  EXPECT_FALSE(events[0].py_start().forked());
+  // The bodies, against libprotobuf's messages (the fields that vary cleared first).
+  v1::PyFrame here;
+  here.set_file("<string>");
+  here.set_line(1);
+  here.set_function("<module>");
+  v1::PyImportBegin want_begin;
+  want_begin.set_module("fractions");
+  *want_begin.add_stack() = here;
+  v1::PyImportEnd want_end;
+  want_end.set_module("fractions");
+  v1::PyDlopen want_dlopen;
+  want_dlopen.set_name("libm.so.6");
+  here.set_line(2);
+  *want_dlopen.add_stack() = here;
+  want_dlopen.set_via("ctypes.CDLL");
+  bool begin = false, end = false, dlopen = false;
+  for (const auto& e : events) {
+    if (e.has_py_import() && e.py_import().module() == "fractions") {
+      v1::PyImportBegin got = e.py_import();
+      got.clear_dlopen_flags();  // the interpreter's sys.getdlopenflags()
+      ExpectSameMessage(got, want_begin);
+      begin = true;
+    } else if (e.has_py_import_end() && e.py_import_end().module() == "fractions") {
+      ExpectSameMessage(e.py_import_end(), want_end);
+      end = true;
+    } else if (e.has_py_dlopen()) {
+      v1::PyDlopen got = e.py_dlopen();
+      got.clear_mode();  // ctypes' default mode, as this Python reads it
+      ExpectSameMessage(got, want_dlopen);
+      dlopen = true;
+    }
+  }
+  EXPECT_TRUE(begin && end && dlopen) << begin << end << dlopen;
 }
 
 }  // namespace
