@@ -53,6 +53,7 @@ CLI::App* AddRun(CLI::App& app, RunOptions& run) {
   run_cmd->prefix_command();
   run_cmd->allow_extras();
   run_cmd->footer("Usage: ldscope run [-o FILE] [-q] [--lock FILE] [--] COMMAND [ARGS...]");
+
   return run_cmd;
 }
 
@@ -80,6 +81,7 @@ CLI::App* AddCollect(CLI::App& app, CollectOptions& collect) {
                           "background threads with a bounded queue and bounded retries: a slow or "
                           "dead endpoint never holds up tracing; what could not be sent is counted "
                           "as dropped in the closing summary");
+
   return collect_cmd;
 }
 
@@ -96,6 +98,7 @@ CLI::App* AddShow(CLI::App& app, ShowOptions& show) {
                      "Show time offsets (default on)");
   show_cmd->add_flag("-v,--verbose", show.verbose,
                      "Also list unloads at exit and reuses within one batch of loads");
+
   return show_cmd;
 }
 
@@ -130,6 +133,7 @@ CLI::App* AddReport(CLI::App& app, ReportCommandOptions& report) {
   report_cmd->add_flag("--github", report.report.github,
                        "GitHub Actions annotations (on stdout) and step summary (also when "
                        "GITHUB_ACTIONS=true)");
+
   return report_cmd;
 }
 
@@ -146,6 +150,7 @@ CLI::App* AddDiff(CLI::App& app, DiffOptions& diff) {
   diff_cmd->add_option("--fail-on", diff.fail_on,
                        "Exit with status 3 on: new-findings, changes (comma-separated)")
       ->delimiter(',')->allow_extra_args(false);
+
   return diff_cmd;
 }
 
@@ -163,6 +168,7 @@ CLI::App* AddLock(CLI::App& app, LockOptions& lock) {
   lock_cmd->add_option("trace", lock.traces, "Trace files or directories")->required();
   lock_cmd->add_option("-o,--output", lock.output,
                        "Write the lock to this file (default: standard output)");
+
   return lock_cmd;
 }
 
@@ -183,6 +189,7 @@ CLI::App* AddCheck(CLI::App& app, CheckOptions& check) {
   check_cmd->add_flag("--github", check.github,
                       "Also print each difference as a GitHub Actions ::error annotation (also "
                       "when GITHUB_ACTIONS=true)");
+
   return check_cmd;
 }
 
@@ -207,6 +214,7 @@ CLI::App* AddExport(CLI::App& app, ExportOptions& exp) {
                          "preceded by its size as a varint");
   export_cmd->add_option("trace", exp.traces, "Trace files or directories")->required();
   export_cmd->add_option("-o,--output", exp.output, "The JSON file to write (--chrome)");
+
   return export_cmd;
 }
 
@@ -221,6 +229,7 @@ CLI::App* AddImports(CLI::App& app, ImportsOptions& imports) {
   imports_cmd->add_option("--python", imports.python, "The interpreter (default /usr/bin/python3)");
   imports_cmd->add_option("--format", imports.format, "text or json (proto3 JSON mapping)")
       ->check(CLI::IsMember({"text", "json"}));
+
   return imports_cmd;
 }
 
