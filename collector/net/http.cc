@@ -80,6 +80,128 @@ bool WaitFor(int fd, short events, uint64_t deadline_ms) {
   }
 }
 
+// The largest reply read (only the status and a short body matter).
+constexpr size_t kMaxReply = 64 * 1024;
+
+// Connects the non-blocking fd to addr within timeout_ms.
+Status Connect(int fd, const sockaddr_storage& addr, socklen_t len, const std::string& where,
+               int timeout_ms) {
+  const uint64_t deadline = NowMs() + static_cast<uint64_t>(timeout_ms);
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), len) != 0) {
+    if (errno != EINPROGRESS) return Error{fmt::format("cannot connect to {}: {}", where, strerror(errno))};
+    if (!WaitFor(fd, POLLOUT, deadline))
+      return Error{fmt::format("cannot connect to {}: timed out after {} ms", where, timeout_ms)};
+    int err = 0;
+    socklen_t el = sizeof err;
+    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+    if (err != 0) return Error{fmt::format("cannot connect to {}: {}", where, strerror(err))};
+  }
+  return Status::Ok();
+}
+
+std::string RequestText(const Url& url, const std::string& path, const std::string& content_type,
+                        const std::string& body) {
+  std::string host_header = url.host.find(':') != std::string::npos ? "[" + url.host + "]" : url.host;
+  return fmt::format("POST {} HTTP/1.1\r\nHost: {}:{}\r\nUser-Agent: ldscope\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                     path.empty() ? "/" : path, host_header, url.port, content_type, body.size()) +
+         body;
+}
+
+// Sends all of request within timeout_ms.
+Status SendAll(int fd, const std::string& request, const std::string& where, int timeout_ms) {
+  const uint64_t deadline = NowMs() + static_cast<uint64_t>(timeout_ms);
+  for (size_t done = 0; done < request.size();) {
+    const ssize_t n = send(fd, request.data() + done, request.size() - done, MSG_NOSIGNAL);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && WaitFor(fd, POLLOUT, deadline)) continue;
+    return Error{n < 0 && errno != EAGAIN && errno != EWOULDBLOCK
+                     ? fmt::format("sending to {}: {}", where, strerror(errno))
+                     : fmt::format("sending to {}: timed out after {} ms", where, timeout_ms)};
+  }
+  return Status::Ok();
+}
+
+// The headers of reply (up to its blank line at end), lower-cased.
+std::string LowerHeaders(const std::string& reply, size_t end) {
+  std::string headers = reply.substr(0, end);
+  for (auto& c : headers) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
+  return headers;
+}
+
+// Whether reply holds the whole body: Content-Length bytes, or a chunked body's last
+// chunk. (Without either, the body ends at the close.)
+bool ReplyComplete(const std::string& reply) {
+  const auto end = reply.find("\r\n\r\n");
+  if (end == std::string::npos) return false;
+  const std::string headers = LowerHeaders(reply, end);
+  const auto cl = headers.find("\r\ncontent-length:");
+  if (cl != std::string::npos) {
+    const size_t want = std::strtoul(headers.c_str() + cl + 17, nullptr, 10);
+    if (reply.size() - end - 4 >= want) return true;
+  }
+  return headers.find("\r\ntransfer-encoding: chunked") != std::string::npos &&
+         (reply.size() - end - 4 == 5 ? reply.compare(end + 4, 5, "0\r\n\r\n") == 0
+                                      : reply.size() >= end + 4 + 7 &&
+                                            reply.compare(reply.size() - 7, 7, "\r\n0\r\n\r\n") == 0);
+}
+
+// The reply: the status line and headers, then the body (Content-Length, or up to
+// the close; chunked bodies are kept as they come: only the status matters).
+Status ReadReply(int fd, const std::string& where, int timeout_ms, std::string* reply) {
+  const uint64_t deadline = NowMs() + static_cast<uint64_t>(timeout_ms);
+  for (;;) {
+    char buf[4096];
+    const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n > 0) {
+      reply->append(buf, static_cast<size_t>(n));
+      if (ReplyComplete(*reply) || reply->size() > kMaxReply) return Status::Ok();
+      continue;
+    }
+    if (n == 0) return Status::Ok();
+    if (errno == EINTR) continue;
+    if ((errno == EAGAIN || errno == EWOULDBLOCK) && WaitFor(fd, POLLIN, deadline)) continue;
+    return Error{errno == EAGAIN || errno == EWOULDBLOCK
+                     ? fmt::format("waiting for {}'s reply: timed out after {} ms", where, timeout_ms)
+                     : fmt::format("reading {}'s reply: {}", where, strerror(errno))};
+  }
+}
+
+// Chunks: a hex size line, the data, CRLF; a size of 0 ends the body.
+std::string Dechunk(const std::string& content) {
+  std::string plain;
+  size_t pos = 0;
+  while (pos < content.size()) {
+    const auto eol = content.find("\r\n", pos);
+    if (eol == std::string::npos) break;
+    const size_t n = std::strtoul(content.c_str() + pos, nullptr, 16);
+    if (n == 0 || eol + 2 + n > content.size()) break;
+    plain.append(content, eol + 2, n);
+    pos = eol + 2 + n + 2;
+  }
+  return plain;
+}
+
+// The status and the body (de-chunked) of reply; an error when it is not HTTP.
+Result<Response> ParseReply(const std::string& reply, const std::string& where) {
+  int major = 0, minor = 0, status = 0;
+  if (std::sscanf(reply.c_str(), "HTTP/%d.%d %d", &major, &minor, &status) != 3 || status < 100 ||
+      status > 999)
+    return Error{fmt::format("{} did not answer with HTTP ({} bytes)", where, reply.size())};
+  Response r;
+  r.status = status;
+  const auto end = reply.find("\r\n\r\n");
+  if (end == std::string::npos) return r;
+  const std::string headers = LowerHeaders(reply, end);
+  std::string content = reply.substr(end + 4, kMaxReply);
+  if (headers.find("\r\ntransfer-encoding: chunked") != std::string::npos) content = Dechunk(content);
+  r.body = content;
+  return r;
+}
+
 }  // namespace
 
 bool LooksLikeUrl(const std::string& text) {
@@ -97,8 +219,8 @@ Result<Url> ParseUrl(const std::string& text) {
   for (auto& c : scheme) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
   if (scheme == "https")
     return Error{fmt::format("'{}': https is not supported (ldscope speaks plain HTTP only); send to a "
-                             "local OpenTelemetry Collector's http://HOST:4318 and let it forward over TLS",
-                             text)};
+                       "local OpenTelemetry Collector's http://HOST:4318 and let it forward over TLS",
+                       text)};
   if (scheme != "http") return Error{fmt::format("'{}': only http:// URLs are supported", text)};
   std::string rest = text.substr(scheme_end + 3);
   const auto slash = rest.find('/');
@@ -123,7 +245,7 @@ Result<Url> ParseUrl(const std::string& text) {
   if (host.empty()) return Error{fmt::format("'{}': no host", text)};
   if (port.empty())
     return Error{fmt::format("'{}': no port (the OpenTelemetry Collector's OTLP/HTTP port is usually 4318: "
-                             "http://{}:4318)", text, host)};
+                       "http://{}:4318)", text, host)};
   if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
       std::stoul(port) == 0 || std::stoul(port) > 65535)
     return Error{fmt::format("'{}': bad port '{}'", text, port)};
@@ -137,7 +259,6 @@ Result<Url> ParseUrl(const std::string& text) {
 
 Result<Response> Post(const Url& url, const std::string& path, const std::string& content_type,
                       const std::string& body, int timeout_ms) {
-  Response r;
   sockaddr_storage addr{};
   socklen_t len = 0;
   if (Status s = Resolve(url.host, url.port, &addr, &len); !s.ok()) return Error{s.error()};
@@ -148,103 +269,14 @@ Result<Response> Post(const Url& url, const std::string& path, const std::string
     ~Closer() { close(fd); }
   } closer{fd};
   const std::string where = fmt::format("{}:{}", url.host, url.port);
-  uint64_t deadline = NowMs() + static_cast<uint64_t>(timeout_ms);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
-    if (errno != EINPROGRESS) {
-      return Error{fmt::format("cannot connect to {}: {}", where, strerror(errno))};
-    }
-    if (!WaitFor(fd, POLLOUT, deadline)) {
-      return Error{fmt::format("cannot connect to {}: timed out after {} ms", where, timeout_ms)};
-    }
-    int err = 0;
-    socklen_t el = sizeof err;
-    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
-    if (err != 0) {
-      return Error{fmt::format("cannot connect to {}: {}", where, strerror(err))};
-    }
-  }
+  if (Status s = Connect(fd, addr, len, where, timeout_ms); !s.ok()) return Error{s.error()};
   const int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  std::string host_header = url.host.find(':') != std::string::npos ? "[" + url.host + "]" : url.host;
-  const std::string request =
-      fmt::format("POST {} HTTP/1.1\r\nHost: {}:{}\r\nUser-Agent: ldscope\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                  path.empty() ? "/" : path, host_header, url.port, content_type, body.size()) +
-      body;
-  deadline = NowMs() + static_cast<uint64_t>(timeout_ms);
-  for (size_t done = 0; done < request.size();) {
-    const ssize_t n = send(fd, request.data() + done, request.size() - done, MSG_NOSIGNAL);
-    if (n > 0) {
-      done += static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && WaitFor(fd, POLLOUT, deadline)) continue;
-    return Error{n < 0 && errno != EAGAIN && errno != EWOULDBLOCK
-                  ? fmt::format("sending to {}: {}", where, strerror(errno))
-                  : fmt::format("sending to {}: timed out after {} ms", where, timeout_ms)};
-  }
-  // The reply: the status line and headers, then the body (Content-Length, or up to
-  // the close; chunked bodies are kept as they come: only the status matters).
+  const std::string request = RequestText(url, path, content_type, body);
+  if (Status s = SendAll(fd, request, where, timeout_ms); !s.ok()) return Error{s.error()};
   std::string reply;
-  deadline = NowMs() + static_cast<uint64_t>(timeout_ms);
-  constexpr size_t kMaxReply = 64 * 1024;
-  for (;;) {
-    char buf[4096];
-    const ssize_t n = recv(fd, buf, sizeof buf, 0);
-    if (n > 0) {
-      reply.append(buf, static_cast<size_t>(n));
-      const auto end = reply.find("\r\n\r\n");
-      if (end != std::string::npos) {
-        std::string headers = reply.substr(0, end);
-        for (auto& c : headers) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
-        const auto cl = headers.find("\r\ncontent-length:");
-        if (cl != std::string::npos) {
-          const size_t want = std::strtoul(headers.c_str() + cl + 17, nullptr, 10);
-          if (reply.size() - end - 4 >= want) break;
-        }
-        if (headers.find("\r\ntransfer-encoding: chunked") != std::string::npos &&
-            (reply.size() - end - 4 == 5 ? reply.compare(end + 4, 5, "0\r\n\r\n") == 0
-                                         : reply.size() >= end + 4 + 7 &&
-                                               reply.compare(reply.size() - 7, 7, "\r\n0\r\n\r\n") == 0))
-          break;
-      }
-      if (reply.size() > kMaxReply) break;
-      continue;
-    }
-    if (n == 0) break;
-    if (errno == EINTR) continue;
-    if ((errno == EAGAIN || errno == EWOULDBLOCK) && WaitFor(fd, POLLIN, deadline)) continue;
-    return Error{errno == EAGAIN || errno == EWOULDBLOCK
-                  ? fmt::format("waiting for {}'s reply: timed out after {} ms", where, timeout_ms)
-                  : fmt::format("reading {}'s reply: {}", where, strerror(errno))};
-  }
-  int major = 0, minor = 0, status = 0;
-  if (std::sscanf(reply.c_str(), "HTTP/%d.%d %d", &major, &minor, &status) != 3 || status < 100 ||
-      status > 999) {
-    return Error{fmt::format("{} did not answer with HTTP ({} bytes)", where, reply.size())};
-  }
-  r.status = status;
-  const auto end = reply.find("\r\n\r\n");
-  if (end == std::string::npos) return r;
-  std::string headers = reply.substr(0, end);
-  for (auto& c : headers) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
-  std::string content = reply.substr(end + 4, kMaxReply);
-  if (headers.find("\r\ntransfer-encoding: chunked") != std::string::npos) {
-    // Chunks: a hex size line, the data, CRLF; a size of 0 ends the body.
-    std::string plain;
-    size_t pos = 0;
-    while (pos < content.size()) {
-      const auto eol = content.find("\r\n", pos);
-      if (eol == std::string::npos) break;
-      const size_t n = std::strtoul(content.c_str() + pos, nullptr, 16);
-      if (n == 0 || eol + 2 + n > content.size()) break;
-      plain.append(content, eol + 2, n);
-      pos = eol + 2 + n + 2;
-    }
-    content = plain;
-  }
-  r.body = content;
-  return r;
+  if (Status s = ReadReply(fd, where, timeout_ms, &reply); !s.ok()) return Error{s.error()};
+  return ParseReply(reply, where);
 }
 
 }  // namespace ldscope::net
