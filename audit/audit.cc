@@ -223,11 +223,35 @@ bool Getcwd(char* buf, size_t cap, bool* cut) {
   return r > 0 && buf[0] == '/';
 }
 
+// The command line as /proc/self/cmdline has it, without opening it (four system calls):
+// argv's strings lie back to back on the initial stack, the very bytes the kernel reads
+// for that file. Not when ld.so runs as a program (its own arguments are part of the file
+// but not of argv) or when anything looks otherwise: then false, and the file is read.
+bool CmdlineFromArgv() {
+  int argc = 0;
+  char* const* argv = proc::Argv(&argc);
+  if (g.aux.ldso_base == 0 || argv == nullptr || argc <= 0 || argv[0] == nullptr) return false;
+  for (int i = 1; i < argc; ++i)
+    if (argv[i] == nullptr || argv[i] != argv[i - 1] + std::strlen(argv[i - 1]) + 1) return false;
+  size_t len = 0;
+  for (int i = 0; i < argc; ++i) {
+    const size_t n = std::strlen(argv[i]) + 1;
+    if (n > sizeof g_buf.cmdline - len) {
+      g_buf.cmdline_truncated = true;  // whole arguments only, as from the file
+      break;
+    }
+    std::memcpy(g_buf.cmdline + len, argv[i], n);
+    len += n;
+  }
+  g_buf.cmdline_len = len;
+  return true;
+}
+
 void ReadProcessIdentity() {
   const long n = sys::Readlink("/proc/self/exe", g_buf.exe, sizeof g_buf.exe - 1);
   g_buf.exe[n > 0 ? n : 0] = '\0';
   g_buf.identity_cut = n == static_cast<long>(sizeof g_buf.exe - 1);
-  const long opened = sys::Open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  const long opened = CmdlineFromArgv() ? -1 : sys::Open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
   if (opened >= 0) {
     const int fd = static_cast<int>(opened);
     size_t len = 0;

@@ -15,6 +15,8 @@ namespace {
 // initialisers of the library, and nothing may reset what it wrote.
 constexpr size_t kAuxSlots = 64;  // AT_* types in use are below 64
 constinit char** g_environ = nullptr;
+constinit char** g_argv = nullptr;
+constinit int g_argc = 0;
 constinit uintptr_t g_aux[kAuxSlots] = {};
 using ClockFn = int (*)(clockid_t, timespec*);
 constinit ClockFn g_vdso_clock = nullptr;
@@ -182,7 +184,9 @@ void SetUpClock() {
 }
 
 // ld.so's initialiser entry: ld.so calls DT_INIT_ARRAY functions with (argc, argv, envp).
-void Init(int /*argc*/, char** /*argv*/, char** envp) {
+void Init(int argc, char** argv, char** envp) {
+  g_argc = argc;
+  g_argv = argv;
   g_environ = envp;
   ReadAuxv(envp);
   SetUpClock();
@@ -300,6 +304,11 @@ bool VersionFromFileName(const char* name, char* out, size_t cap) {
 }  // namespace internal
 
 char** Environ() { return g_environ; }
+
+char** Argv(int* argc) {
+  *argc = g_argc;
+  return g_argv;
+}
 
 const char* Getenv(const char* name) {
   if (g_environ == nullptr || name == nullptr) return nullptr;

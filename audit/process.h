@@ -15,6 +15,9 @@ namespace ldscope::audit::proc {
 // process's argc, argv and environment before la_version (elf/dl-init.c call_init; for
 // an auditor from rtld.c's dlmopen_doit: _dl_argc, _dl_argv, __environ). Null before.
 char** Environ();
+// argv and argc as ld.so passed them (null, 0 before): when ld.so runs as a program, the
+// program's arguments only.
+char** Argv(int* argc);
 // The value of NAME in the environment, or null.
 const char* Getenv(const char* name);
 // The auxiliary vector's value for type (AT_*), 0 when it has none.
