@@ -69,6 +69,9 @@ LDSCOPE_HIDDEN int memcmp(const void* a, const void* b, size_t n) {
   return 0;
 }
 
+// clang turns memcmp(...) == 0 into a call to bcmp.
+LDSCOPE_HIDDEN int bcmp(const void* a, const void* b, size_t n) { return memcmp(a, b, n); }
+
 LDSCOPE_HIDDEN void* memchr(const void* s, int c, size_t n) {
   const auto* p = static_cast<const unsigned char*>(s);
   for (; n > 0; --n, ++p)
