@@ -15,12 +15,31 @@
 
 namespace ldscope::analysis {
 
+const Files::DiskRead& Files::ReadDisk(const std::string& path) {
+  auto [it, fresh] = disk_.try_emplace(path);
+  if (fresh) it->second.info = elf::ReadElf(path, &it->second.error);
+  return it->second;
+}
+
+const elf::ElfInfo* Files::MadeFromFacts(const std::string& path, const v1::ObjectFacts& rec, std::string* error) {
+  // Keyed by the record's content: hosts whose traces recorded the same facts share one.
+  std::string key = path;
+  key += '\0';
+  rec.AppendToString(&key);
+  auto [it, fresh] = from_facts_.try_emplace(std::move(key));
+  if (fresh) it->second.first = elf::FromFacts(rec, path, &it->second.second);
+  if (it->second.first == nullptr) *error = it->second.second;
+  return it->second.first.get();
+}
+
 const elf::ElfInfo* Files::Get(const std::string& path) {
   if (path.empty() || path.front() != '/') return nullptr;
-  auto it = cache_.find(path);
-  if (it != cache_.end()) return it->second.get();
-  std::string err;
-  auto info = elf::ReadElf(path, &err);
+  if (log_ != nullptr) log_->insert(path);
+  auto it = answers_.find(path);
+  if (it != answers_.end()) return it->second;
+  const DiskRead& disk = Store().ReadDisk(path);
+  const elf::ElfInfo* info = disk.info.get();
+  std::string err = disk.error;
   const v1::ObjectFacts* rec = facts_ != nullptr ? facts_->ForPath(path) : nullptr;
   if (rec != nullptr && rec->unreadable().empty()) {
     std::string changed;
@@ -31,28 +50,40 @@ const elf::ElfInfo* Files::Get(const std::string& path) {
       changed = "another size or modification time now";
     if (info == nullptr || !changed.empty()) {
       std::string facts_err;
-      if (auto from_trace = elf::FromFacts(*rec, path, &facts_err)) {
+      if (const elf::ElfInfo* from_trace = Store().MadeFromFacts(path, *rec, &facts_err)) {
         if (!changed.empty()) changed_[path] = changed;
-        info = std::move(from_trace);
+        info = from_trace;
       } else if (info == nullptr) {
         err = fmt::format("{}: {}", path, facts_err);
       }
     }
   }
-  if (!info) errors_[path] = err;
-  return (cache_[path] = std::move(info)).get();
+  if (info == nullptr) errors_[path] = err;
+  return answers_[path] = info;
 }
 
 std::string Files::FindString(const std::string& path, std::string_view needle) {
   const elf::ElfInfo* e = Get(path);
-  if (e == nullptr || !e->from_trace) return elf::FindString(path, needle);
+  if (e == nullptr || !e->from_trace) {
+    std::string key = path + '\0' + std::string(needle);
+    auto& cache = Store().disk_string_;
+    auto it = cache.find(key);
+    if (it == cache.end()) it = cache.emplace(std::move(key), elf::FindString(path, needle)).first;
+    return it->second;
+  }
   auto it = e->found.find(std::string(needle));
   return it == e->found.end() || it->second.empty() ? "" : it->second.front();
 }
 
 std::vector<std::string> Files::FindStrings(const std::string& path, std::string_view needle) {
   const elf::ElfInfo* e = Get(path);
-  if (e == nullptr || !e->from_trace) return elf::FindStrings(path, needle);
+  if (e == nullptr || !e->from_trace) {
+    std::string key = path + '\0' + std::string(needle);
+    auto& cache = Store().disk_strings_;
+    auto it = cache.find(key);
+    if (it == cache.end()) it = cache.emplace(std::move(key), elf::FindStrings(path, needle)).first;
+    return it->second;
+  }
   auto it = e->found.find(std::string(needle));
   return it == e->found.end() ? std::vector<std::string>() : it->second;
 }
@@ -112,9 +143,18 @@ bool AnyDefines(const std::vector<const SymbolIndex*>& scope, std::string_view n
 
 const SymbolIndex* Files::Symbols(const std::string& path) {
   auto it = symbols_.find(path);
-  if (it != symbols_.end()) return it->second.get();
+  if (it != symbols_.end()) {
+    if (log_ != nullptr) log_->insert(path);
+    return it->second;
+  }
   const elf::ElfInfo* e = Get(path);
-  return (symbols_[path] = e ? std::make_unique<SymbolIndex>(*e) : nullptr).get();
+  const SymbolIndex* index = nullptr;
+  if (e != nullptr) {
+    auto& slot = Store().indexes_[e];
+    if (slot == nullptr) slot = std::make_unique<SymbolIndex>(*e);
+    index = slot.get();
+  }
+  return symbols_[path] = index;
 }
 
 std::string BaseName(const std::string& path) {
