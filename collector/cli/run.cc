@@ -283,7 +283,7 @@ int Run(const RunOptions& opt) {
     const elf::TraceFacts facts = analysis::FactsOf(traces);
     if (opt.analyse || !opt.report.junit.empty()) {
       ReportOptions ropt = opt.report;
-      ropt.trace_of_stream = render::TraceFilesByStream(traces);
+      ropt.trace_of_stream = store::TraceFilesByStream(traces);
       ropt.facts = &facts;
       for (const auto& a : opt.command) ropt.title += (ropt.title.empty() ? "" : " ") + text::Escape(a);
       rc = EmitReport(timeline, ropt, stderr,

@@ -8,7 +8,6 @@
 #include <fmt/format.h>
 
 #include "render/render.h"
-#include "store/trace_file.h"
 
 namespace ldscope::render {
 namespace {
@@ -374,22 +373,6 @@ void Scope(common::InstrumentationScope* s) {
 
 std::string OtlpProcessKey(const v1::ProcessTimeline& p) {
   return fmt::format("{}/{}", p.pid(), p.start_mono_ns());
-}
-
-OtlpSource OtlpSourceOf(const store::TraceSet& traces) {
-  OtlpSource src;
-  bool first = true;
-  for (const auto& f : traces.files) {
-    if (!store::Readable(f)) continue;
-    const auto& h = f.header;
-    if (first || (h.start_unix_ns() != 0 && h.start_unix_ns() < src.start_unix_ns)) {
-      src.host = h.host();
-      src.start_unix_ns = h.start_unix_ns();
-      src.start_mono_ns = h.start_mono_ns();
-      first = false;
-    }
-  }
-  return src;
 }
 
 OtlpPayload Otlp(const v1::Timeline& t, const v1::Report& findings, const OtlpSource& src,

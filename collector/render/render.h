@@ -14,10 +14,6 @@
 #include "ldscope_proto/report.pb.h"
 #include "ldscope_proto/timeline.pb.h"
 
-namespace ldscope::store {
-struct TraceSet;
-}
-
 namespace ldscope::render {
 
 // The proto3 JSON mapping of any message, pretty-printed, with a trailing newline.
@@ -57,12 +53,10 @@ std::string GithubSummary(const v1::Report& r, const std::string& title);
 // <failure> with the failing findings' text and evidence, the other findings in
 // <system-out>; damaged traces as <error>s.
 struct JunitInput {
-  std::map<uint32_t, std::string> trace_of_stream;   // TraceFilesByStream
+  std::map<uint32_t, std::string> trace_of_stream;   // store::TraceFilesByStream
   std::function<bool(const v1::Finding&)> fails;     // which findings fail their case
 };
 std::string Junit(const v1::Timeline& t, const v1::Report& r, const JunitInput& in);
-// The trace file each stream of a loaded trace set came from.
-std::map<uint32_t, std::string> TraceFilesByStream(const store::TraceSet& traces);
 // The Chrome trace-event format of a timeline, with findings as markers.
 std::string ChromeTrace(const v1::Timeline& t, const v1::Report& findings);
 // "missing-symbol", "duplicate-library", ... (the names --fail-on takes).

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "model/python.h"
+#include "render/python_text.h"
 #include "render/render.h"
 #include "text/escape.h"
 
@@ -49,7 +49,7 @@ void Tried(std::string& out, const google::protobuf::RepeatedPtrField<v1::Candid
 
 // The Python side of an entry, when the hook saw one.
 void Python(std::string& out, const v1::PyCause& c, const std::string& cwd, const TextOptions& opt) {
-  const std::string text = model::PyCauseText(c, cwd);
+  const std::string text = render::PyCauseText(c, cwd);
   if (!text.empty()) out += fmt::format("{}      python {}\n", Pad(opt), text);
 }
 
@@ -177,7 +177,7 @@ bool RenderProcess(std::string& out, const v1::ProcessTimeline& p, const TextOpt
   for (const auto& i : p.imports()) {
     if (!i.failed() || i.error().rfind("ModuleNotFoundError", 0) == 0) continue;
     out += fmt::format("  import {} failed at {}: {}\n", i.module(),
-                       model::PyFrameText(i.site(), p.cwd()), i.error());
+                       render::PyFrameText(i.site(), p.cwd()), i.error());
   }
   if (p.exited())
     out += fmt::format("  exit: {} objects unloaded at exit\n", exit_unloads);

@@ -248,6 +248,13 @@ TraceFile ReadTraceFile(const std::string& path) {
 
 bool Readable(const TraceFile& f) { return f.ok || f.problem.offset > 0; }
 
+std::map<uint32_t, std::string> TraceFilesByStream(const store::TraceSet& traces) {
+  std::map<uint32_t, std::string> out;
+  for (const auto& f : traces.files)
+    for (const auto& e : f.events) out.emplace(e.stream(), f.path);
+  return out;
+}
+
 bool AnyReadable(const TraceSet& set) {
   for (const auto& f : set.files)
     if (Readable(f)) return true;
