@@ -47,10 +47,6 @@ struct SearchInfo {
   uint64_t requester = 0;
 };
 
-struct EnvEntry {
-  const char* entry = nullptr;  // "NAME=value" as in environ
-};
-
 struct ProcessStartInfo {
   uint32_t reason = 0;               // StartReason
   int32_t ppid = 0;
@@ -95,9 +91,9 @@ struct ObjectInfo {
   // The working directory at the load, only when path is relative ("./x.so", or found
   // through a relative LD_LIBRARY_PATH entry): the program may have chdir()ed since.
   const char* cwd = nullptr;
-  // Not sent: the page range ld.so write-protects after relocating (PT_GNU_RELRO).
+  // Not sent: the first page ld.so write-protects after relocating (PT_GNU_RELRO),
+  // which tells the audit library when relocation is done (audit.cc's recent_relro).
   uintptr_t relro_start = 0;
-  uintptr_t relro_end = 0;
 };
 
 // True for environment variables whose values matter to the loader or to Python

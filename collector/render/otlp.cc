@@ -313,9 +313,6 @@ class ProcessSpans {
       if (e.unload().at_exit()) return;  // every object at exit: noise
       auto* a = add("unload");
       Attr(a, "ldscope.object.path", e.unload().object().path());
-    } else if (e.has_note()) {
-      auto* a = add("note");
-      Attr(a, "ldscope.note", e.note());
     } else {
       return;
     }

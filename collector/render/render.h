@@ -1,5 +1,6 @@
-// Renderers: turn timeline (and later report) messages into text for people or JSON
-// for machines. No analysis happens here; nothing else prints.
+// Renderers: turn timeline, report, diff and lock messages into text for people, JSON,
+// GitHub annotations, JUnit XML or a Chrome trace for machines. No analysis happens
+// here; nothing else prints.
 #pragma once
 
 #include <cstdint>

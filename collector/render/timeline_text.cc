@@ -164,9 +164,6 @@ bool RenderProcess(std::string& out, const v1::ProcessTimeline& p, const TextOpt
         if (f.has_python()) Python(out, f.python(), p.cwd(), opt);
         break;
       }
-      case v1::Entry::kNote:
-        out += fmt::format("{}note: {}\n", Time(e, opt), e.note());
-        break;
       default: break;
     }
   }

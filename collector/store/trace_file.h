@@ -90,7 +90,6 @@ class TraceWriter {
   bool Flush();
   std::string Close();  // "" or an error naming the file, the errno and what was lost
   bool failed() const { return error_ != 0; }
-  uint64_t bytes_written() const { return written_; }
 
  private:
   void Record(const uint8_t* head, size_t hn, const uint8_t* body, size_t bn,
