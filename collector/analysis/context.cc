@@ -1,6 +1,7 @@
 // See context.h.
 #include "analysis/context.h"
 
+#include <elf.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -10,8 +11,8 @@
 
 #include <fmt/format.h>
 
-#include "text/escape.h"
 #include "render/python_text.h"
+#include "text/escape.h"
 
 namespace ldscope::analysis {
 
@@ -230,7 +231,7 @@ loader::Object ProcessIndex::AsRequester(const Obj& o, Files& files) const {
       r.rpath = e->rpath;
       r.runpath = e->runpath;
     }
-    r.nodeflib = (e->flags_1 & 0x800) != 0;  // DF_1_NODEFLIB
+    r.nodeflib = (e->flags_1 & DF_1_NODEFLIB) != 0;
   }
   return r;
 }

@@ -243,7 +243,9 @@ int Run(const RunOptions& opt) {
   std::string write_err = session.Begin();
   if (!write_err.empty()) Complain(write_err + " (the command runs, unrecorded on disk)");
 
-  // Serve until the command exits: a pidfd wakes us at once; without one, poll.
+  // Serve until the command exits: a pidfd wakes us at once (the 1 s wake-up is only a
+  // safety net); without one (kernels before 5.3), look with waitpid every 20 ms, which
+  // is what the command's exit may wait to be noticed.
   const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, child, 0));
   if (pidfd >= 0) session.server().WatchExtra(pidfd);
   int status = 0;
@@ -259,7 +261,7 @@ int Run(const RunOptions& opt) {
   }
   g_child = -1;
   // Children that outlive the command keep their connections: wait for them a little.
-  session.Drain(/*idle_ms=*/200, /*cap_ms=*/3000);
+  session.Drain(kRunDrainPollMs, kRunDrainCapMs);
   if (opt.facts) session.WriteFacts(kFactsLimitMs);
   const std::string summary = session.Summary();
   const std::string finish_err = session.Finish();
