@@ -9,19 +9,10 @@ namespace {
 
 using wire::Writer;
 
-bool HasPrefix(const char* s, const char* prefix) {
-  return std::strncmp(s, prefix, std::strlen(prefix)) == 0;
-}
-
 // Length of the NAME part of "NAME=value".
 size_t NameLen(const char* entry) {
   const char* eq = std::strchr(entry, '=');
   return eq ? static_cast<size_t>(eq - entry) : std::strlen(entry);
-}
-
-bool NameIs(const char* entry, const char* name) {
-  const size_t n = std::strlen(name);
-  return NameLen(entry) == n && std::strncmp(entry, name, n) == 0;
 }
 
 void Head(Writer& w, const EventHead& h) {
@@ -46,19 +37,49 @@ void Tail(Writer& w) {
 
 }  // namespace
 
+namespace {
+
+// A variable LoaderRelevantEnv keeps the value of: by name prefix, or by whole name.
+struct EnvRule {
+  const char* text;
+  size_t len;
+  bool prefix;
+};
+template <size_t N>
+constexpr EnvRule Prefix(const char (&s)[N]) { return {s, N - 1, true}; }
+template <size_t N>
+constexpr EnvRule Name(const char (&s)[N]) { return {s, N - 1, false}; }
+
+// The rank variables of torchrun, Slurm and Open MPI tell a job's processes apart
+// (JUnit properties, per-rank comparisons); the CI job ids tie a trace to its job
+// (OTLP resource attributes).
+constexpr EnvRule kEnvRules[] = {
+    Prefix("LD_"), Prefix("PYTHON"), Prefix("CUDA"), Prefix("NCCL"), Prefix("LDSCOPE_"),
+    Name("PATH"), Name("CONDA_PREFIX"), Name("VIRTUAL_ENV"), Name("RANK"), Name("LOCAL_RANK"),
+    Name("WORLD_SIZE"), Name("SLURM_PROCID"), Name("SLURM_LOCALID"), Name("SLURM_NODEID"),
+    Name("OMPI_COMM_WORLD_RANK"), Name("OMPI_COMM_WORLD_LOCAL_RANK"), Name("GITHUB_RUN_ID"),
+    Name("CI_JOB_ID")};
+
+}  // namespace
+
+// Called twice per variable at every process start: the first byte rules out most
+// rules, and no length is measured (the audit library's string functions are plain loops).
 bool LoaderRelevantEnv(const char* entry) {
-  static const char* const kPrefixes[] = {"LD_", "PYTHON", "CUDA", "NCCL", "LDSCOPE_"};
-  // The rank variables of torchrun, Slurm and Open MPI tell a job's processes apart
-  // (JUnit properties, per-rank comparisons); the CI job ids tie a trace to its job
-  // (OTLP resource attributes).
-  static const char* const kNames[] = {
-      "PATH", "CONDA_PREFIX", "VIRTUAL_ENV", "RANK", "LOCAL_RANK", "WORLD_SIZE",
-      "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "OMPI_COMM_WORLD_RANK",
-      "OMPI_COMM_WORLD_LOCAL_RANK", "GITHUB_RUN_ID", "CI_JOB_ID"};
-  for (const char* p : kPrefixes)
-    if (HasPrefix(entry, p)) return true;
-  for (const char* n : kNames)
-    if (NameIs(entry, n)) return true;
+  static constexpr auto kFirst = [] {  // the first bytes of the rules, as a set
+    struct { uint64_t bits[4] = {}; } set;
+    for (const EnvRule& r : kEnvRules) {
+      const auto c = static_cast<unsigned char>(r.text[0]);
+      set.bits[c / 64] |= uint64_t{1} << (c % 64);
+    }
+    return set;
+  }();
+  const auto c0 = static_cast<unsigned char>(entry[0]);
+  if ((kFirst.bits[c0 / 64] & (uint64_t{1} << (c0 % 64))) == 0) return false;
+  for (const EnvRule& r : kEnvRules) {
+    if (r.text[0] != entry[0] || std::strncmp(entry, r.text, r.len) != 0) continue;
+    // A whole name: the entry's NAME (up to its '=') is exactly r.text.
+    if (r.prefix || entry[r.len] == '=' || entry[r.len] == '\0') return true;
+  }
   return false;
 }
 
