@@ -87,14 +87,14 @@ namespace {
 
 // One environment entry: the name, and the value for loader-relevant variables.
 void EnvEntryField(Writer& w, const char* entry, bool relevant) {
-  auto ev = w.BeginNested(7);
+  auto ev = w.BeginNested(field::process_start::kEnv);
   const size_t name_len = NameLen(entry);
-  w.Bytes(1, entry, name_len, 256);
+  w.Bytes(field::env_var::kName, entry, name_len, 256);
   if (!relevant) {
-    w.Bool(3, true);
+    w.Bool(field::env_var::kRedacted, true);
   } else if (entry[name_len] == '=') {
     const char* value = entry + name_len + 1;
-    w.Bytes(2, value, std::strlen(value), kMaxString);
+    w.Bytes(field::env_var::kValue, value, std::strlen(value), kMaxString);
   }
   w.EndNested(ev);
 }
@@ -111,7 +111,7 @@ void ArgvFields(Writer& w, const ProcessStartInfo& p) {
   const char* end = p.cmdline + p.cmdline_len;
   while (s < end) {
     const size_t len = strnlen(s, static_cast<size_t>(end - s));
-    w.Bytes(4, s, len, kMaxString);
+    w.Bytes(field::process_start::kArgv, s, len, kMaxString);
     s += len + 1;
   }
   if (p.cmdline_truncated) w.MarkTruncated();
@@ -127,18 +127,18 @@ void EncodeProcessStart(Writer& w, const EventHead& h, const ProcessStartInfo& p
   Head(w, h);
   const size_t held = w.Reserve(4);  // for Tail's flag
   auto n = w.BeginNested(field::kProcessStart);
-  w.VarintNonZero(1, p.reason);
-  w.SignedAsVarint(2, p.ppid);
-  w.StringNonEmpty(3, p.exe, kMaxString);
-  w.StringNonEmpty(5, p.cwd, kMaxString);
-  w.StringNonEmpty(6, p.glibc_version, 64);
-  w.VarintNonZero(8, p.image_start_ns);
-  w.SignedAsVarint(9, p.parent_pid);
-  w.VarintNonZero(10, p.parent_image_start_ns);
-  w.VarintNonZero(11, p.parent_seq_at_fork);
-  w.VarintNonZero(12, p.lav_version);
-  w.Bool(13, p.secure);
-  w.VarintNonZero(20, p.pid_namespace);
+  w.VarintNonZero(field::process_start::kReason, p.reason);
+  w.SignedAsVarint(field::process_start::kPpid, p.ppid);
+  w.StringNonEmpty(field::process_start::kExe, p.exe, kMaxString);
+  w.StringNonEmpty(field::process_start::kCwd, p.cwd, kMaxString);
+  w.StringNonEmpty(field::process_start::kGlibcVersion, p.glibc_version, 64);
+  w.VarintNonZero(field::process_start::kImageStartNs, p.image_start_ns);
+  w.SignedAsVarint(field::process_start::kParentPid, p.parent_pid);
+  w.VarintNonZero(field::process_start::kParentImageStartNs, p.parent_image_start_ns);
+  w.VarintNonZero(field::process_start::kParentSeqAtFork, p.parent_seq_at_fork);
+  w.VarintNonZero(field::process_start::kLavVersion, p.lav_version);
+  w.Bool(field::process_start::kSecure, p.secure);
+  w.VarintNonZero(field::process_start::kPidNamespace, p.pid_namespace);
   EnvFields(w, p.environ, true);
   ArgvFields(w, p);
   EnvFields(w, p.environ, false);
@@ -151,13 +151,13 @@ void EncodeProcessStart(Writer& w, const EventHead& h, const ProcessStartInfo& p
 void EncodeSearch(Writer& w, const EventHead& h, const SearchInfo& s) {
   Head(w, h);
   auto n = w.BeginNested(field::kSearch);
-  w.StringNonEmpty(1, s.name, kMaxString);
-  w.StringNonEmpty(2, s.candidate, kMaxString);
-  w.VarintNonZero(3, s.flag);
-  w.VarintNonZero(4, s.requester);
-  w.VarintNonZero(5, s.dir_ref);
-  if (s.dir != nullptr) w.Bytes(6, s.dir, s.dir_len, kMaxString);
-  w.StringNonEmpty(7, s.base, kMaxString);
+  w.StringNonEmpty(field::search::kName, s.name, kMaxString);
+  w.StringNonEmpty(field::search::kCandidate, s.candidate, kMaxString);
+  w.VarintNonZero(field::search::kFlag, s.flag);
+  w.VarintNonZero(field::search::kRequester, s.requester);
+  w.VarintNonZero(field::search::kDirRef, s.dir_ref);
+  if (s.dir != nullptr) w.Bytes(field::search::kDir, s.dir, s.dir_len, kMaxString);
+  w.StringNonEmpty(field::search::kBase, s.base, kMaxString);
   w.EndNested(n);
   Tail(w);
 }
@@ -165,23 +165,25 @@ void EncodeSearch(Writer& w, const EventHead& h, const SearchInfo& s) {
 void EncodeObjOpen(Writer& w, const EventHead& h, const ObjectInfo& o) {
   Head(w, h);
   auto n = w.BeginNested(field::kObjOpen);
-  w.VarintNonZero(1, o.id);
-  w.StringNonEmpty(2, o.path, kMaxString);
-  w.SignedAsVarint(3, o.lmid);
-  w.VarintNonZero(4, o.base);
-  w.VarintNonZero(5, o.dev);
-  w.VarintNonZero(6, o.ino);
-  w.StringNonEmpty(7, o.soname, kMaxString);
-  for (size_t i = 0; i < o.n_needed; ++i) w.String(8, o.needed[i], kMaxString);
+  w.VarintNonZero(field::obj_open::kId, o.id);
+  w.StringNonEmpty(field::obj_open::kPath, o.path, kMaxString);
+  w.SignedAsVarint(field::obj_open::kLmid, o.lmid);
+  w.VarintNonZero(field::obj_open::kBase, o.base);
+  w.VarintNonZero(field::obj_open::kDev, o.dev);
+  w.VarintNonZero(field::obj_open::kIno, o.ino);
+  w.StringNonEmpty(field::obj_open::kSoname, o.soname, kMaxString);
+  for (size_t i = 0; i < o.n_needed; ++i)
+    w.String(field::obj_open::kNeeded, o.needed[i], kMaxString);
   if (o.needed_truncated) w.MarkTruncated();
-  w.StringNonEmpty(9, o.rpath, kMaxString);
-  w.StringNonEmpty(10, o.runpath, kMaxString);
-  if (o.build_id_len > 0) w.Bytes(11, o.build_id, o.build_id_len, kMaxBuildId);
-  w.VarintNonZero(12, o.flags_1);
-  w.Bool(13, o.is_main);
-  w.Bool(14, o.is_vdso);
-  w.Bool(15, o.is_ldso);
-  w.StringNonEmpty(16, o.cwd, kMaxString);
+  w.StringNonEmpty(field::obj_open::kRpath, o.rpath, kMaxString);
+  w.StringNonEmpty(field::obj_open::kRunpath, o.runpath, kMaxString);
+  if (o.build_id_len > 0)
+    w.Bytes(field::obj_open::kBuildId, o.build_id, o.build_id_len, kMaxBuildId);
+  w.VarintNonZero(field::obj_open::kFlags1, o.flags_1);
+  w.Bool(field::obj_open::kIsMain, o.is_main);
+  w.Bool(field::obj_open::kIsVdso, o.is_vdso);
+  w.Bool(field::obj_open::kIsLdso, o.is_ldso);
+  w.StringNonEmpty(field::obj_open::kCwd, o.cwd, kMaxString);
   w.EndNested(n);
   Tail(w);
 }
@@ -189,8 +191,8 @@ void EncodeObjOpen(Writer& w, const EventHead& h, const ObjectInfo& o) {
 void EncodeObjClose(Writer& w, const EventHead& h, uint64_t id, bool unrelocated) {
   Head(w, h);
   auto n = w.BeginNested(field::kObjClose);
-  w.VarintNonZero(1, id);
-  w.Bool(2, unrelocated);
+  w.VarintNonZero(field::obj_close::kId, id);
+  w.Bool(field::obj_close::kUnrelocated, unrelocated);
   w.EndNested(n);
   Tail(w);
 }
@@ -198,8 +200,8 @@ void EncodeObjClose(Writer& w, const EventHead& h, uint64_t id, bool unrelocated
 void EncodeActivity(Writer& w, const EventHead& h, uint32_t kind, uint64_t id) {
   Head(w, h);
   auto n = w.BeginNested(field::kActivity);
-  w.VarintNonZero(1, kind);
-  w.VarintNonZero(2, id);
+  w.VarintNonZero(field::activity::kKind, kind);
+  w.VarintNonZero(field::activity::kId, id);
   w.EndNested(n);
   Tail(w);
 }
@@ -218,12 +220,12 @@ void EncodeExit(Writer& w, const EventHead& h) {
 
 void EncodeTraceHeader(Writer& w, const char* host, const char* glibc_version,
                        uint64_t start_unix_ns, uint64_t pid_namespace) {
-  w.Varint(1, 1);
-  w.StringNonEmpty(2, host, 256);
-  w.StringNonEmpty(3, glibc_version, 64);
-  w.VarintNonZero(4, start_unix_ns);
-  w.String(5, "libldscope_audit");
-  w.VarintNonZero(10, pid_namespace);
+  w.Varint(field::trace_header::kFormatVersion, 1);
+  w.StringNonEmpty(field::trace_header::kHost, host, 256);
+  w.StringNonEmpty(field::trace_header::kGlibcVersion, glibc_version, 64);
+  w.VarintNonZero(field::trace_header::kStartUnixNs, start_unix_ns);
+  w.String(field::trace_header::kWriter, "libldscope_audit");
+  w.VarintNonZero(field::trace_header::kPidNamespace, pid_namespace);
 }
 
 }  // namespace ldscope::audit

@@ -170,10 +170,7 @@ void ReadMappedObject(const struct link_map* map, bool is_main, const ProcessAux
       // As ld.so's _dl_protect_relro rounds it.
       const uintptr_t start = (map->l_addr + phdr[i].p_vaddr) & ~(kPage - 1);
       const uintptr_t end = (map->l_addr + phdr[i].p_vaddr + phdr[i].p_memsz) & ~(kPage - 1);
-      if (start < end) {
-        out->relro_start = start;
-        out->relro_end = end;
-      }
+      if (start < end) out->relro_start = start;
     }
   }
 

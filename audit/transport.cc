@@ -197,7 +197,9 @@ Transport::Result Transport::SendBatch(const uint8_t* data, size_t len) {
 
 size_t Transport::FrameInBatch(uint8_t* out, size_t event_len) const {
   uint8_t* p = out;
-  if (mode_ == Mode::kSocket) *p++ = 0x0a;  // field 1, length-delimited
+  constexpr uint64_t kTag = wire::Tag(field::event_batch::kEvent, wire::kLengthDelimited);
+  static_assert(kTag < 0x80, "a one-byte tag");
+  if (mode_ == Mode::kSocket) *p++ = kTag;
   p = wire::PutVarint(p, event_len);
   return static_cast<size_t>(p - out);
 }

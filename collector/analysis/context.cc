@@ -1,7 +1,7 @@
 // See context.h.
 #include "analysis/context.h"
-#include "model/python.h"
 
+#include <elf.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "render/python_text.h"
 #include "text/escape.h"
 
 namespace ldscope::analysis {
@@ -227,8 +228,8 @@ void AddSwapFix(const ProcessIndex& pi, const Obj& late, const Obj& early, v1::F
   const std::string cwd = pi.p->cwd();
   AddFix(f, mine.import && theirs.import ? "swap-imports" : "swap-loads",
          fmt::format("move `{}` ({}) above `{}` ({}), so that {} is loaded before {}", mine.what,
-                     model::PyFrameText(mine.frame, cwd), theirs.what,
-                     model::PyFrameText(theirs.frame, cwd), BaseName(late.path),
+                     render::PyFrameText(mine.frame, cwd), theirs.what,
+                     render::PyFrameText(theirs.frame, cwd), BaseName(late.path),
                      BaseName(early.path)));
 }
 
@@ -270,7 +271,7 @@ loader::Object ProcessIndex::AsRequester(const Obj& o, Files& files) const {
       r.rpath = e->rpath;
       r.runpath = e->runpath;
     }
-    r.nodeflib = (e->flags_1 & 0x800) != 0;  // DF_1_NODEFLIB
+    r.nodeflib = (e->flags_1 & DF_1_NODEFLIB) != 0;
   }
   return r;
 }
@@ -434,7 +435,7 @@ std::string Context::HowLoaded(const ProcessIndex& pi, const Obj& o) const {
       o.load->tried_size() > 0 ? o.load->tried(o.load->tried_size() - 1).step() : "";
   // In traced Python: the ctypes call or import behind the load, in the user's terms.
   const v1::PyCause& py = o.load->python();
-  const std::string cause = model::PyCauseText(py, pi.p->cwd());
+  const std::string cause = render::PyCauseText(py, pi.p->cwd());
   if (py.by_hook()) return "by " + cause;
   if (o.load->reason() == v1::LOAD_DLOPEN && !py.dlopen_call().empty()) return "by " + cause;
   const std::string for_cause = cause.empty() ? "" : ", for " + cause;
