@@ -8,7 +8,7 @@
 
 #include "analysis/analysis.h"
 #include "analysis/families.h"
-#include "model/python.h"
+#include "render/python_text.h"
 
 namespace ldscope::analysis {
 namespace {
@@ -49,7 +49,7 @@ void DuplicateFixes(const ProcessIndex& pi, const Obj& first, const Obj& second,
     const std::string where =
         py.dlopen_call().empty()
             ? "the dlopen of " + second.load->requested_name()
-            : fmt::format("{} at {}", py.dlopen_call(), model::PyFrameText(py.call_site(), pi.p->cwd()));
+            : fmt::format("{} at {}", py.dlopen_call(), render::PyFrameText(py.call_site(), pi.p->cwd()));
     AddFix(f, "load-by-path", fmt::format("make {} load {} (the copy already loaded) instead of {}",
                                           where, one, other));
   } else {

@@ -23,7 +23,7 @@
 
 #include "analysis/analysis.h"
 #include "analysis/families.h"
-#include "model/python.h"
+#include "render/python_text.h"
 #include "text/escape.h"
 
 namespace ldscope::analysis {
@@ -468,7 +468,7 @@ class Pass {
     auto f = NewFinding(pi, v1::DLOPEN_NOT_FOUND, v1::INFO);
     *f.add_objects() = ctx_.Describe(pi, r);
     f.add_evidence(e.seq());
-    const std::string py = model::PyCauseText(s.python(), pi.p->cwd());
+    const std::string py = render::PyCauseText(s.python(), pi.p->cwd());
     f.set_headline(fmt::format("dlopen of {} from {} failed: not found", name, BaseName(r.path)));
     layout::Detail(&f, "requested by", fmt::format("{}, loaded {}{}", NormalPath(r.path), ctx_.HowLoaded(pi, r),
                                                    py.empty() ? "" : ", for " + py));

@@ -95,7 +95,7 @@ int Export(const ExportOptions& opt) {
     }
     return ok;
   }
-  const render::OtlpPayload payload = render::Otlp(timeline, report, render::OtlpSourceOf(traces));
+  const render::OtlpPayload payload = render::Otlp(timeline, report, OtlpSourceOf(traces));
   if (!to_url) {
     if (Status s = store::WriteTextFile(opt.otlp, DelimitedPair(payload)); !s.ok()) {
       Complain(s.error());

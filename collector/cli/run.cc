@@ -271,8 +271,9 @@ pid_t Launch(const std::vector<std::string>& command, std::vector<std::string> e
   return child;
 }
 
-// Serves the command's events until it exits (a pidfd wakes us at once; without one,
-// poll) and returns its wait status.
+// Serves the command's events until it exits and returns its wait status. A pidfd
+// wakes us at once (the 1 s wake-up is only a safety net); without one (kernels before
+// 5.3), look with waitpid every 20 ms, which is how late the exit may be noticed.
 int ServeUntilExit(Session& session, pid_t child) {
   const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, child, 0));
   if (pidfd >= 0) session.server().WatchExtra(pidfd);
@@ -297,7 +298,7 @@ int ServeUntilExit(Session& session, pid_t child) {
 Status CloseSession(const RunOptions& opt, const RunInputs& in, Session& session,
                          const std::string& dir, const SavedSignals& old, int status) {
   // Children that outlive the command keep their connections: wait for them a little.
-  session.Drain(/*idle_ms=*/200, /*cap_ms=*/3000);
+  session.Drain(kRunDrainPollMs, kRunDrainCapMs);
   if (opt.facts) session.WriteFacts(kFactsLimitMs);
   const std::string summary = session.Summary();
   Status finished = session.Finish();
@@ -325,7 +326,7 @@ void Diagnose(const RunOptions& opt, const RunInputs& in, const Session& session
   const elf::TraceFacts facts = analysis::FactsOf(traces);
   if (opt.analyse || !opt.report.junit.empty()) {
     ReportOptions ropt = opt.report;
-    ropt.trace_of_stream = render::TraceFilesByStream(traces);
+    ropt.trace_of_stream = store::TraceFilesByStream(traces);
     ropt.facts = &facts;
     std::vector<std::string> words;
     if (!ropt.title.empty()) words.push_back(ropt.title);

@@ -21,7 +21,10 @@
 namespace ldscope::ipc {
 namespace {
 
-constexpr uint8_t kBatchEntryTag = 0x0a;  // field 1, wire type 2 (length-delimited)
+// EventBatch's field `event`, length-delimited (0x0a): no Event starts with it.
+constexpr uint64_t kBatchEntryTag =
+    wire::Tag(v1::EventBatch::kEventFieldNumber, wire::kLengthDelimited);
+static_assert(kBatchEntryTag < 0x80, "a one-byte tag");
 
 // How long accepting pauses after the descriptor limit was hit, unless a connection
 // closes first. A level-triggered listener with a full descriptor table would otherwise

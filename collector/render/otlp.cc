@@ -8,7 +8,6 @@
 #include <fmt/format.h>
 
 #include "render/render.h"
-#include "store/trace_file.h"
 #include "text/strings.h"
 
 namespace ldscope::render {
@@ -348,9 +347,6 @@ class ProcessSpans {
       if (e.unload().at_exit()) return;  // every object at exit: noise
       auto* a = add("unload");
       Attr(a, "ldscope.object.path", e.unload().object().path());
-    } else if (e.has_note()) {
-      auto* a = add("note");
-      Attr(a, "ldscope.note", e.note());
     } else {
       return;
     }
@@ -551,22 +547,6 @@ class OtlpExport {
 
 std::string OtlpProcessKey(const v1::ProcessTimeline& p) {
   return fmt::format("{}/{}", p.pid(), p.start_mono_ns());
-}
-
-OtlpSource OtlpSourceOf(const store::TraceSet& traces) {
-  OtlpSource src;
-  bool first = true;
-  for (const auto& f : traces.files) {
-    if (!store::Readable(f)) continue;
-    const auto& h = f.header;
-    if (first || (h.start_unix_ns() != 0 && h.start_unix_ns() < src.start_unix_ns)) {
-      src.host = h.host();
-      src.start_unix_ns = h.start_unix_ns();
-      src.start_mono_ns = h.start_mono_ns();
-      first = false;
-    }
-  }
-  return src;
 }
 
 OtlpPayload Otlp(const v1::Timeline& t, const v1::Report& findings, const OtlpSource& src,

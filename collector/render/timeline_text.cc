@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "model/python.h"
+#include "render/python_text.h"
 #include "render/render.h"
 #include "text/escape.h"
 #include "text/strings.h"
@@ -50,7 +50,7 @@ void Tried(std::string& out, const google::protobuf::RepeatedPtrField<v1::Candid
 
 // The Python side of an entry, when the hook saw one.
 void Python(std::string& out, const v1::PyCause& c, const std::string& cwd, const TextOptions& opt) {
-  const std::string text = model::PyCauseText(c, cwd);
+  const std::string text = render::PyCauseText(c, cwd);
   if (!text.empty()) out += fmt::format("{}      python {}\n", Pad(opt), text);
 }
 
@@ -177,9 +177,6 @@ bool RenderEntries(std::string& out, const v1::ProcessTimeline& p, const TextOpt
                            e.unload().at_exit() ? " (at exit)" : "");
         break;
       case v1::Entry::kFailedDlopen: RenderFailedDlopen(out, e, p.cwd(), opt); break;
-      case v1::Entry::kNote:
-        out += fmt::format("{}note: {}\n", Time(e, opt), e.note());
-        break;
       default: break;
     }
   }
@@ -213,7 +210,7 @@ void RenderFooter(std::string& out, const v1::ProcessTimeline& p, size_t exit_un
   for (const auto& i : p.imports()) {
     if (!i.failed() || i.error().rfind("ModuleNotFoundError", 0) == 0) continue;
     out += fmt::format("  import {} failed at {}: {}\n", i.module(),
-                       model::PyFrameText(i.site(), p.cwd()), i.error());
+                       render::PyFrameText(i.site(), p.cwd()), i.error());
   }
   RenderEnd(out, p, exit_unloads);
   out += fmt::format("  events {}, dropped {}, missing {}\n\n", p.events(), p.dropped(),
