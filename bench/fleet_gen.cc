@@ -3,7 +3,9 @@
 //   fleet_gen TRACE OUTDIR COUNT ODD_EVERY SONAME
 // writes OUTDIR/nodeNNNN/t.ldscope for NNNN in 0..COUNT-1: TRACE with the header's host
 // set to nodeNNNN and, in every exec'd process, RANK=NNNN, LOCAL_RANK=0,
-// WORLD_SIZE=COUNT. On every ODD_EVERY-th node (NNNN % ODD_EVERY == ODD_EVERY - 1) the
+// WORLD_SIZE=COUNT, and other pids and times, as on real hosts: every pid and tid is
+// shifted by 16 per node, every CLOCK_MONOTONIC time by 1.000003 ms per node (times
+// relative to a process's start stay as they were). On every ODD_EVERY-th node (NNNN % ODD_EVERY == ODD_EVERY - 1) the
 // object whose SONAME is SONAME is made another file: /opt/other/SONAME, another inode
 // and build-id (what a node with another install of that library would record). The
 // records are re-encoded with the schema's own classes; nothing else changes.
@@ -45,6 +47,20 @@ void Put(std::string* out, const google::protobuf::MessageLite& m) {
   c.WriteString(body);
 }
 
+// Another host's pids and boot time: pids and tids shifted by dpid, monotonic times by
+// dns (0 stays 0: unknown).
+void Vary(Event* e, uint32_t dpid, uint64_t dns) {
+  if (e->pid() != 0) e->set_pid(e->pid() + dpid);
+  if (e->tid() != 0) e->set_tid(e->tid() + dpid);
+  if (e->mono_ns() != 0) e->set_mono_ns(e->mono_ns() + dns);
+  if (!e->has_process_start()) return;
+  auto* ps = e->mutable_process_start();
+  if (ps->ppid() > 0) ps->set_ppid(ps->ppid() + static_cast<int32_t>(dpid));
+  if (ps->parent_pid() > 0) ps->set_parent_pid(ps->parent_pid() + static_cast<int32_t>(dpid));
+  if (ps->image_start_ns() != 0) ps->set_image_start_ns(ps->image_start_ns() + dns);
+  if (ps->parent_image_start_ns() != 0) ps->set_parent_image_start_ns(ps->parent_image_start_ns() + dns);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -72,6 +88,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  const uint64_t base_mono = header.start_mono_ns();
   mkdir(outdir.c_str(), 0700);
   for (int i = 0; i < count; ++i) {
     char node[32];
@@ -79,8 +96,12 @@ int main(int argc, char** argv) {
     const bool odd = odd_every > 0 && i % odd_every == odd_every - 1;
     std::string out;
     header.set_host(node);
+    if (header.start_mono_ns() != 0) header.set_start_mono_ns(base_mono + 1000003ull * static_cast<uint64_t>(i));
     Put(&out, header);
+    const uint32_t dpid = 16u * static_cast<uint32_t>(i);
+    const uint64_t dns = 1000003ull * static_cast<uint64_t>(i);
     for (Event e : events) {
+      Vary(&e, dpid, dns);
       if (e.has_process_start() && e.process_start().reason() == ldscope::v1::START_EXEC) {
         SetEnv(e.mutable_process_start(), "RANK", std::to_string(i));
         SetEnv(e.mutable_process_start(), "LOCAL_RANK", "0");
