@@ -18,54 +18,39 @@
 
 namespace ldscope::analysis {
 
-// The symbols an object defines, with glibc's matching rule: a versioned reference
-// matches that version, or any definition in an object without version information;
-// an unversioned reference matches a default (non-hidden) definition. Built over
-// several objects, it answers whether any of them defines the symbol (one lookup
-// instead of one per object). Names and versions are views into the ElfInfo objects,
-// which must outlive the index (Files keeps them for the whole report).
-class SymbolIndex {
+// A lookup scope: objects in the order ld.so searches them. Whether one of them defines
+// a symbol is asked of each object's own hash table (elf::ElfInfo::Find, glibc's
+// matching rule), as do_lookup does, instead of indexing every definition up front. The
+// object that answered last is asked first next time (the references of one object
+// mostly go to the same few libraries): that changes the cost, never the answer. The
+// ElfInfo objects must outlive the scope (Files keeps them for the whole report).
+class SymbolScope {
  public:
-  explicit SymbolIndex(const elf::ElfInfo& e) : SymbolIndex(std::vector<const elf::ElfInfo*>{&e}) {}
-  explicit SymbolIndex(const std::vector<const elf::ElfInfo*>& objects);
+  SymbolScope() = default;
+  explicit SymbolScope(std::vector<const elf::ElfInfo*> objects);
+  bool Defines(const elf::SymbolQuery& q) const;
   bool Defines(std::string_view name, std::string_view version) const {
-    return DefinesHash(elf::NameHash(name), version);
+    return Defines(elf::SymbolQuery(name, version));
   }
-  // The same by elf::NameHash(name): names are matched by their 64-bit hash (facts read
-  // from a trace keep most definitions as hashes only).
-  bool DefinesHash(uint64_t hash, std::string_view version) const;
-  bool DefinesVersion(const std::string& version) const;
+  const std::vector<const elf::ElfInfo*>& objects() const { return objects_; }
 
  private:
-  struct Def {
-    uint64_t hash;
-    std::string_view version;
-    uint32_t next;     // the next definition of the same name, or kEnd
-    bool hidden;
-    bool versioned;    // its object has version definitions
-  };
-  static constexpr uint32_t kEnd = UINT32_MAX;
-  // The slot of hash: its chain's first Def, or an empty slot where it would go.
-  size_t Slot(uint64_t hash) const;
-  std::vector<const std::vector<std::string>*> verdefs_;
-  std::vector<Def> defs_;
-  // Open addressing, linear probing: first Def + 1, 0 when empty.
-  std::vector<uint32_t> slots_;
+  std::vector<const elf::ElfInfo*> objects_;
+  mutable std::vector<uint32_t> order_;  // indexes into objects_, the last to answer first
 };
 
 // Any of several objects defines the symbol.
-bool AnyDefines(const std::vector<const SymbolIndex*>& scope, std::string_view name,
+bool AnyDefines(const std::vector<const elf::ElfInfo*>& scope, std::string_view name,
                 std::string_view version);
 
-// Reads and caches ELF files (and their symbol indexes) by path; remembers which could
-// not be read. With a trace's facts (elf/facts.h), a file that is missing, or that is no
+// Reads and caches ELF files by path (mapped: their symbols are looked up in place);
+// remembers which could not be read. With a trace's facts (elf/facts.h), a file that is missing, or that is no
 // longer the one traced (another build-id; without one, another size or modification
 // time), is answered from the trace instead.
 class Files {
  public:
   void set_trace_facts(const elf::TraceFacts* facts) { facts_ = facts; }
   const elf::ElfInfo* Get(const std::string& path);
-  const SymbolIndex* Symbols(const std::string& path);
   // elf::FindString and elf::FindStrings of the file, or what the trace recorded of them
   // ("" and none when the writer did not look for that needle).
   std::string FindString(const std::string& path, std::string_view needle);
@@ -77,7 +62,6 @@ class Files {
  private:
   const elf::TraceFacts* facts_ = nullptr;
   std::map<std::string, std::unique_ptr<elf::ElfInfo>> cache_;
-  std::map<std::string, std::unique_ptr<SymbolIndex>> symbols_;
   std::map<std::string, std::string> errors_, changed_;
 };
 
