@@ -148,8 +148,7 @@ class Pass {
     if (e == nullptr) return;
     std::vector<const Obj*> closure;
     std::vector<const elf::ElfInfo*> closure_files;  // parallel; nullptr for o and unreadable ones
-    e->ForEachSymbol(elf::ElfInfo::Which::kUndefined, [&](const elf::Symbol& s) {
-      const elf::SymbolQuery q(s.name, s.version);
+    e->ForEachUndefined([&](const elf::Symbol& s, const elf::SymbolQuery& q) {
       if (closure.empty()) {
         closure = Closure(o);
         for (const Obj* c : closure) closure_files.push_back(c != &o ? ctx_.files().Get(c->path) : nullptr);

@@ -41,8 +41,8 @@ void AddMissing(v1::Finding* f, const Missing& m, const Obj& o) {
 
 // The undefined, non-weak symbols of e that nothing in scope defines.
 void UndefinedIn(const elf::ElfInfo& e, const SymbolScope& scope, std::vector<Missing>* out) {
-  e.ForEachSymbol(elf::ElfInfo::Which::kUndefined, [&](const elf::Symbol& s) {
-    if (s.weak || scope.Defines(elf::SymbolQuery(s.name, s.version))) return;
+  e.ForEachUndefined([&](const elf::Symbol& s, const elf::SymbolQuery& q) {
+    if (s.weak || scope.Defines(q)) return;
     Missing m;
     m.name = s.name;
     m.version = s.version;

@@ -388,6 +388,8 @@ uint32_t GnuHash(std::string_view s) {
   return h;
 }
 
+
+
 uint32_t SysvHash(std::string_view s) {
   uint32_t h = 0;
   for (unsigned char c : s) {
@@ -416,6 +418,14 @@ SymbolQuery::SymbolQuery(std::string_view name, std::string_view version)
     raw_storage_ = text::Unescape(name);
     raw_ = raw_storage_;
     gnu_ = GnuHash(raw_);
+  }
+}
+
+SymbolQuery::SymbolQuery(std::string_view name, std::string_view version, uint32_t gnu_hash)
+    : name_(name), version_(version), raw_(name), gnu_(gnu_hash) {
+  if (name.find('\\') != std::string_view::npos) {
+    raw_storage_ = text::Unescape(name);
+    raw_ = raw_storage_;
   }
 }
 
@@ -489,6 +499,36 @@ bool ElfInfo::SymbolAt(size_t i, Which w, Symbol* out) const {
   out->data = type == STT_OBJECT || type == STT_TLS;
   VersionOf(i, out);
   return true;
+}
+
+void ElfInfo::IndexUndefined() const {
+  undefined_indexed_ = true;
+  for (size_t i = 1; i < nsyms_; ++i) {
+    Elf64_Sym sym;
+    std::memcpy(&sym, dynsym_.data() + i * sizeof(Elf64_Sym), sizeof sym);
+    if (sym.st_shndx != SHN_UNDEF || ELF64_ST_BIND(sym.st_info) == STB_LOCAL || sym.st_name >= dynstr_.size())
+      continue;
+    const char* name = dynstr_.data() + sym.st_name;
+    const void* nul = std::memchr(name, '\0', dynstr_.size() - sym.st_name);
+    if (nul == nullptr || nul == name || static_cast<const char*>(nul) - name >= kEscaped) continue;
+    const std::string_view raw(name, static_cast<const char*>(nul) - name);
+    undefined_.push_back({static_cast<uint32_t>(i), GnuHash(raw),
+                          static_cast<uint32_t>(raw.size()) | (text::PlainAscii(raw) ? 0 : kEscaped)});
+  }
+}
+
+void ElfInfo::UndefinedAt(const UndefinedRef& r, Symbol* out) const {
+  Elf64_Sym sym;
+  std::memcpy(&sym, dynsym_.data() + size_t{r.index} * sizeof(Elf64_Sym), sizeof sym);
+  if ((r.name_size & kEscaped) == 0) out->name = std::string_view(dynstr_.data() + sym.st_name, r.name_size);
+  else NameAt(sym.st_name, &out->name);
+  const unsigned bind = ELF64_ST_BIND(sym.st_info), type = ELF64_ST_TYPE(sym.st_info);
+  out->hash = 0;
+  out->defined = false;
+  out->weak = bind == STB_WEAK;
+  out->unique = bind == STB_GNU_UNIQUE;
+  out->data = type == STT_OBJECT || type == STT_TLS;
+  VersionOf(r.index, out);
 }
 
 void ElfInfo::Consider(size_t i, const SymbolQuery& q, Lookup* l, size_t* first) const {

@@ -47,6 +47,8 @@ class SymbolQuery {
  public:
   // name and version: escaped text; version "" for an unversioned reference.
   SymbolQuery(std::string_view name, std::string_view version);
+  // The same with GNU's hash of the name's bytes already known.
+  SymbolQuery(std::string_view name, std::string_view version, uint32_t gnu_hash);
   std::string_view name() const { return name_; }
   std::string_view version() const { return version_; }
   std::string_view raw() const { return raw_; }  // the name's bytes in the file
@@ -125,6 +127,23 @@ class ElfInfo {
     for (size_t i = 0, n = SymbolSlots(); i < n; ++i)
       if (SymbolAt(i, w, &s)) f(s);
   }
+  // Calls f(const Symbol&, const SymbolQuery&) for each undefined symbol, with the query
+  // that looks it up elsewhere. The first call notes the undefined symbols' indexes,
+  // their names' sizes and GNU hashes (12 bytes each), so later passes skip the
+  // definitions, the hashing and the search for each name's end.
+  template <typename F>
+  void ForEachUndefined(F&& f) const {
+    if (from_trace) {
+      ForEachSymbol(Which::kUndefined, [&](const Symbol& s) { f(s, SymbolQuery(s.name, s.version)); });
+      return;
+    }
+    if (!undefined_indexed_) IndexUndefined();
+    Symbol s;
+    for (const UndefinedRef& r : undefined_) {
+      UndefinedAt(r, &s);
+      f(s, SymbolQuery(s.name, s.version, r.gnu_hash));
+    }
+  }
   // The same as a list (for loops that stop early; the hot ones use ForEachSymbol).
   std::vector<Symbol> Symbols(Which w) const {
     std::vector<Symbol> out;
@@ -137,6 +156,9 @@ class ElfInfo {
 
   size_t SymbolSlots() const { return from_trace ? facts_.size() : nsyms_; }
   bool SymbolAt(size_t i, Which w, Symbol* out) const;
+  void IndexUndefined() const;
+  struct UndefinedRef;
+  void UndefinedAt(const UndefinedRef& r, Symbol* out) const;
   // The text of the symbol table's string at off, escaped; false when out of range.
   bool NameAt(uint32_t off, std::string_view* out) const;
   bool RawNameIs(uint32_t off, std::string_view raw) const;
@@ -160,6 +182,13 @@ class ElfInfo {
   std::deque<std::string> text_;  // escaped strings the views above point into
   // Names that escaping changes, by string table offset (filled as they are read).
   mutable std::unordered_map<uint32_t, std::string> escaped_;
+  struct UndefinedRef {
+    uint32_t index, gnu_hash;
+    uint32_t name_size;  // of the name's bytes; kEscaped set when escaping changes them
+  };
+  static constexpr uint32_t kEscaped = 0x80000000u;
+  mutable std::vector<UndefinedRef> undefined_;  // filled by the first ForEachUndefined
+  mutable bool undefined_indexed_ = false;
   // Facts from a trace: the symbols, and (NameHash, index) of the definitions, sorted.
   std::vector<Symbol> facts_;
   std::vector<std::pair<uint64_t, uint32_t>> facts_defs_;
