@@ -100,73 +100,27 @@ std::vector<std::string> Files::FindStrings(const std::string& path, std::string
   return it == e->found.end() ? std::vector<std::string>() : it->second;
 }
 
-SymbolIndex::SymbolIndex(const std::vector<const elf::ElfInfo*>& objects) {
-  size_t n = 0;
-  for (const elf::ElfInfo* e : objects)
-    for (const auto& s : e->symbols) n += s.defined;
-  defs_.reserve(n);
-  size_t cap = 16;
-  while (cap < 2 * n) cap *= 2;
-  slots_.assign(cap, 0);
-  for (const elf::ElfInfo* e : objects) {
-    const bool versioned = !e->verdefs.empty();
-    verdefs_.push_back(&e->verdefs);
-    for (const auto& s : e->symbols) {
-      if (!s.defined) continue;
-      uint32_t& slot = slots_[Slot(s.hash)];
-      // A new definition goes first in its name's chain: any match will do.
-      const uint32_t next = slot == 0 ? kEnd : slot - 1;
-      defs_.push_back({s.hash, versioned ? s.version : std::string_view(), next, s.hidden, versioned});
-      slot = static_cast<uint32_t>(defs_.size());
-    }
-  }
+SymbolScope::SymbolScope(std::vector<const elf::ElfInfo*> objects) : objects_(std::move(objects)) {
+  order_.resize(objects_.size());
+  for (size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<uint32_t>(i);
 }
 
-size_t SymbolIndex::Slot(uint64_t hash) const {
-  const size_t mask = slots_.size() - 1;
-  for (size_t i = hash & mask;; i = (i + 1) & mask) {
-    const uint32_t v = slots_[i];
-    if (v == 0 || defs_[v - 1].hash == hash) return i;
-  }
-}
-
-bool SymbolIndex::DefinesHash(uint64_t hash, std::string_view version) const {
-  const uint32_t v = slots_[Slot(hash)];
-  if (v == 0) return false;
-  for (uint32_t i = v - 1; i != kEnd; i = defs_[i].next) {
-    const Def& d = defs_[i];
-    if (version.empty() ? !d.hidden : (!d.versioned || d.version == version)) return true;
+bool SymbolScope::Defines(const elf::SymbolQuery& q) const {
+  for (size_t k = 0; k < order_.size(); ++k) {
+    if (!objects_[order_[k]]->Defines(q)) continue;
+    std::rotate(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(k),
+                order_.begin() + static_cast<std::ptrdiff_t>(k) + 1);
+    return true;
   }
   return false;
 }
 
-bool SymbolIndex::DefinesVersion(const std::string& version) const {
-  for (const auto* v : verdefs_)
-    if (std::find(v->begin(), v->end(), version) != v->end()) return true;
-  return false;
-}
-
-bool AnyDefines(const std::vector<const SymbolIndex*>& scope, std::string_view name,
+bool AnyDefines(const std::vector<const elf::ElfInfo*>& scope, std::string_view name,
                 std::string_view version) {
-  for (const SymbolIndex* s : scope)
-    if (s->Defines(name, version)) return true;
+  const elf::SymbolQuery q(name, version);
+  for (const elf::ElfInfo* e : scope)
+    if (e->Defines(q)) return true;
   return false;
-}
-
-const SymbolIndex* Files::Symbols(const std::string& path) {
-  auto it = symbols_.find(path);
-  if (it != symbols_.end()) {
-    if (log_ != nullptr) log_->insert(path);
-    return it->second;
-  }
-  const elf::ElfInfo* e = Get(path);
-  const SymbolIndex* index = nullptr;
-  if (e != nullptr) {
-    auto& slot = Store().indexes_[e];
-    if (slot == nullptr) slot = std::make_unique<SymbolIndex>(*e);
-    index = slot.get();
-  }
-  return symbols_[path] = index;
 }
 
 std::string NormalPath(const std::string& path) {
@@ -396,7 +350,15 @@ Context::Context(const v1::Timeline& t, const elf::TraceFacts* facts, Files* fil
                                       : std::vector<std::string>{"/lib64", "/usr/lib64"};
     if (!multiarch) pi.env.lib = "lib64";
     procs_.push_back(std::move(pi));
-    procs_.back().Index();
+    ProcessIndex& added = procs_.back();
+    added.Index();
+    // The executable's machine is the process's: ld.so skips candidates of another.
+    if (added.exe != nullptr) {
+      added.env.machine = elf::MachineOf(added.exe->path);
+      const elf::TraceFacts* tf = files_->trace_facts();
+      const v1::ObjectFacts* rec = tf != nullptr ? tf->ForPath(added.exe->path) : nullptr;
+      if (added.env.machine == 0 && rec != nullptr) added.env.machine = static_cast<uint16_t>(rec->machine());
+    }
   }
 }
 

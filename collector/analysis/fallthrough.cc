@@ -22,13 +22,13 @@ std::string Join(const std::vector<std::string>& v) { return fmt::format("{}", f
 std::vector<std::string> Lacking(Context& ctx, const Obj& requester, const Obj& o, const std::string& name) {
   std::vector<std::string> out;
   const elf::ElfInfo* r = ctx.files().Get(requester.path);
-  const SymbolIndex* got = ctx.files().Symbols(o.path);
+  const elf::ElfInfo* got = ctx.files().Get(o.path);
   if (r == nullptr || got == nullptr) return out;
   for (const auto& vn : r->verneeds)
     if (vn.file == name)
       for (const auto& v : vn.versions)
         if (!got->DefinesVersion(v)) out.push_back(fmt::format("version {}", v));
-  for (const auto& s : r->symbols)
+  for (const auto& s : r->Symbols(elf::ElfInfo::Which::kUndefined))
     if (!s.defined && !s.weak && s.version_file == name && !got->Defines(s.name, s.version) &&
         out.size() < 8)
       out.push_back(fmt::format("{}@{}", s.name, s.version));

@@ -13,19 +13,18 @@ bool StartsWith(const std::string& s, const std::string& p) { return s.rfind(p, 
 
 bool DefinesName(const elf::ElfInfo* e, const std::string& name) {
   if (e == nullptr) return false;
-  const uint64_t hash = elf::NameHash(name);
-  for (const auto& s : e->symbols)
-    if (s.defined && s.hash == hash) return true;
-  return false;
+  return e->Find(elf::SymbolQuery(name, "")).named;
 }
 
 // A defined symbol whose name contains `part` (OpenBLAS builds rename their exports
 // with prefixes and suffixes: scipy_openblas_get_config64_).
 bool DefinesLike(const elf::ElfInfo* e, const std::string& part) {
   if (e == nullptr) return false;
-  for (const auto& s : e->symbols)
-    if (s.defined && s.name.find(part) != std::string::npos) return true;
-  return false;
+  bool found = false;
+  e->ForEachSymbol(elf::ElfInfo::Which::kDefined, [&](const elf::Symbol& s) {
+    found = found || s.name.find(part) != std::string::npos;
+  });
+  return found;
 }
 
 struct CudaName {

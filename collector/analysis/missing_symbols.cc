@@ -40,15 +40,15 @@ void AddMissing(v1::Finding* f, const Missing& m, const Obj& o) {
 }
 
 // The undefined, non-weak symbols of e that nothing in scope defines.
-void UndefinedIn(const elf::ElfInfo& e, const SymbolIndex& scope, std::vector<Missing>* out) {
-  for (const auto& s : e.symbols) {
-    if (s.defined || s.weak || scope.Defines(s.name, s.version)) continue;
+void UndefinedIn(const elf::ElfInfo& e, const SymbolScope& scope, std::vector<Missing>* out) {
+  e.ForEachUndefined([&](const elf::Symbol& s, const elf::SymbolQuery& q) {
+    if (s.weak || scope.Defines(q)) return;
     Missing m;
     m.name = s.name;
     m.version = s.version;
     m.needed_name = s.version_file;
     out->push_back(m);
-  }
+  });
 }
 
 std::string SymbolList(const std::vector<const Missing*>& ms) {
@@ -98,7 +98,7 @@ class Pass {
   // root (its dependency closure, following what each NEEDED was bound to), plus ld.so.
   // Objects that other dlopens loaded with RTLD_LOCAL are not in it, however many
   // symbols they define: that is how a preloaded copy can fail to help.
-  std::unique_ptr<SymbolIndex> Scope(const ProcessIndex& pi, const Obj& root, uint64_t seq,
+  std::unique_ptr<SymbolScope> Scope(const ProcessIndex& pi, const Obj& root, uint64_t seq,
                                         std::vector<const Obj*>* members,
                                         std::vector<std::string>* unreadable) {
     uint64_t first_dlopen = UINT64_MAX;
@@ -121,14 +121,14 @@ class Pass {
     }
     for (const auto& [id, o] : pi.objects)
       if (o.load != nullptr && o.load->reason() == v1::LOAD_INTERPRETER) add(&o);
-    std::unique_ptr<SymbolIndex> scope = Indexes(queue, unreadable);
+    std::unique_ptr<SymbolScope> scope = Indexes(queue, unreadable);
     *members = std::move(queue);
     return scope;
   }
 
-  // One symbol index over objs; the files that could not be read go to unreadable
+  // One lookup scope over objs; the files that could not be read go to unreadable
   // (their symbols are unknown, not absent).
-  std::unique_ptr<SymbolIndex> Indexes(const std::vector<const Obj*>& objs,
+  std::unique_ptr<SymbolScope> Indexes(const std::vector<const Obj*>& objs,
                                        std::vector<std::string>* unreadable) {
     std::vector<const elf::ElfInfo*> files;
     for (const Obj* o : objs) {
@@ -140,7 +140,7 @@ class Pass {
       else if (std::find(unreadable->begin(), unreadable->end(), NormalPath(o->path)) == unreadable->end())
         unreadable->push_back(NormalPath(o->path));
     }
-    return std::make_unique<SymbolIndex>(files);
+    return std::make_unique<SymbolScope>(std::move(files));
   }
 
   // Fills bound/provider for m from o's NEEDED entries: the first file on o's own
@@ -156,7 +156,7 @@ class Pass {
       std::vector<loader::Match> found = {{own.path, own.step, ""}};
       found.insert(found.end(), own.later.begin(), own.later.end());
       for (size_t i = 0; i < found.size(); ++i) {
-        const SymbolIndex* f = ctx_.files().Symbols(found[i].path);
+        const elf::ElfInfo* f = ctx_.files().Get(found[i].path);
         const bool defines = f != nullptr && (m->version_only ? f->DefinesVersion(m->version)
                                                               : f->Defines(m->name, m->version));
         if (!defines) continue;
@@ -175,7 +175,7 @@ class Pass {
   }
 
   struct BatchScope {
-    std::unique_ptr<SymbolIndex> scope;  // null until the first object needs it
+    std::unique_ptr<SymbolScope> scope;  // null until the first object needs it
     std::vector<const Obj*> members;
     std::vector<std::string> unreadable;
   };
@@ -189,12 +189,12 @@ class Pass {
     for (const auto& n : info->needed)
       if (BoundFor(pi, o, n) == nullptr) return;
     if (batch->scope == nullptr) batch->scope = Scope(pi, root, seq, &batch->members, &batch->unreadable);
-    const SymbolIndex* reach = batch->scope.get();
+    const SymbolScope* reach = batch->scope.get();
     std::vector<Missing> missing;
     // Version needs are checked first by glibc (_dl_check_map_versions).
     for (const auto& vn : info->verneeds) {
       const Obj* bound = BoundFor(pi, o, vn.file);
-      const SymbolIndex* b = bound ? ctx_.files().Symbols(bound->path) : nullptr;
+      const elf::ElfInfo* b = bound ? ctx_.files().Get(bound->path) : nullptr;
       if (b == nullptr) continue;
       for (const auto& v : vn.versions) {
         if (b->DefinesVersion(v)) continue;
@@ -211,7 +211,7 @@ class Pass {
     for (const Obj* other : pi.AliveAt(o.lmid, seq > 0 ? seq - 1 : 0)) {
       if (std::find(batch->members.begin(), batch->members.end(), other) != batch->members.end())
         continue;
-      const SymbolIndex* idx = ctx_.files().Symbols(other->path);
+      const elf::ElfInfo* idx = ctx_.files().Get(other->path);
       if (idx == nullptr) continue;
       for (auto& m : missing)
         if (m.out_of_scope == nullptr && !m.version_only && idx->Defines(m.name, m.version))
@@ -447,7 +447,7 @@ class Pass {
 
   // Objects that loaded but call functions nothing in their namespace defines.
   struct NamespaceScope {
-    std::unique_ptr<SymbolIndex> scope;
+    std::unique_ptr<SymbolScope> scope;
     std::vector<std::string> unreadable;
   };
 

@@ -31,8 +31,8 @@ v1::Library FileOnly(Context& ctx, const std::string& path, const char* step) {
 void VersionDetails(Context& ctx, const Obj& requester, const std::string& name,
                     const std::string& got, const std::string& would, v1::Finding* f) {
   const elf::ElfInfo* e = ctx.files().Get(requester.path);
-  const SymbolIndex* g = ctx.files().Symbols(got);
-  const SymbolIndex* w = ctx.files().Symbols(would);
+  const elf::ElfInfo* g = ctx.files().Get(got);
+  const elf::ElfInfo* w = ctx.files().Get(would);
   if (e == nullptr || g == nullptr || w == nullptr) return;
   for (const auto& vn : e->verneeds) {
     if (vn.file != name) continue;

@@ -31,6 +31,9 @@ struct Environment {
   std::vector<std::string> default_dirs;      // the loader's built-in system dirs
   std::string lib = "lib/x86_64-linux-gnu";   // $LIB
   std::string platform = "x86_64";            // $PLATFORM
+  // The process's e_machine (its executable's): candidates of another machine are
+  // skipped. 0: the machine ldscope runs on.
+  uint16_t machine = 0;
 };
 
 // A loadable file the search reached, and the step (and, for RPATH/RUNPATH, the
