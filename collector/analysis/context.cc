@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "text/escape.h"
+#include "render/words.h"
 
 namespace ldscope::analysis {
 
@@ -303,7 +304,7 @@ Context::Context(const v1::Timeline& t, const elf::TraceFacts* facts, Files* fil
           pi.env.subdirs = loader::SubdirsFromCandidates(tried, l.requested_name());
         }
         for (const auto& c : l.tried()) {
-          if (c.step() != "default dirs") continue;
+          if (c.step() != v1::STEP_DEFAULT_DIRS) continue;
           std::string dir = c.path().substr(0, c.path().rfind('/'));
           for (const auto& sub : pi.env.subdirs)
             if (dir.size() > sub.size() && dir.compare(dir.size() - sub.size(), sub.size(), sub) == 0)
@@ -390,8 +391,7 @@ std::string Context::HowLoaded(const ProcessIndex& pi, const Obj& o) const {
     auto it = pi.objects.find(o.requester);
     return it == pi.objects.end() ? std::string("(unknown object)") : NormalPath(it->second.path);
   };
-  const std::string step =
-      o.load->tried_size() > 0 ? o.load->tried(o.load->tried_size() - 1).step() : "";
+  const std::string step = render::FoundByWord(*o.load);
   // In traced Python: the ctypes call or import behind the load, in the user's terms.
   const v1::PyCause& py = o.load->python();
   const std::string cause = model::PyCauseText(py, pi.p->cwd());
@@ -422,8 +422,7 @@ v1::Library Context::Describe(const ProcessIndex& pi, const Obj& o) {
   l.set_loaded_by(HowLoaded(pi, o));
   l.set_seq(o.open_seq);
   l.set_at_ms(o.at_ms);
-  if (o.load != nullptr && o.load->tried_size() > 0)
-    l.set_found_by(o.load->tried(o.load->tried_size() - 1).step());
+  if (o.load != nullptr) l.set_found_by(render::FoundByWord(*o.load));
   if (o.load != nullptr && o.load->has_python()) *l.mutable_python() = o.load->python();
   return l;
 }

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "analysis/analysis.h"
+#include "render/words.h"
 
 namespace ldscope::analysis {
 namespace {
@@ -40,7 +41,7 @@ void Libraries(Context& ctx, const ProcessIndex& pi, std::map<std::string, Lib>*
     if (libs->count(key)) continue;  // the first copy speaks for the library
     Lib l;
     l.path = NormalPath(o.path);
-    l.step = o.load->tried_size() ? o.load->tried(o.load->tried_size() - 1).step() : "";
+    l.step = render::FoundByWord(*o.load);
     l.version = ctx.VersionOf(o.path, o.soname);
     l.seq = o.open_seq;
     (*libs)[key] = l;

@@ -175,7 +175,7 @@ class ProcessBuilder {
         if (pending_.name.find('/') != std::string::npos) {
           v1::Candidate c;
           c.set_path(pending_.name);
-          c.set_step("as given");
+          c.set_step(v1::STEP_AS_GIVEN);
           pending_.tried.push_back(c);
         }
         return;
@@ -186,7 +186,8 @@ class ProcessBuilder {
     const bool has_runpath = req != objects_.end() && !req->second.open.runpath().empty();
     v1::Candidate c;
     c.set_path(s.candidate());
-    c.set_step(StepName(s.flag(), has_runpath));
+    c.set_step(StepOf(s.flag(), has_runpath));
+    if (c.step() == v1::STEP_UNKNOWN) c.set_flag(s.flag());
     pending_.tried.push_back(c);
   }
 
@@ -436,24 +437,15 @@ void AddNotes(const v1::CollectorNotes& n, v1::Timeline* tl, Notes* notes) {
   for (const auto& r : n.python_hook_silent()) notes->python_hook_silent.insert({r.pid(), r.image_start_ns()});
 }
 
-std::string ReasonText(uint32_t r) {
-  switch (r) {
-    case v1::START_EXEC: return "exec";
-    case v1::START_FORK: return "fork";
-    case v1::START_RECONNECT: return "reconnect";
-    default: return "unknown";
-  }
-}
-
 }  // namespace
 
-std::string StepName(uint32_t flag, bool requester_has_runpath) {
-  if (flag & LA_SER_ORIG) return "as given";
-  if (flag & LA_SER_LIBPATH) return "LD_LIBRARY_PATH";
-  if (flag & LA_SER_RUNPATH) return requester_has_runpath ? "RUNPATH" : "RPATH";
-  if (flag & LA_SER_CONFIG) return "ld.so.cache";
-  if (flag & LA_SER_DEFAULT) return "default dirs";
-  return fmt::format("flag {:#x}", flag);
+v1::CandidateStep StepOf(uint32_t flag, bool requester_has_runpath) {
+  if (flag & LA_SER_ORIG) return v1::STEP_AS_GIVEN;
+  if (flag & LA_SER_LIBPATH) return v1::STEP_LD_LIBRARY_PATH;
+  if (flag & LA_SER_RUNPATH) return requester_has_runpath ? v1::STEP_RUNPATH : v1::STEP_RPATH;
+  if (flag & LA_SER_CONFIG) return v1::STEP_LD_SO_CACHE;
+  if (flag & LA_SER_DEFAULT) return v1::STEP_DEFAULT_DIRS;
+  return v1::STEP_UNKNOWN;
 }
 
 v1::Timeline BuildTimeline(const store::TraceSet& traces) {
@@ -538,7 +530,7 @@ v1::Timeline BuildTimeline(const store::TraceSet& traces) {
       for (const auto& a : s.argv()) p->add_argv(a);
       p->set_cwd(s.cwd());
       p->set_glibc_version(s.glibc_version());
-      p->set_start_reason(ReasonText(s.reason()));
+      p->set_start_reason(s.reason());
       for (const auto& ev : s.env())
         if (!ev.redacted()) (*p->mutable_env())[ev.name()] = ev.value();
       for (const auto* e : img.events)

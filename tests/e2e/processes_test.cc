@@ -37,7 +37,7 @@ TEST(Processes, ForkWithoutExecInheritsAndRecords) {
   ASSERT_EQ(t.processes_size(), 2);
   const auto& parent = t.processes(0);
   const auto& child = t.processes(1);
-  EXPECT_EQ(child.start_reason(), "fork");
+  EXPECT_EQ(child.start_reason(), v1::START_FORK);
   EXPECT_EQ(child.ppid(), static_cast<int32_t>(parent.pid()));
   EXPECT_EQ(child.parent_stream(), parent.stream());
   EXPECT_EQ(child.exe(), DLPROBE);
@@ -107,7 +107,7 @@ TEST(Processes, ExecChain) {
   EXPECT_TRUE(t.processes(2).exited());
   for (const auto& p : t.processes()) {
     ExpectComplete(p);
-    EXPECT_EQ(p.start_reason(), "exec");
+    EXPECT_EQ(p.start_reason(), v1::START_EXEC);
   }
 }
 
