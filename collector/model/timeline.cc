@@ -30,6 +30,9 @@ struct Obj {
   uint64_t batch = 0;
   bool is_open = true;
   int load_entry = -1;               // index into entries, -1 if inherited
+  bool inherited = false;            // over fork, from the parent image
+  bool ended = false;                // an Unload or FailedDlopen entry ended it
+  uint64_t end_seq = 0;              // that entry's seq
 };
 
 struct PendingSearch {
@@ -75,6 +78,8 @@ class ProcessBuilder {
       copy.is_open = true;
       copy.load_entry = -1;
       copy.batch = 0;  // loaded before this process image's first operation
+      copy.inherited = true;
+      copy.ended = false;
       objects_[id] = copy;
       // Open here from the start: a fork of this process inherits it in turn.
       open_seq[id] = 0;
@@ -127,6 +132,7 @@ class ProcessBuilder {
     if (batch_open_) EndBatch();
     for (const auto& [id, o] : objects_)
       if (o.is_open) *out_->add_loaded_at_end() = Ref(id);
+    EmitObjects();
   }
 
   const flat_map<uint64_t, Obj>& objects() const { return objects_; }
@@ -145,6 +151,24 @@ class ProcessBuilder {
       r.set_lmid(it->second.open.lmid());
     }
     return r;
+  }
+
+  // The object table (timeline.proto's LoadedObject), in id order.
+  void EmitObjects() {
+    for (const auto& [id, o] : objects_) {
+      v1::LoadedObject* lo = out_->add_objects();
+      *lo->mutable_object() = Ref(id);
+      lo->set_inherited(o.inherited);
+      if (o.ended) lo->set_close_seq(o.end_seq);
+      if (o.load_entry < 0) continue;
+      const v1::Entry& en = out_->entries(o.load_entry);
+      const v1::Load& l = en.load();
+      lo->set_load_entry(static_cast<uint32_t>(o.load_entry + 1));
+      lo->set_open_seq(en.seq());
+      lo->set_requester(l.requester().id());
+      lo->set_rolled_back(l.rolled_back());
+      if (l.tried_size() > 0) lo->set_found_by(l.tried(l.tried_size() - 1).step());
+    }
   }
 
   v1::Entry* NewEntry(uint64_t seq, uint64_t mono_ns, uint32_t tid) {
@@ -390,9 +414,12 @@ class ProcessBuilder {
         en->mutable_unload()->set_at_exit(at_exit);
       }
     }
-    for (uint64_t id : closes_.ids) {
-      auto it = objects_.find(id);
-      if (it != objects_.end()) it->second.is_open = false;
+    for (size_t i = 0; i < closes_.ids.size(); ++i) {
+      // An id first seen here (its open was lost) still gets a row in the table.
+      Obj& o = objects_[closes_.ids[i]];
+      o.is_open = false;
+      o.ended = true;
+      o.end_seq = closes_.unrelocated ? first->seq() : closes_.events[i]->seq();
     }
     closes_ = CloseGroup{};
   }
@@ -435,6 +462,32 @@ void AddNotes(const v1::CollectorNotes& n, v1::Timeline* tl, Notes* notes) {
   for (const auto& u : n.untraced_after())
     notes->untraced_after[{u.image().pid(), u.image().image_start_ns()}] = u.exe_after();
   for (const auto& r : n.python_hook_silent()) notes->python_hook_silent.insert({r.pid(), r.image_start_ns()});
+}
+
+// The glibc-hwcaps subdirectories and the default directories glibc tried, learnt from
+// the candidate paths of the loads (the first search that went through several
+// directories shows the subdirectories).
+void LearnSearchDirs(v1::ProcessTimeline* p) {
+  std::vector<std::string> subdirs, defaults;
+  for (const auto& e : p->entries()) {
+    if (!e.has_load()) continue;
+    const auto& l = e.load();
+    if (subdirs.empty() && l.tried_size() > 1 && l.requested_name().find('/') == std::string::npos) {
+      std::vector<std::string> tried;
+      for (const auto& c : l.tried()) tried.push_back(c.path());
+      subdirs = loader::SubdirsFromCandidates(tried, l.requested_name());
+    }
+    for (const auto& c : l.tried()) {
+      if (c.step() != v1::STEP_DEFAULT_DIRS) continue;
+      std::string dir = c.path().substr(0, c.path().rfind('/'));
+      for (const auto& sub : subdirs)
+        if (dir.size() > sub.size() && dir.compare(dir.size() - sub.size(), sub.size(), sub) == 0)
+          dir = dir.substr(0, dir.size() - sub.size() - 1);
+      if (std::find(defaults.begin(), defaults.end(), dir) == defaults.end()) defaults.push_back(dir);
+    }
+  }
+  for (auto& s : subdirs) p->add_hwcaps_subdirs(std::move(s));
+  for (auto& d : defaults) p->add_default_dirs(std::move(d));
 }
 
 }  // namespace
@@ -577,6 +630,7 @@ v1::Timeline BuildTimeline(const store::TraceSet& traces) {
       b->Add(*e);
     }
     b->Finish(cut);
+    LearnSearchDirs(p);
     // The Python hook's connections that belong to this image: of its pid, and begun
     // in it (the latest image of the pid that started before the connection; a forked
     // child's image is only seen at its first loader event, which can come later than
