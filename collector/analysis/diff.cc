@@ -83,7 +83,10 @@ std::string FindingKey(const v1::Finding& f) {
 v1::Diff DiffTimelines(const v1::Timeline& base, const v1::Timeline& now,
                        const elf::TraceFacts* base_facts, const elf::TraceFacts* now_facts) {
   v1::Diff d;
+  // One context per trace, for the passes and the comparison. The passes run first, so
+  // that what they read (and the notes on it) does not depend on the comparison.
   Context bctx(base, base_facts), nctx(now, now_facts);
+  const v1::Report br = Analyze(bctx), nr = Analyze(nctx);
   // Pair processes by command line, in order of appearance.
   std::map<std::string, std::vector<const ProcessIndex*>> bmap, nmap;
   for (const auto& pi : bctx.processes()) bmap[Command(*pi.p)].push_back(&pi);
@@ -138,7 +141,6 @@ v1::Diff DiffTimelines(const v1::Timeline& base, const v1::Timeline& now,
       if (pd.changes_size() > 0) *d.add_processes() = pd;
     }
   }
-  const v1::Report br = Analyze(base, base_facts), nr = Analyze(now, now_facts);
   std::set<std::string> bkeys, nkeys;
   for (const auto& f : br.findings()) bkeys.insert(FindingKey(f));
   for (const auto& f : nr.findings()) nkeys.insert(FindingKey(f));

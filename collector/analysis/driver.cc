@@ -161,6 +161,12 @@ v1::Report Analyze(const v1::Timeline& timeline, const elf::TraceFacts* facts) {
 v1::Report Analyze(const v1::Timeline& timeline, const elf::TraceFacts* facts, Files* files,
                    const std::function<void(Context&)>& also) {
   Context ctx(timeline, facts, files);
+  v1::Report r = Analyze(ctx);
+  if (also) also(ctx);
+  return r;
+}
+
+v1::Report Analyze(Context& ctx) {
   v1::Report r;
   // Symbols no object in scope defines: why a dlopen or import failed.
   FindMissingSymbols(ctx, &r);
@@ -192,7 +198,6 @@ v1::Report Analyze(const v1::Timeline& timeline, const elf::TraceFacts* facts, F
                      if (a.stream() != b.stream()) return a.stream() < b.stream();
                      return a.severity() > b.severity();
                    });
-  if (also) also(ctx);
   return r;
 }
 
