@@ -1,35 +1,26 @@
 // The rtld-audit hooks: record every library search, open, close and namespace
 // change of the traced process and stream them to the collector. Rules (docs/ARCHITECTURE.md):
 // never throw, never abort, no heap, no stdio, bounded waits, and return the value
-// that changes nothing whenever anything goes wrong.
+// that changes nothing whenever anything goes wrong. No libc: system calls through
+// sys.h, the environment, clocks and ld.so's facts through process.h.
+#include <elf.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <sched.h>
-#include <gnu/libc-version.h>
 #include <link.h>
-#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 
 #include "encode.h"
 #include "objinfo.h"
-#include "rawstat.h"
+#include "process.h"
+#include "sys.h"
 #include "transport.h"
 #include "wire.h"
 
 #define LDSCOPE_EXPORT extern "C" __attribute__((visibility("default")))
-
-extern char** environ;
-// ld.so's debugger interface for the base namespace (r_state says whether a loader
-// transaction is in progress). Weak: where it cannot be found, events are not held.
-#pragma weak _r_debug
 
 namespace ldscope::audit {
 namespace {
@@ -53,7 +44,7 @@ Cookie Decode(const uintptr_t* cookie) {
   return {true, (v & kAuditBit) != 0, static_cast<uint64_t>(v >> 1)};
 }
 
-// Spin lock whose holder is a thread (its pthread_self, which needs no system call):
+// Spin lock whose holder is a thread (its thread pointer, which needs no system call):
 // a child forked while another thread held it sees a foreign owner and takes it over
 // instead of waiting forever.
 class OwnerLock {
@@ -68,7 +59,7 @@ class OwnerLock {
         __atomic_store_n(&owner_, self, __ATOMIC_SEQ_CST);
         return true;
       }
-      if (spins > 64) sched_yield();
+      if (spins > 64) sys::SchedYield();
     }
     return false;  // give up (the event is dropped) rather than hang
   }
@@ -143,6 +134,10 @@ struct State {
   uint64_t audit_lmids = 0;       // bit per namespace id that belongs to auditors
   ProcessAux aux;
   ElfW(Dyn)* vdso_dynamic = nullptr;
+  // ld.so's debugger interface for the base namespace (r_state says whether a loader
+  // transaction is in progress): where it cannot be found, events are not held.
+  const void* r_debug = nullptr;
+  const char* glibc_version = "";  // "" when ld.so does not say
   bool ldso_seen = false;
   // Objects opened since the last ADD activity, with the RELRO page ld.so protects
   // once relocation is done: a close that finds it still writable is a roll-back.
@@ -213,31 +208,65 @@ DirTable g_dirs;
 
 uint64_t NowNs() {
   timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  proc::ClockGettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-uint32_t Tid() { return static_cast<uint32_t>(syscall(SYS_gettid)); }
+uint32_t Tid() { return static_cast<uint32_t>(sys::Gettid()); }
+
+// getcwd(3) from the system call: false when there is no usable path (longer than the
+// buffer: *cut, when given, says so; or "(unreachable)", a directory outside this
+// process's root, which is no path either).
+bool Getcwd(char* buf, size_t cap, bool* cut) {
+  const long r = sys::Getcwd(buf, cap);
+  if (cut != nullptr) *cut = r == -ERANGE;
+  return r > 0 && buf[0] == '/';
+}
+
+// The command line as /proc/self/cmdline has it, without opening it (four system calls):
+// argv's strings lie back to back on the initial stack, the very bytes the kernel reads
+// for that file. Not when ld.so runs as a program (its own arguments are part of the file
+// but not of argv) or when anything looks otherwise: then false, and the file is read.
+bool CmdlineFromArgv() {
+  int argc = 0;
+  char* const* argv = proc::Argv(&argc);
+  if (g.aux.ldso_base == 0 || argv == nullptr || argc <= 0 || argv[0] == nullptr) return false;
+  for (int i = 1; i < argc; ++i)
+    if (argv[i] == nullptr || argv[i] != argv[i - 1] + std::strlen(argv[i - 1]) + 1) return false;
+  size_t len = 0;
+  for (int i = 0; i < argc; ++i) {
+    const size_t n = std::strlen(argv[i]) + 1;
+    if (n > sizeof g_buf.cmdline - len) {
+      g_buf.cmdline_truncated = true;  // whole arguments only, as from the file
+      break;
+    }
+    std::memcpy(g_buf.cmdline + len, argv[i], n);
+    len += n;
+  }
+  g_buf.cmdline_len = len;
+  return true;
+}
 
 void ReadProcessIdentity() {
-  const ssize_t n = readlink("/proc/self/exe", g_buf.exe, sizeof g_buf.exe - 1);
+  const long n = sys::Readlink("/proc/self/exe", g_buf.exe, sizeof g_buf.exe - 1);
   g_buf.exe[n > 0 ? n : 0] = '\0';
-  g_buf.identity_cut = n == static_cast<ssize_t>(sizeof g_buf.exe - 1);
-  const int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
+  g_buf.identity_cut = n == static_cast<long>(sizeof g_buf.exe - 1);
+  const long opened = CmdlineFromArgv() ? -1 : sys::Open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  if (opened >= 0) {
+    const int fd = static_cast<int>(opened);
     size_t len = 0;
     while (len < sizeof g_buf.cmdline) {
-      const ssize_t r = read(fd, g_buf.cmdline + len, sizeof g_buf.cmdline - len);
+      const long r = sys::Read(fd, g_buf.cmdline + len, sizeof g_buf.cmdline - len);
       if (r <= 0) break;
       len += static_cast<size_t>(r);
     }
     char more;
-    if (len == sizeof g_buf.cmdline && read(fd, &more, 1) == 1) {
+    if (len == sizeof g_buf.cmdline && sys::Read(fd, &more, 1) == 1) {
       // Keep whole arguments only: the one cut by the buffer's end is left out.
       g_buf.cmdline_truncated = true;
       while (len > 0 && g_buf.cmdline[len - 1] != '\0') --len;
     }
-    close(fd);
+    sys::Close(fd);
     g_buf.cmdline_len = len;
   }
   g_buf.pid_namespace = PidNamespaceIno();
@@ -364,28 +393,25 @@ void SendStart(uint32_t reason, int32_t parent_pid, uint64_t parent_image_start_
   g_dirs.Reset();  // a new connection or file knows no directories yet
   char cwd[4096];
   bool cwd_cut = false;
-  if (getcwd(cwd, sizeof cwd) == nullptr) {
-    cwd_cut = errno == ERANGE;  // longer than PATH_MAX: sent empty, and said so
-    cwd[0] = '\0';
-  }
+  if (!Getcwd(cwd, sizeof cwd, &cwd_cut)) cwd[0] = '\0';  // cut: sent empty, and said so
   const auto encode = [&](ldscope::wire::Writer& w, const EventHead& h) {
     ProcessStartInfo p;
     p.reason = reason;
-    p.ppid = static_cast<int32_t>(getppid());
+    p.ppid = static_cast<int32_t>(sys::Getppid());
     p.exe = g_buf.exe;
     p.cmdline = g_buf.cmdline;
     p.cmdline_len = g_buf.cmdline_len;
     p.cmdline_truncated = g_buf.cmdline_truncated;
     p.pid_namespace = g_buf.pid_namespace;
     p.cwd = cwd;
-    p.glibc_version = gnu_get_libc_version();
-    p.environ = environ;
+    p.glibc_version = g.glibc_version;
+    p.environ = proc::Environ();
     p.image_start_ns = g.image_start_ns;
     p.parent_pid = parent_pid;
     p.parent_image_start_ns = parent_image_start_ns;
     p.parent_seq_at_fork = parent_seq;
     p.lav_version = g.lav_version;
-    p.secure = getauxval(AT_SECURE) != 0;
+    p.secure = proc::Aux(AT_SECURE) != 0;
     p.cut = g_buf.identity_cut || cwd_cut;
     EncodeProcessStart(w, h, p);
   };
@@ -412,11 +438,11 @@ void SendStart(uint32_t reason, int32_t parent_pid, uint64_t parent_image_start_
 volatile uint32_t* g_fork_marker = nullptr;
 
 void SetUpForkMarker() {
-  void* p = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return;
+  void* p = sys::Mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (sys::MmapFailed(p)) return;
   constexpr int kNoSuchAdvice = 0x7ead;
-  if (madvise(p, 4096, kNoSuchAdvice) == 0 || madvise(p, 4096, MADV_WIPEONFORK) != 0) {
-    munmap(p, 4096);
+  if (sys::Madvise(p, 4096, kNoSuchAdvice) == 0 || sys::Madvise(p, 4096, MADV_WIPEONFORK) != 0) {
+    sys::Munmap(p, 4096);
     return;
   }
   g_fork_marker = static_cast<volatile uint32_t*>(p);
@@ -425,7 +451,7 @@ void SetUpForkMarker() {
 
 uint32_t CurrentPid() {
   if (g_fork_marker != nullptr && *g_fork_marker == g.pid) return g.pid;
-  const uint32_t pid = static_cast<uint32_t>(getpid());
+  const uint32_t pid = static_cast<uint32_t>(sys::Getpid());
   if (g_fork_marker != nullptr) *g_fork_marker = pid;  // the new process's own marker
   return pid;
 }
@@ -435,14 +461,14 @@ uint32_t CurrentPid() {
 // load without telling the auditors (older glibc's lose() after LA_ACT_ADD): then the
 // held events go at the next hook instead of waiting for a CONSISTENT that never comes.
 bool BaseTransactionOpen() {
-  const r_debug* r = &_r_debug;
+  const auto* r = static_cast<const r_debug*>(g.r_debug);
   if (r == nullptr) return false;
   const volatile auto* state = &r->r_state;  // written by the thread in the transaction
   return *state != r_debug::RT_CONSISTENT;
 }
 
-// Never 0 (the lock's "free"): pthread_self is an aligned address.
-uintptr_t Self() { return static_cast<uintptr_t>(pthread_self()) | 1; }
+// Never 0 (the lock's "free"): the thread pointer is an aligned address.
+uintptr_t Self() { return sys::ThreadPointer() | 1; }
 
 // How an event travels: as it happens (kNow), or held with the rest of its loader
 // transaction until the transaction's CONSISTENT (kOpenAdd / kOpenDelete start holding,
@@ -577,7 +603,7 @@ bool ParentHasSameDir(const char* dir) {
   char path[48] = "/proc/";
   char num[16];
   size_t k = sizeof num;
-  unsigned v = static_cast<unsigned>(getppid());
+  unsigned v = static_cast<unsigned>(sys::Getppid());
   do {
     num[--k] = static_cast<char>('0' + v % 10);
     v /= 10;
@@ -585,16 +611,17 @@ bool ParentHasSameDir(const char* dir) {
   size_t n = 6;
   for (; k < sizeof num; ++k) path[n++] = num[k];
   std::memcpy(path + n, "/environ", sizeof "/environ");
-  const int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
+  const long opened = sys::Open(path, O_RDONLY | O_CLOEXEC);
+  if (opened < 0) return false;
+  const int fd = static_cast<int>(opened);
   static const char kName[] = "LDSCOPE_DIR=";
   const size_t name_len = sizeof kName - 1, dir_len = std::strlen(dir);
   // matched: bytes of "LDSCOPE_DIR=<dir>" matched in the current entry; -1: no match.
   long matched = 0;
   bool found = false;
   char buf[4096];
-  for (ssize_t r; !found && (r = read(fd, buf, sizeof buf)) > 0;) {
-    for (ssize_t i = 0; i < r && !found; ++i) {
+  for (long r; !found && (r = sys::Read(fd, buf, sizeof buf)) > 0;) {
+    for (long i = 0; i < r && !found; ++i) {
       const char c = buf[i];
       if (c == '\0') {
         found = matched == static_cast<long>(name_len + dir_len);
@@ -607,7 +634,7 @@ bool ParentHasSameDir(const char* dir) {
       matched = want != '\0' && c == want ? matched + 1 : -1;
     }
   }
-  close(fd);
+  sys::Close(fd);
   return found;
 }
 
@@ -639,8 +666,7 @@ void ReportUnusableDir(const char* dir, int err) {
     put(num + k);
   }
   put("); this process is not traced\n");
-  ssize_t ignored = write(2, msg, n);
-  (void)ignored;
+  sys::Write(2, msg, n);
 }
 
 }  // namespace
@@ -657,26 +683,33 @@ constexpr unsigned int kLavSupported = 2;
 
 LDSCOPE_EXPORT unsigned int la_version(unsigned int version) {
   if (version == 0) return 0;
-  const char* sock = getenv("LDSCOPE_SOCKET");
-  const char* dir = getenv("LDSCOPE_DIR");
+  // The library's initialiser found the environment (else it stays inert).
+  if (proc::Environ() == nullptr) return 0;
+  const char* sock = proc::Getenv("LDSCOPE_SOCKET");
+  const char* dir = proc::Getenv("LDSCOPE_DIR");
   // Setuid/setgid programs: stay inert (glibc normally keeps us out anyway).
-  if (getauxval(AT_SECURE) != 0) return 0;
+  if (proc::Aux(AT_SECURE) != 0) return 0;
   if (!g.transport.Configure(sock, dir)) return 0;  // nobody listening: no overhead
-  g.pid = static_cast<uint32_t>(getpid());
+  g.pid = static_cast<uint32_t>(sys::Getpid());
   g.image_start_ns = NowNs();
-  g.aux.vdso_ehdr = getauxval(AT_SYSINFO_EHDR);
-  g.aux.ldso_base = getauxval(AT_BASE);
-  g.aux.main_phdr = getauxval(AT_PHDR);
-  g.aux.main_phnum = getauxval(AT_PHNUM);
-  if (getauxval(AT_PAGESZ) != 0) g.aux.page_size = getauxval(AT_PAGESZ);
+  g.aux.vdso_ehdr = proc::Aux(AT_SYSINFO_EHDR);
+  g.aux.ldso_base = proc::Aux(AT_BASE);
+  g.aux.main_phdr = proc::Aux(AT_PHDR);
+  g.aux.main_phnum = proc::Aux(AT_PHNUM);
+  if (proc::Aux(AT_PAGESZ) != 0) g.aux.page_size = proc::Aux(AT_PAGESZ);
   g.vdso_dynamic = FindVdsoDynamic(g.aux.vdso_ehdr);
   ReadProcessIdentity();
+  const proc::Loader& ldso = proc::FindLoader(
+      g.aux.ldso_base != 0 ? g.aux.ldso_base : MappingStart(g_buf.exe), g_buf.exe);
+  g.r_debug = ldso.r_debug;
+  g.glibc_version = ldso.glibc_version;
+  g.transport.set_glibc_version(ldso.glibc_version);
   // ld.so run as a program: /proc/self/exe is ld.so; the program is what is mapped
   // at AT_PHDR.
   if (g.aux.ldso_base != 0 || !MappedFile(g.aux.main_phdr, g_buf.main_path, sizeof g_buf.main_path))
     std::memcpy(g_buf.main_path, g_buf.exe, strnlen(g_buf.exe, sizeof g_buf.exe - 1) + 1);
   if (!g.transport.Open(g.pid, g.image_start_ns)) {
-    const int err = errno;
+    const int err = g.transport.error();
     if (g.transport.mode() == Transport::Mode::kDir && !ParentHasSameDir(dir))
       ReportUnusableDir(dir, err);
     return 0;
@@ -766,13 +799,13 @@ LDSCOPE_EXPORT unsigned int la_objopen(struct link_map* map, Lmid_t lmid, uintpt
     o.is_ldso = is_ldso;
     if (!o.is_vdso && o.path != nullptr && o.path[0] != '\0') {
       struct stat st;
-      if (RawStat(o.path, &st) == 0) {
+      if (sys::Stat(o.path, &st) == 0) {
         o.dev = st.st_dev;
         o.ino = st.st_ino;
       }
     }
     if (o.path != nullptr && o.path[0] != '\0' && o.path[0] != '/' && !o.is_vdso &&
-        getcwd(g_buf.cwd, sizeof g_buf.cwd) != nullptr)
+        Getcwd(g_buf.cwd, sizeof g_buf.cwd, nullptr))
       o.cwd = g_buf.cwd;
     ReadMappedObject(map, is_main, g.aux, &o);
     if (o.relro_start != 0 && g.n_recent < sizeof g.recent_id / sizeof g.recent_id[0]) {
@@ -824,7 +857,7 @@ LDSCOPE_EXPORT void la_activity(uintptr_t* cookie, unsigned int flag) {
       how = Delivery::kClose;
     else if (flag == LA_ACT_DELETE)
       how = Delivery::kOpenDelete;
-    else if (flag == LA_ACT_ADD && &_r_debug != nullptr)
+    else if (flag == LA_ACT_ADD && g.r_debug != nullptr)
       how = Delivery::kOpenAdd;
   } else if (!g.started && flag == LA_ACT_ADD && c.ours && g.main_id != 0 && c.id == g.main_id) {
     how = Delivery::kStartup;  // the start-up's: objects or their searches follow

@@ -9,19 +9,10 @@ namespace {
 
 using wire::Writer;
 
-bool HasPrefix(const char* s, const char* prefix) {
-  return std::strncmp(s, prefix, std::strlen(prefix)) == 0;
-}
-
 // Length of the NAME part of "NAME=value".
 size_t NameLen(const char* entry) {
   const char* eq = std::strchr(entry, '=');
   return eq ? static_cast<size_t>(eq - entry) : std::strlen(entry);
-}
-
-bool NameIs(const char* entry, const char* name) {
-  const size_t n = std::strlen(name);
-  return NameLen(entry) == n && std::strncmp(entry, name, n) == 0;
 }
 
 void Head(Writer& w, const EventHead& h) {
@@ -46,19 +37,49 @@ void Tail(Writer& w) {
 
 }  // namespace
 
+namespace {
+
+// A variable LoaderRelevantEnv keeps the value of: by name prefix, or by whole name.
+struct EnvRule {
+  const char* text;
+  size_t len;
+  bool prefix;
+};
+template <size_t N>
+constexpr EnvRule Prefix(const char (&s)[N]) { return {s, N - 1, true}; }
+template <size_t N>
+constexpr EnvRule Name(const char (&s)[N]) { return {s, N - 1, false}; }
+
+// The rank variables of torchrun, Slurm and Open MPI tell a job's processes apart
+// (JUnit properties, per-rank comparisons); the CI job ids tie a trace to its job
+// (OTLP resource attributes).
+constexpr EnvRule kEnvRules[] = {
+    Prefix("LD_"), Prefix("PYTHON"), Prefix("CUDA"), Prefix("NCCL"), Prefix("LDSCOPE_"),
+    Name("PATH"), Name("CONDA_PREFIX"), Name("VIRTUAL_ENV"), Name("RANK"), Name("LOCAL_RANK"),
+    Name("WORLD_SIZE"), Name("SLURM_PROCID"), Name("SLURM_LOCALID"), Name("SLURM_NODEID"),
+    Name("OMPI_COMM_WORLD_RANK"), Name("OMPI_COMM_WORLD_LOCAL_RANK"), Name("GITHUB_RUN_ID"),
+    Name("CI_JOB_ID")};
+
+}  // namespace
+
+// Called twice per variable at every process start: the first byte rules out most
+// rules, and no length is measured (the audit library's string functions are plain loops).
 bool LoaderRelevantEnv(const char* entry) {
-  static const char* const kPrefixes[] = {"LD_", "PYTHON", "CUDA", "NCCL", "LDSCOPE_"};
-  // The rank variables of torchrun, Slurm and Open MPI tell a job's processes apart
-  // (JUnit properties, per-rank comparisons); the CI job ids tie a trace to its job
-  // (OTLP resource attributes).
-  static const char* const kNames[] = {
-      "PATH", "CONDA_PREFIX", "VIRTUAL_ENV", "RANK", "LOCAL_RANK", "WORLD_SIZE",
-      "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "OMPI_COMM_WORLD_RANK",
-      "OMPI_COMM_WORLD_LOCAL_RANK", "GITHUB_RUN_ID", "CI_JOB_ID"};
-  for (const char* p : kPrefixes)
-    if (HasPrefix(entry, p)) return true;
-  for (const char* n : kNames)
-    if (NameIs(entry, n)) return true;
+  static constexpr auto kFirst = [] {  // the first bytes of the rules, as a set
+    struct { uint64_t bits[4] = {}; } set;
+    for (const EnvRule& r : kEnvRules) {
+      const auto c = static_cast<unsigned char>(r.text[0]);
+      set.bits[c / 64] |= uint64_t{1} << (c % 64);
+    }
+    return set;
+  }();
+  const auto c0 = static_cast<unsigned char>(entry[0]);
+  if ((kFirst.bits[c0 / 64] & (uint64_t{1} << (c0 % 64))) == 0) return false;
+  for (const EnvRule& r : kEnvRules) {
+    if (r.text[0] != entry[0] || std::strncmp(entry, r.text, r.len) != 0) continue;
+    // A whole name: the entry's NAME (up to its '=') is exactly r.text.
+    if (r.prefix || entry[r.len] == '=' || entry[r.len] == '\0') return true;
+  }
   return false;
 }
 
@@ -66,14 +87,14 @@ namespace {
 
 // One environment entry: the name, and the value for loader-relevant variables.
 void EnvEntryField(Writer& w, const char* entry, bool relevant) {
-  auto ev = w.BeginNested(7);
+  auto ev = w.BeginNested(field::process_start::kEnv);
   const size_t name_len = NameLen(entry);
-  w.Bytes(1, entry, name_len, 256);
+  w.Bytes(field::env_var::kName, entry, name_len, 256);
   if (!relevant) {
-    w.Bool(3, true);
+    w.Bool(field::env_var::kRedacted, true);
   } else if (entry[name_len] == '=') {
     const char* value = entry + name_len + 1;
-    w.Bytes(2, value, std::strlen(value), kMaxString);
+    w.Bytes(field::env_var::kValue, value, std::strlen(value), kMaxString);
   }
   w.EndNested(ev);
 }
@@ -90,7 +111,7 @@ void ArgvFields(Writer& w, const ProcessStartInfo& p) {
   const char* end = p.cmdline + p.cmdline_len;
   while (s < end) {
     const size_t len = strnlen(s, static_cast<size_t>(end - s));
-    w.Bytes(4, s, len, kMaxString);
+    w.Bytes(field::process_start::kArgv, s, len, kMaxString);
     s += len + 1;
   }
   if (p.cmdline_truncated) w.MarkTruncated();
@@ -106,18 +127,18 @@ void EncodeProcessStart(Writer& w, const EventHead& h, const ProcessStartInfo& p
   Head(w, h);
   const size_t held = w.Reserve(4);  // for Tail's flag
   auto n = w.BeginNested(field::kProcessStart);
-  w.VarintNonZero(1, p.reason);
-  w.SignedAsVarint(2, p.ppid);
-  w.StringNonEmpty(3, p.exe, kMaxString);
-  w.StringNonEmpty(5, p.cwd, kMaxString);
-  w.StringNonEmpty(6, p.glibc_version, 64);
-  w.VarintNonZero(8, p.image_start_ns);
-  w.SignedAsVarint(9, p.parent_pid);
-  w.VarintNonZero(10, p.parent_image_start_ns);
-  w.VarintNonZero(11, p.parent_seq_at_fork);
-  w.VarintNonZero(12, p.lav_version);
-  w.Bool(13, p.secure);
-  w.VarintNonZero(20, p.pid_namespace);
+  w.VarintNonZero(field::process_start::kReason, p.reason);
+  w.SignedAsVarint(field::process_start::kPpid, p.ppid);
+  w.StringNonEmpty(field::process_start::kExe, p.exe, kMaxString);
+  w.StringNonEmpty(field::process_start::kCwd, p.cwd, kMaxString);
+  w.StringNonEmpty(field::process_start::kGlibcVersion, p.glibc_version, 64);
+  w.VarintNonZero(field::process_start::kImageStartNs, p.image_start_ns);
+  w.SignedAsVarint(field::process_start::kParentPid, p.parent_pid);
+  w.VarintNonZero(field::process_start::kParentImageStartNs, p.parent_image_start_ns);
+  w.VarintNonZero(field::process_start::kParentSeqAtFork, p.parent_seq_at_fork);
+  w.VarintNonZero(field::process_start::kLavVersion, p.lav_version);
+  w.Bool(field::process_start::kSecure, p.secure);
+  w.VarintNonZero(field::process_start::kPidNamespace, p.pid_namespace);
   EnvFields(w, p.environ, true);
   ArgvFields(w, p);
   EnvFields(w, p.environ, false);
@@ -130,13 +151,13 @@ void EncodeProcessStart(Writer& w, const EventHead& h, const ProcessStartInfo& p
 void EncodeSearch(Writer& w, const EventHead& h, const SearchInfo& s) {
   Head(w, h);
   auto n = w.BeginNested(field::kSearch);
-  w.StringNonEmpty(1, s.name, kMaxString);
-  w.StringNonEmpty(2, s.candidate, kMaxString);
-  w.VarintNonZero(3, s.flag);
-  w.VarintNonZero(4, s.requester);
-  w.VarintNonZero(5, s.dir_ref);
-  if (s.dir != nullptr) w.Bytes(6, s.dir, s.dir_len, kMaxString);
-  w.StringNonEmpty(7, s.base, kMaxString);
+  w.StringNonEmpty(field::search::kName, s.name, kMaxString);
+  w.StringNonEmpty(field::search::kCandidate, s.candidate, kMaxString);
+  w.VarintNonZero(field::search::kFlag, s.flag);
+  w.VarintNonZero(field::search::kRequester, s.requester);
+  w.VarintNonZero(field::search::kDirRef, s.dir_ref);
+  if (s.dir != nullptr) w.Bytes(field::search::kDir, s.dir, s.dir_len, kMaxString);
+  w.StringNonEmpty(field::search::kBase, s.base, kMaxString);
   w.EndNested(n);
   Tail(w);
 }
@@ -144,23 +165,25 @@ void EncodeSearch(Writer& w, const EventHead& h, const SearchInfo& s) {
 void EncodeObjOpen(Writer& w, const EventHead& h, const ObjectInfo& o) {
   Head(w, h);
   auto n = w.BeginNested(field::kObjOpen);
-  w.VarintNonZero(1, o.id);
-  w.StringNonEmpty(2, o.path, kMaxString);
-  w.SignedAsVarint(3, o.lmid);
-  w.VarintNonZero(4, o.base);
-  w.VarintNonZero(5, o.dev);
-  w.VarintNonZero(6, o.ino);
-  w.StringNonEmpty(7, o.soname, kMaxString);
-  for (size_t i = 0; i < o.n_needed; ++i) w.String(8, o.needed[i], kMaxString);
+  w.VarintNonZero(field::obj_open::kId, o.id);
+  w.StringNonEmpty(field::obj_open::kPath, o.path, kMaxString);
+  w.SignedAsVarint(field::obj_open::kLmid, o.lmid);
+  w.VarintNonZero(field::obj_open::kBase, o.base);
+  w.VarintNonZero(field::obj_open::kDev, o.dev);
+  w.VarintNonZero(field::obj_open::kIno, o.ino);
+  w.StringNonEmpty(field::obj_open::kSoname, o.soname, kMaxString);
+  for (size_t i = 0; i < o.n_needed; ++i)
+    w.String(field::obj_open::kNeeded, o.needed[i], kMaxString);
   if (o.needed_truncated) w.MarkTruncated();
-  w.StringNonEmpty(9, o.rpath, kMaxString);
-  w.StringNonEmpty(10, o.runpath, kMaxString);
-  if (o.build_id_len > 0) w.Bytes(11, o.build_id, o.build_id_len, kMaxBuildId);
-  w.VarintNonZero(12, o.flags_1);
-  w.Bool(13, o.is_main);
-  w.Bool(14, o.is_vdso);
-  w.Bool(15, o.is_ldso);
-  w.StringNonEmpty(16, o.cwd, kMaxString);
+  w.StringNonEmpty(field::obj_open::kRpath, o.rpath, kMaxString);
+  w.StringNonEmpty(field::obj_open::kRunpath, o.runpath, kMaxString);
+  if (o.build_id_len > 0)
+    w.Bytes(field::obj_open::kBuildId, o.build_id, o.build_id_len, kMaxBuildId);
+  w.VarintNonZero(field::obj_open::kFlags1, o.flags_1);
+  w.Bool(field::obj_open::kIsMain, o.is_main);
+  w.Bool(field::obj_open::kIsVdso, o.is_vdso);
+  w.Bool(field::obj_open::kIsLdso, o.is_ldso);
+  w.StringNonEmpty(field::obj_open::kCwd, o.cwd, kMaxString);
   w.EndNested(n);
   Tail(w);
 }
@@ -168,8 +191,8 @@ void EncodeObjOpen(Writer& w, const EventHead& h, const ObjectInfo& o) {
 void EncodeObjClose(Writer& w, const EventHead& h, uint64_t id, bool unrelocated) {
   Head(w, h);
   auto n = w.BeginNested(field::kObjClose);
-  w.VarintNonZero(1, id);
-  w.Bool(2, unrelocated);
+  w.VarintNonZero(field::obj_close::kId, id);
+  w.Bool(field::obj_close::kUnrelocated, unrelocated);
   w.EndNested(n);
   Tail(w);
 }
@@ -177,8 +200,8 @@ void EncodeObjClose(Writer& w, const EventHead& h, uint64_t id, bool unrelocated
 void EncodeActivity(Writer& w, const EventHead& h, uint32_t kind, uint64_t id) {
   Head(w, h);
   auto n = w.BeginNested(field::kActivity);
-  w.VarintNonZero(1, kind);
-  w.VarintNonZero(2, id);
+  w.VarintNonZero(field::activity::kKind, kind);
+  w.VarintNonZero(field::activity::kId, id);
   w.EndNested(n);
   Tail(w);
 }
@@ -197,12 +220,12 @@ void EncodeExit(Writer& w, const EventHead& h) {
 
 void EncodeTraceHeader(Writer& w, const char* host, const char* glibc_version,
                        uint64_t start_unix_ns, uint64_t pid_namespace) {
-  w.Varint(1, 1);
-  w.StringNonEmpty(2, host, 256);
-  w.StringNonEmpty(3, glibc_version, 64);
-  w.VarintNonZero(4, start_unix_ns);
-  w.String(5, "libldscope_audit");
-  w.VarintNonZero(10, pid_namespace);
+  w.Varint(field::trace_header::kFormatVersion, 1);
+  w.StringNonEmpty(field::trace_header::kHost, host, 256);
+  w.StringNonEmpty(field::trace_header::kGlibcVersion, glibc_version, 64);
+  w.VarintNonZero(field::trace_header::kStartUnixNs, start_unix_ns);
+  w.String(field::trace_header::kWriter, "libldscope_audit");
+  w.VarintNonZero(field::trace_header::kPidNamespace, pid_namespace);
 }
 
 }  // namespace ldscope::audit

@@ -15,13 +15,54 @@ constexpr size_t kMaxString = 4096;
 constexpr size_t kMaxNeeded = 256;
 constexpr size_t kMaxBuildId = 64;
 
-// Field numbers of ldscope.v1.Event and its bodies (proto/events.proto).
+// Field numbers of ldscope.v1.Event, its bodies and TraceHeader (proto/events.proto).
+// The audit library cannot include libprotobuf's generated headers: each is
+// static_assert'ed equal to the generated k...FieldNumber in
+// tests/audit/field_numbers.cc, so a schema change that is not made here too fails
+// the build.
 namespace field {
 enum Event : uint32_t {
   kPid = 1, kTid = 2, kSeq = 3, kMonoNs = 4, kDropped = 5, kTruncated = 6, kOffsetNs = 8,
   kProcessStart = 10, kSearch = 11, kObjOpen = 12, kObjClose = 13,
   kActivity = 14, kPreinit = 15, kExit = 16,
 };
+namespace trace_header {
+enum : uint32_t {
+  kFormatVersion = 1, kHost = 2, kGlibcVersion = 3, kStartUnixNs = 4, kWriter = 5,
+  kPidNamespace = 10,
+};
+}  // namespace trace_header
+namespace process_start {
+enum : uint32_t {
+  kReason = 1, kPpid = 2, kExe = 3, kArgv = 4, kCwd = 5, kGlibcVersion = 6, kEnv = 7,
+  kImageStartNs = 8, kParentPid = 9, kParentImageStartNs = 10, kParentSeqAtFork = 11,
+  kLavVersion = 12, kSecure = 13, kPidNamespace = 20,
+};
+}  // namespace process_start
+namespace env_var {
+enum : uint32_t { kName = 1, kValue = 2, kRedacted = 3 };
+}  // namespace env_var
+namespace search {
+enum : uint32_t {
+  kName = 1, kCandidate = 2, kFlag = 3, kRequester = 4, kDirRef = 5, kDir = 6, kBase = 7,
+};
+}  // namespace search
+namespace obj_open {
+enum : uint32_t {
+  kId = 1, kPath = 2, kLmid = 3, kBase = 4, kDev = 5, kIno = 6, kSoname = 7, kNeeded = 8,
+  kRpath = 9, kRunpath = 10, kBuildId = 11, kFlags1 = 12, kIsMain = 13, kIsVdso = 14,
+  kIsLdso = 15, kCwd = 16,
+};
+}  // namespace obj_open
+namespace obj_close {
+enum : uint32_t { kId = 1, kUnrelocated = 2 };
+}  // namespace obj_close
+namespace activity {
+enum : uint32_t { kKind = 1, kId = 2 };
+}  // namespace activity
+namespace event_batch {
+enum : uint32_t { kEvent = 1 };
+}  // namespace event_batch
 }  // namespace field
 
 struct EventHead {
@@ -45,10 +86,6 @@ struct SearchInfo {
   const char* base = nullptr;
   uint32_t flag = 0;
   uint64_t requester = 0;
-};
-
-struct EnvEntry {
-  const char* entry = nullptr;  // "NAME=value" as in environ
 };
 
 struct ProcessStartInfo {
@@ -95,9 +132,9 @@ struct ObjectInfo {
   // The working directory at the load, only when path is relative ("./x.so", or found
   // through a relative LD_LIBRARY_PATH entry): the program may have chdir()ed since.
   const char* cwd = nullptr;
-  // Not sent: the page range ld.so write-protects after relocating (PT_GNU_RELRO).
+  // Not sent: the first page ld.so write-protects after relocating (PT_GNU_RELRO),
+  // which tells the audit library when relocation is done (audit.cc's recent_relro).
   uintptr_t relro_start = 0;
-  uintptr_t relro_end = 0;
 };
 
 // True for environment variables whose values matter to the loader or to Python

@@ -6,12 +6,11 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <cerrno>
-
 #include <cstring>
+
+#include "sys.h"
 
 namespace ldscope::audit {
 namespace {
@@ -60,7 +59,7 @@ bool Mapped(uintptr_t p, size_t len) {
   unsigned char vec[64];
   while (start < end) {
     const uintptr_t chunk_end = start + 64 * kPage < end ? start + 64 * kPage : end;
-    if (mincore(reinterpret_cast<void*>(start), chunk_end - start, vec) != 0) return false;
+    if (sys::Mincore(reinterpret_cast<void*>(start), chunk_end - start, vec) != 0) return false;
     start = chunk_end;
     start = (start + kPage - 1) & ~(kPage - 1);
   }
@@ -171,10 +170,7 @@ void ReadMappedObject(const struct link_map* map, bool is_main, const ProcessAux
       // As ld.so's _dl_protect_relro rounds it.
       const uintptr_t start = (map->l_addr + phdr[i].p_vaddr) & ~(kPage - 1);
       const uintptr_t end = (map->l_addr + phdr[i].p_vaddr + phdr[i].p_memsz) & ~(kPage - 1);
-      if (start < end) {
-        out->relro_start = start;
-        out->relro_end = end;
-      }
+      if (start < end) out->relro_start = start;
     }
   }
 
@@ -209,13 +205,14 @@ namespace {
 // true. Parsed as it streams by, with no heap: a partial line is carried over.
 template <typename F>
 void ForEachMapping(F&& f) {
-  const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;
+  const long opened = sys::Open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (opened < 0) return;
+  const int fd = static_cast<int>(opened);
   char buf[16384];
   size_t have = 0;
   bool stop = false;
   while (!stop) {
-    const ssize_t r = read(fd, buf + have, sizeof buf - have);
+    const long r = sys::Read(fd, buf + have, sizeof buf - have);
     if (r <= 0) break;
     have += static_cast<size_t>(r);
     size_t line_start = 0;
@@ -238,7 +235,7 @@ void ForEachMapping(F&& f) {
     std::memmove(buf, buf + line_start, have - line_start);
     have -= line_start;
   }
-  close(fd);
+  sys::Close(fd);
 }
 
 }  // namespace
@@ -255,6 +252,16 @@ bool MappedFile(uintptr_t addr, char* out, size_t cap) {
     return true;
   });
   return found;
+}
+
+uintptr_t MappingStart(const char* path) {
+  uintptr_t start = 0;
+  const size_t n = std::strlen(path);
+  ForEachMapping([&](uintptr_t lo, uintptr_t, const char*, size_t, const char* p, size_t len) {
+    if (len == n && std::memcmp(p, path, n) == 0 && (start == 0 || lo < start)) start = lo;
+    return false;
+  });
+  return start;
 }
 
 namespace {
@@ -285,22 +292,24 @@ constexpr uint64_t kProcmapVmaWritable = 0x02;
 }  // namespace
 
 bool PagesWritableByQuery(const uintptr_t* addrs, bool* writable, size_t n) {
-  const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
+  const long opened = sys::Open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (opened < 0) return false;
+  const int fd = static_cast<int>(opened);
   bool ok = true;
   for (size_t k = 0; k < n && ok; ++k) {
     ProcmapQuery q{};
     q.size = sizeof q;
     q.query_addr = addrs[k];
-    if (ioctl(fd, kProcmapQuery, &q) == 0) {
+    const long r = sys::Ioctl(fd, kProcmapQuery, &q);
+    if (r == 0) {
       writable[k] = (q.vma_flags & kProcmapVmaWritable) != 0;
-    } else if (errno == ENOENT) {
+    } else if (r == -ENOENT) {
       writable[k] = false;  // not mapped at all
     } else {
       ok = false;  // ENOTTY, EINVAL: an older kernel
     }
   }
-  close(fd);
+  sys::Close(fd);
   return ok;
 }
 

@@ -37,5 +37,8 @@ void PagesWritableByMaps(const uintptr_t* addrs, bool* writable, size_t n);
 // For the executable when ld.so was run as a program (`ld.so ./prog`): then
 // /proc/self/exe names ld.so, and the program is only known by its mapping.
 bool MappedFile(uintptr_t addr, char* out, size_t cap);
+// The lowest address at which the file `path` is mapped, from /proc/self/maps; 0 if none.
+// For ld.so when it was run as a program (AT_BASE is 0 then).
+uintptr_t MappingStart(const char* path);
 
 }  // namespace ldscope::audit

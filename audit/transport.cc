@@ -1,21 +1,20 @@
-// See transport.h. Only async-signal-safe-style libc calls: no heap, no stdio.
+// See transport.h. Raw system calls only (sys.h): no libc, no heap, no stdio.
 #include "transport.h"
 
 #include <fcntl.h>
-#include <gnu/libc-version.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/utsname.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 
 #include "encode.h"
-#include "rawstat.h"
+#include "process.h"
+#include "sys.h"
 #include "wire.h"
 
 namespace ldscope::audit {
@@ -49,9 +48,9 @@ char* PutDec(char* p, uint64_t v) {
 // The inode in /proc/self/ns/pid's link text "pid:[4026531836]" (0: unknown).
 uint64_t PidNamespaceIno() {
   char link[64];
-  const ssize_t n = readlink("/proc/self/ns/pid", link, sizeof link - 1);
+  const long n = sys::Readlink("/proc/self/ns/pid", link, sizeof link - 1);
   uint64_t ino = 0;
-  for (ssize_t i = 0; i < n; ++i)
+  for (long i = 0; i < n; ++i)
     if (link[i] >= '0' && link[i] <= '9') ino = ino * 10 + static_cast<uint64_t>(link[i] - '0');
   return ino;
 }
@@ -72,14 +71,14 @@ bool Transport::Configure(const char* socket_path, const char* dir) {
 }
 
 void Transport::Adopt(int fd) {
-  const int high = fcntl(fd, F_DUPFD_CLOEXEC, kHighFd);
+  const long high = sys::Fcntl(fd, F_DUPFD_CLOEXEC, kHighFd);
   if (high >= 0) {
-    close(fd);
-    fd = high;
+    sys::Close(fd);
+    fd = static_cast<int>(high);
   }
   struct stat st;
-  if (RawFstat(fd, &st) != 0) {
-    close(fd);
+  if (sys::Fstat(fd, &st) != 0) {
+    sys::Close(fd);
     return;
   }
   fd_ = fd;
@@ -94,19 +93,25 @@ bool Transport::OpenSocket() {
   addr.sun_family = AF_UNIX;
   if (std::strlen(target_) >= sizeof addr.sun_path) return false;
   std::memcpy(addr.sun_path, target_, std::strlen(target_) + 1);
-  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return false;
+  const long sock = sys::Socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (sock < 0) {
+    error_ = static_cast<int>(-sock);
+    return false;
+  }
+  const int fd = static_cast<int>(sock);
   const int sndbuf = 1 << 20;
-  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
+  sys::Setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
   // A full accept backlog answers EAGAIN at once on a non-blocking AF_UNIX connect:
   // retry for a bounded 100 ms.
   for (int attempt = 0;; ++attempt) {
-    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) break;
-    if (errno != EAGAIN || attempt >= 100) {
-      close(fd);
+    const long r = sys::Connect(fd, &addr, sizeof addr);
+    if (r == 0) break;
+    if (r != -EAGAIN || attempt >= 100) {
+      error_ = static_cast<int>(-r);
+      sys::Close(fd);
       return false;
     }
-    poll(nullptr, 0, 1);
+    sys::Poll(nullptr, 0, 1);
   }
   Adopt(fd);
   return fd_ >= 0;
@@ -123,23 +128,30 @@ bool Transport::OpenFile(uint32_t pid, uint64_t image_start_ns) {
   *p++ = '-';
   p = PutDec(p, image_start_ns);
   std::memcpy(p, ".ldscope", sizeof ".ldscope");
-  const int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
-  if (fd < 0) return false;
+  const long opened = sys::Open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
+  if (opened < 0) {
+    error_ = static_cast<int>(-opened);
+    return false;
+  }
+  const int fd = static_cast<int>(opened);
   // The file starts with a TraceHeader, as every trace file does.
   uint8_t buf[kPrefixRoom + 512];
   wire::Writer w(buf + kPrefixRoom, sizeof buf - kPrefixRoom);
   // LDSCOPE_HOST labels the traces of one node (containers' host names are often all
   // alike); else the host name.
   char host[256] = {};
-  const char* label = getenv("LDSCOPE_HOST");
+  const char* label = proc::Getenv("LDSCOPE_HOST");
   if (label != nullptr && *label != '\0') {
     for (size_t i = 0; i + 1 < sizeof host && label[i] != '\0'; ++i) host[i] = label[i];
   } else {
-    gethostname(host, sizeof host - 1);
+    struct utsname u;
+    if (sys::Uname(&u) == 0)
+      for (size_t i = 0; i + 1 < sizeof host && i < sizeof u.nodename && u.nodename[i] != '\0'; ++i)
+        host[i] = u.nodename[i];
   }
   timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  EncodeTraceHeader(w, host, gnu_get_libc_version(),
+  proc::ClockGettime(CLOCK_REALTIME, &ts);
+  EncodeTraceHeader(w, host, glibc_version_,
                     static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec, PidNamespaceIno());
   Adopt(fd);
   if (fd_ < 0) return false;
@@ -148,6 +160,7 @@ bool Transport::OpenFile(uint32_t pid, uint64_t image_start_ns) {
 
 bool Transport::Open(uint32_t pid, uint64_t image_start_ns) {
   fd_ = -1;
+  error_ = 0;
   switch (mode_) {
     case Mode::kSocket: return OpenSocket();
     case Mode::kDir: return OpenFile(pid, image_start_ns);
@@ -159,11 +172,11 @@ bool Transport::Open(uint32_t pid, uint64_t image_start_ns) {
 bool Transport::StillOurs() const {
   if (fd_ < 0) return false;
   struct stat st;
-  return RawFstat(fd_, &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_;
+  return sys::Fstat(fd_, &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_;
 }
 
 void Transport::Abandon() {
-  if (StillOurs()) close(fd_);
+  if (StillOurs()) sys::Close(fd_);
   fd_ = -1;
 }
 
@@ -184,7 +197,9 @@ Transport::Result Transport::SendBatch(const uint8_t* data, size_t len) {
 
 size_t Transport::FrameInBatch(uint8_t* out, size_t event_len) const {
   uint8_t* p = out;
-  if (mode_ == Mode::kSocket) *p++ = 0x0a;  // field 1, length-delimited
+  constexpr uint64_t kTag = wire::Tag(field::event_batch::kEvent, wire::kLengthDelimited);
+  static_assert(kTag < 0x80, "a one-byte tag");
+  if (mode_ == Mode::kSocket) *p++ = kTag;
   p = wire::PutVarint(p, event_len);
   return static_cast<size_t>(p - out);
 }
@@ -192,27 +207,27 @@ size_t Transport::FrameInBatch(uint8_t* out, size_t event_len) const {
 Transport::Result Transport::Deliver(const uint8_t* data, size_t len) {
   if (fd_ < 0 || dead_) return Result::kDropped;
   if (mode_ == Mode::kDir) {
-    const ssize_t r = write(fd_, data, len);
-    if (r == static_cast<ssize_t>(len)) return Result::kSent;
+    const long r = sys::Write(fd_, data, len);
+    if (r == static_cast<long>(len)) return Result::kSent;
     if (r >= 0) dead_ = true;  // a short write would leave a torn record: stop here
     return Result::kDropped;
   }
   timespec deadline{};
   bool have_deadline = false;
   for (;;) {
-    const ssize_t r = send(fd_, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    const long r = sys::Send(fd_, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (r >= 0) {
       stalled_ = false;
       return Result::kSent;
     }
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != ENOBUFS) {
+    if (r == -EINTR) continue;
+    if (r != -EAGAIN && r != -ENOBUFS) {
       dead_ = true;  // EPIPE, ECONNRESET, ...: the collector is gone
       return Result::kDropped;
     }
     if (stalled_) break;  // already waited once in this stall: drop at once
     timespec now{};
-    clock_gettime(CLOCK_MONOTONIC, &now);
+    proc::ClockGettime(CLOCK_MONOTONIC, &now);
     if (!have_deadline) {
       deadline = now;
       deadline.tv_sec += kSendWaitMs / 1000;
@@ -226,7 +241,8 @@ Transport::Result Transport::Deliver(const uint8_t* data, size_t len) {
     const long left_ms = (deadline.tv_sec - now.tv_sec) * 1000 + (deadline.tv_nsec - now.tv_nsec) / 1000000;
     if (left_ms <= 0) break;
     pollfd pfd{fd_, POLLOUT, 0};
-    if (poll(&pfd, 1, static_cast<int>(left_ms)) < 0 && errno != EINTR) break;
+    const long p = sys::Poll(&pfd, 1, static_cast<int>(left_ms));
+    if (p < 0 && p != -EINTR) break;
   }
   stalled_ = true;
   return Result::kDropped;

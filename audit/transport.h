@@ -32,9 +32,14 @@ class Transport {
   bool Configure(const char* socket_path, const char* dir);
   Mode mode() const { return mode_; }
 
+  // The glibc release a trace file's header names (LDSCOPE_DIR); not copied.
+  void set_glibc_version(const char* v) { glibc_version_ = v; }
+
   // Opens the connection or file for the current process image. `image_start_ns`
-  // names the per-process trace file. Returns false when it cannot.
+  // names the per-process trace file. Returns false when it cannot; error() says why
+  // (an errno value, 0 when unknown).
   bool Open(uint32_t pid, uint64_t image_start_ns);
+  int error() const { return error_; }
   // True while our descriptor is still the one we opened (a program may close or
   // reuse descriptor numbers: then it is not ours to write to).
   bool StillOurs() const;
@@ -75,6 +80,8 @@ class Transport {
   ino_t ino_ = 0;
   bool dead_ = false;
   bool stalled_ = false;
+  int error_ = 0;
+  const char* glibc_version_ = "";
 };
 
 }  // namespace ldscope::audit

@@ -47,6 +47,11 @@ inline bool ReadVarint(const uint8_t* data, size_t size, size_t* pos, uint64_t* 
   return false;
 }
 
+// A field's tag: its number and wire type, as the varint that precedes its value.
+constexpr uint64_t Tag(uint32_t field, WireType t) {
+  return (static_cast<uint64_t>(field) << 3) | t;
+}
+
 class Writer {
  public:
   // Nested messages reserve this many bytes for their length (a padded varint,
@@ -156,9 +161,6 @@ class Writer {
   }
 
  private:
-  static constexpr uint64_t Tag(uint32_t field, WireType t) {
-    return (static_cast<uint64_t>(field) << 3) | t;
-  }
   bool Room(size_t n) {
     if (static_cast<size_t>(end_ - pos_) >= n) return true;
     truncated_ = true;

@@ -1,7 +1,7 @@
 // See context.h.
 #include "analysis/context.h"
-#include "model/python.h"
 
+#include <elf.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -11,17 +11,37 @@
 
 #include <fmt/format.h>
 
+#include "render/python_text.h"
 #include "text/escape.h"
 #include "render/words.h"
 
 namespace ldscope::analysis {
 
+const Files::DiskRead& Files::ReadDisk(const std::string& path) {
+  auto [it, fresh] = disk_.try_emplace(path);
+  if (fresh) it->second.info = elf::ReadElf(path, &it->second.error);
+  return it->second;
+}
+
+const elf::ElfInfo* Files::MadeFromFacts(const std::string& path, const v1::ObjectFacts& rec, std::string* error) {
+  // Keyed by the record's content: hosts whose traces recorded the same facts share one.
+  std::string key = path;
+  key += '\0';
+  rec.AppendToString(&key);
+  auto [it, fresh] = from_facts_.try_emplace(std::move(key));
+  if (fresh) it->second.first = elf::FromFacts(rec, path, &it->second.second);
+  if (it->second.first == nullptr) *error = it->second.second;
+  return it->second.first.get();
+}
+
 const elf::ElfInfo* Files::Get(const std::string& path) {
   if (path.empty() || path.front() != '/') return nullptr;
-  auto it = cache_.find(path);
-  if (it != cache_.end()) return it->second.get();
-  std::string err;
-  auto info = elf::ReadElf(path, &err);
+  if (log_ != nullptr) log_->insert(path);
+  auto it = answers_.find(path);
+  if (it != answers_.end()) return it->second;
+  const DiskRead& disk = Store().ReadDisk(path);
+  const elf::ElfInfo* info = disk.info.get();
+  std::string err = disk.error;
   const v1::ObjectFacts* rec = facts_ != nullptr ? facts_->ForPath(path) : nullptr;
   if (rec != nullptr && rec->unreadable().empty()) {
     std::string changed;
@@ -32,28 +52,40 @@ const elf::ElfInfo* Files::Get(const std::string& path) {
       changed = "another size or modification time now";
     if (info == nullptr || !changed.empty()) {
       std::string facts_err;
-      if (auto from_trace = elf::FromFacts(*rec, path, &facts_err)) {
+      if (const elf::ElfInfo* from_trace = Store().MadeFromFacts(path, *rec, &facts_err)) {
         if (!changed.empty()) changed_[path] = changed;
-        info = std::move(from_trace);
+        info = from_trace;
       } else if (info == nullptr) {
         err = fmt::format("{}: {}", path, facts_err);
       }
     }
   }
-  if (!info) errors_[path] = err;
-  return (cache_[path] = std::move(info)).get();
+  if (info == nullptr) errors_[path] = err;
+  return answers_[path] = info;
 }
 
 std::string Files::FindString(const std::string& path, std::string_view needle) {
   const elf::ElfInfo* e = Get(path);
-  if (e == nullptr || !e->from_trace) return elf::FindString(path, needle);
+  if (e == nullptr || !e->from_trace) {
+    std::string key = path + '\0' + std::string(needle);
+    auto& cache = Store().disk_string_;
+    auto it = cache.find(key);
+    if (it == cache.end()) it = cache.emplace(std::move(key), elf::FindString(path, needle)).first;
+    return it->second;
+  }
   auto it = e->found.find(std::string(needle));
   return it == e->found.end() || it->second.empty() ? "" : it->second.front();
 }
 
 std::vector<std::string> Files::FindStrings(const std::string& path, std::string_view needle) {
   const elf::ElfInfo* e = Get(path);
-  if (e == nullptr || !e->from_trace) return elf::FindStrings(path, needle);
+  if (e == nullptr || !e->from_trace) {
+    std::string key = path + '\0' + std::string(needle);
+    auto& cache = Store().disk_strings_;
+    auto it = cache.find(key);
+    if (it == cache.end()) it = cache.emplace(std::move(key), elf::FindStrings(path, needle)).first;
+    return it->second;
+  }
   auto it = e->found.find(std::string(needle));
   return it == e->found.end() ? std::vector<std::string>() : it->second;
 }
@@ -113,9 +145,18 @@ bool AnyDefines(const std::vector<const SymbolIndex*>& scope, std::string_view n
 
 const SymbolIndex* Files::Symbols(const std::string& path) {
   auto it = symbols_.find(path);
-  if (it != symbols_.end()) return it->second.get();
+  if (it != symbols_.end()) {
+    if (log_ != nullptr) log_->insert(path);
+    return it->second;
+  }
   const elf::ElfInfo* e = Get(path);
-  return (symbols_[path] = e ? std::make_unique<SymbolIndex>(*e) : nullptr).get();
+  const SymbolIndex* index = nullptr;
+  if (e != nullptr) {
+    auto& slot = Store().indexes_[e];
+    if (slot == nullptr) slot = std::make_unique<SymbolIndex>(*e);
+    index = slot.get();
+  }
+  return symbols_[path] = index;
 }
 
 std::string BaseName(const std::string& path) {
@@ -188,8 +229,8 @@ void AddSwapFix(const ProcessIndex& pi, const Obj& late, const Obj& early, v1::F
   const std::string cwd = pi.p->cwd();
   AddFix(f, mine.import && theirs.import ? "swap-imports" : "swap-loads",
          fmt::format("move `{}` ({}) above `{}` ({}), so that {} is loaded before {}", mine.what,
-                     model::PyFrameText(mine.frame, cwd), theirs.what,
-                     model::PyFrameText(theirs.frame, cwd), BaseName(late.path),
+                     render::PyFrameText(mine.frame, cwd), theirs.what,
+                     render::PyFrameText(theirs.frame, cwd), BaseName(late.path),
                      BaseName(early.path)));
 }
 
@@ -231,7 +272,7 @@ loader::Object ProcessIndex::AsRequester(const Obj& o, Files& files) const {
       r.rpath = e->rpath;
       r.runpath = e->runpath;
     }
-    r.nodeflib = (e->flags_1 & 0x800) != 0;  // DF_1_NODEFLIB
+    r.nodeflib = (e->flags_1 & DF_1_NODEFLIB) != 0;
   }
   return r;
 }
@@ -359,7 +400,7 @@ std::string Context::HowLoaded(const ProcessIndex& pi, const Obj& o) const {
   const std::string step = render::FoundByWord(*o.load);
   // In traced Python: the ctypes call or import behind the load, in the user's terms.
   const v1::PyCause& py = o.load->python();
-  const std::string cause = model::PyCauseText(py, pi.p->cwd());
+  const std::string cause = render::PyCauseText(py, pi.p->cwd());
   if (py.by_hook()) return "by " + cause;
   if (o.load->reason() == v1::LOAD_DLOPEN && !py.dlopen_call().empty()) return "by " + cause;
   const std::string for_cause = cause.empty() ? "" : ", for " + cause;

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "elf/elf_file.h"
@@ -61,9 +62,20 @@ bool AnyDefines(const std::vector<const SymbolIndex*>& scope, std::string_view n
 // not be read. With a trace's facts (elf/facts.h), a file that is missing, or that is no
 // longer the one traced (another build-id; without one, another size or modification
 // time), is answered from the trace instead.
+//
+// Traces of many hosts (`report host-a/ host-b/ ...`): each host gets a view,
+// Files(&shared), with its own trace's facts, its own errors and changed files; the files
+// read from disk, the ElfInfos made of facts (by path and record content) and their
+// symbol indexes live in `shared`, so a library is read once for all hosts, and a host's
+// answer for a path depends only on the file here and that host's record of it.
 class Files {
  public:
+  Files() = default;
+  explicit Files(Files* shared) : shared_(shared) {}
+  Files(const Files&) = delete;
+  Files& operator=(const Files&) = delete;
   void set_trace_facts(const elf::TraceFacts* facts) { facts_ = facts; }
+  const elf::TraceFacts* trace_facts() const { return facts_; }
   const elf::ElfInfo* Get(const std::string& path);
   const SymbolIndex* Symbols(const std::string& path);
   // elf::FindString and elf::FindStrings of the file, or what the trace recorded of them
@@ -73,12 +85,36 @@ class Files {
   const std::map<std::string, std::string>& errors() const { return errors_; }
   // Paths answered from the trace because the file had changed: path -> how.
   const std::map<std::string, std::string>& changed() const { return changed_; }
+  // While set, every path asked for (Get, Symbols, FindString) is added to *log: a cache
+  // of results computed from this view replays them on a hit (Touch), so that errors()
+  // and changed() end up as if the results had been computed again.
+  void set_log(std::unordered_set<std::string>* log) { log_ = log; }
+  void Touch(const std::string& path) { Get(path); }
 
  private:
+  // The store (this Files, or the shared one): disk reads by path, facts-made ElfInfos
+  // by path and record, symbol indexes by ElfInfo, strings found in disk files.
+  Files& Store() { return shared_ != nullptr ? *shared_ : *this; }
+  struct DiskRead {
+    std::unique_ptr<elf::ElfInfo> info;
+    std::string error;
+  };
+  const DiskRead& ReadDisk(const std::string& path);
+  const elf::ElfInfo* MadeFromFacts(const std::string& path, const v1::ObjectFacts& rec, std::string* error);
+
+  Files* shared_ = nullptr;
   const elf::TraceFacts* facts_ = nullptr;
-  std::map<std::string, std::unique_ptr<elf::ElfInfo>> cache_;
-  std::map<std::string, std::unique_ptr<SymbolIndex>> symbols_;
+  std::unordered_set<std::string>* log_ = nullptr;
+  // This view's answers.
+  std::unordered_map<std::string, const elf::ElfInfo*> answers_;
+  std::unordered_map<std::string, const SymbolIndex*> symbols_;
   std::map<std::string, std::string> errors_, changed_;
+  // The store's.
+  std::unordered_map<std::string, DiskRead> disk_;
+  std::unordered_map<std::string, std::pair<std::unique_ptr<elf::ElfInfo>, std::string>> from_facts_;
+  std::unordered_map<const elf::ElfInfo*, std::unique_ptr<SymbolIndex>> indexes_;
+  std::unordered_map<std::string, std::string> disk_string_;                 // path \0 needle
+  std::unordered_map<std::string, std::vector<std::string>> disk_strings_;  // path \0 needle
 };
 
 // One loaded object of one process image, with how it got there.

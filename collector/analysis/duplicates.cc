@@ -8,7 +8,7 @@
 
 #include "analysis/analysis.h"
 #include "analysis/families.h"
-#include "model/python.h"
+#include "render/python_text.h"
 
 namespace ldscope::analysis {
 namespace {
@@ -49,7 +49,7 @@ void DuplicateFixes(const ProcessIndex& pi, const Obj& first, const Obj& second,
     const std::string where =
         py.dlopen_call().empty()
             ? "the dlopen of " + second.load->requested_name()
-            : fmt::format("{} at {}", py.dlopen_call(), model::PyFrameText(py.call_site(), pi.p->cwd()));
+            : fmt::format("{} at {}", py.dlopen_call(), render::PyFrameText(py.call_site(), pi.p->cwd()));
     AddFix(f, "load-by-path", fmt::format("make {} load {} (the copy already loaded) instead of {}",
                                           where, one, other));
   } else {
@@ -60,117 +60,149 @@ void DuplicateFixes(const ProcessIndex& pi, const Obj& first, const Obj& second,
                                        first.soname, one, other));
 }
 
+using NsKey = std::pair<int64_t, std::string>;  // (namespace, SONAME or family)
+using Objs = std::vector<const Obj*>;
+
+// One process's objects that can be copies of each other, grouped three ways.
+struct Groups {
+  std::map<NsKey, Objs> by_soname;               // per namespace and SONAME
+  std::map<std::string, Objs> by_soname_any_ns;  // per SONAME
+  std::map<NsKey, Objs> by_family;               // per namespace and family
+};
+
+Groups GroupObjects(const ProcessIndex& pi) {
+  Groups g;
+  for (const auto& [id, o] : pi.objects) {
+    // Without a SONAME nothing can bind to an object by name: same-named Python
+    // extension modules of different packages are different modules, not copies.
+    if (!Counts(o) || o.soname.empty()) continue;
+    // Copies of the CUDA driver library are the CUDA driver pass's (cuda_driver.cc).
+    if (Family(Key(o)) == "libcuda") continue;
+    g.by_soname[{o.lmid, Key(o)}].push_back(&o);
+    g.by_soname_any_ns[Key(o)].push_back(&o);
+    g.by_family[{o.lmid, Family(Key(o))}].push_back(&o);
+  }
+  return g;
+}
+
+// Only copies that were loaded at the same time conflict: the files of `files` whose
+// lifetime overlaps another's.
+Objs LoadedTogether(const Objs& files) {
+  Objs together;
+  for (const Obj* a : files)
+    for (const Obj* b : files)
+      if (a != b && Overlap(*a, *b) && std::find(together.begin(), together.end(), a) == together.end())
+        together.push_back(a);
+  return together;
+}
+
+// A warning when two or more files with one SONAME are alive together in a namespace.
+void FindCopies(Context& ctx, const ProcessIndex& pi, const NsKey& key, const Objs& objs,
+                v1::Report* out) {
+  const Objs together = LoadedTogether(DistinctFiles(objs));
+  if (together.size() < 2) return;
+  auto f = NewFinding(pi, v1::DUPLICATE_LIBRARY, v1::WARNING);
+  std::string list;
+  for (const Obj* o : together) {
+    const v1::Library l = ctx.Describe(pi, *o);
+    *f.add_objects() = l;
+    f.add_evidence(o->open_seq);
+    list += fmt::format("{}{}, loaded at +{:.1f} ms {}", list.empty() ? "" : "; and ",
+                        Label(l), l.at_ms(), l.loaded_by());
+  }
+  f.set_message(fmt::format(
+      "{} copies of {} are loaded in process {} (namespace {}): {}. They share a SONAME, so "
+      "each symbol they both define binds to whichever copy a lookup scope reaches first, "
+      "and state (communicators, handles) can end up split between them.",
+      together.size() == 2 ? "Two" : std::to_string(together.size()), key.second, pi.p->pid(),
+      key.first, list));
+  f.set_headline(fmt::format("{} copies of {} are loaded together (namespace {})",
+                             together.size() == 2 ? "two" : std::to_string(together.size()),
+                             key.second, key.first));
+  for (const auto& l : f.objects())
+    AddDetail(&f, "copy", fmt::format("{}, loaded {}, at +{:.1f} ms", Label(l), l.loaded_by(), l.at_ms()));
+  AddDetail(&f, "why", "they share a SONAME: each symbol both define binds to whichever copy a "
+                       "lookup scope reaches first, and state (communicators, handles) can split");
+  DuplicateFixes(pi, *together[0], *together[1], &f);
+  *out->add_findings() = std::move(f);
+}
+
+// Information: libraries in several namespaces (deliberate with dlmopen), one
+// finding per set of namespaces.
+void FindNamespaceSets(Context& ctx, const ProcessIndex& pi,
+                       const std::map<std::string, Objs>& by_soname_any_ns, v1::Report* out) {
+  std::map<std::vector<int64_t>, std::vector<std::pair<std::string, Objs>>> by_ns_set;
+  for (const auto& [soname, objs] : by_soname_any_ns) {
+    std::vector<int64_t> namespaces;
+    for (const Obj* o : objs)
+      if (std::find(namespaces.begin(), namespaces.end(), o->lmid) == namespaces.end())
+        namespaces.push_back(o->lmid);
+    std::sort(namespaces.begin(), namespaces.end());
+    if (namespaces.size() >= 2) by_ns_set[namespaces].push_back({soname, objs});
+  }
+  for (const auto& [namespaces, libs] : by_ns_set) {
+    auto f = NewFinding(pi, v1::DUPLICATE_INFO, v1::INFO);
+    std::string names, ns_list;
+    for (const auto& [soname, objs] : libs) {
+      names += (names.empty() ? "" : ", ") + soname;
+      for (const Obj* o : objs) {
+        *f.add_objects() = ctx.Describe(pi, *o);
+        f.add_evidence(o->open_seq);
+      }
+    }
+    for (int64_t ns : namespaces) ns_list += (ns_list.empty() ? "" : ", ") + std::to_string(ns);
+    f.set_message(fmt::format("{} {} loaded in each of the link-map namespaces {} of process {}; "
+                              "namespaces do not share symbols, so this is deliberate isolation "
+                              "(dlmopen), not a conflict.",
+                              names, libs.size() == 1 ? "is" : "are", ns_list, pi.p->pid()));
+    f.set_headline(fmt::format("{} loaded in each of namespaces {} (dlmopen isolation)", names, ns_list));
+    AddDetail(&f, "namespaces", ns_list);
+    AddDetail(&f, "why", "namespaces do not share symbols: deliberate isolation (dlmopen), not a "
+                         "conflict; nothing to do");
+    *out->add_findings() = std::move(f);
+  }
+}
+
+// Information: one family under several sonames in one namespace.
+void FindFamilySonames(Context& ctx, const ProcessIndex& pi, const NsKey& key, const Objs& objs,
+                       v1::Report* out) {
+  std::vector<std::string> sonames;
+  for (const Obj* o : objs)
+    if (std::find(sonames.begin(), sonames.end(), Key(*o)) == sonames.end()) sonames.push_back(Key(*o));
+  if (sonames.size() < 2) return;
+  // Runtimes (OpenMP, BLAS, libstdc++, CUDA) are the runtime-family pass's.
+  if (Classify(key.second, nullptr).runtime != Runtime::kNone) return;
+  auto f = NewFinding(pi, v1::DUPLICATE_INFO, v1::INFO);
+  std::string list;
+  for (const Obj* o : DistinctFiles(objs)) {
+    const v1::Library l = ctx.Describe(pi, *o);
+    *f.add_objects() = l;
+    f.add_evidence(o->open_seq);
+    list += fmt::format("{}{} (soname {})", list.empty() ? "" : ", ", Label(l), Key(*o));
+  }
+  f.set_message(fmt::format("Several libraries of the {} family are loaded in process {} "
+                            "(namespace {}) under different sonames: {}. Different sonames do "
+                            "not replace each other; check that they are meant to coexist.",
+                            key.second, pi.p->pid(), key.first, list));
+  f.set_headline(fmt::format("{} is loaded under {} sonames (namespace {})", key.second,
+                             sonames.size(), key.first));
+  for (const auto& l : f.objects())
+    AddDetail(&f, "copy", fmt::format("{} (soname {}), loaded {}", Label(l), l.soname(), l.loaded_by()));
+  AddDetail(&f, "why", "different sonames do not replace each other: both stay loaded, and "
+                       "symbols they share bind to whichever a lookup scope reaches first");
+  *out->add_findings() = std::move(f);
+}
+
 }  // namespace
 
+// Per process: copies of one SONAME loaded together, then libraries in several
+// namespaces, then families under several sonames.
 void FindDuplicates(Context& ctx, v1::Report* out) {
   for (const auto& pi : ctx.processes()) {
-    std::map<std::pair<int64_t, std::string>, std::vector<const Obj*>> by_soname;
-    std::map<std::string, std::vector<const Obj*>> by_soname_any_ns;
-    std::map<std::pair<int64_t, std::string>, std::vector<const Obj*>> by_family;
-    for (const auto& [id, o] : pi.objects) {
-      // Without a SONAME nothing can bind to an object by name: same-named Python
-      // extension modules of different packages are different modules, not copies.
-      if (!Counts(o) || o.soname.empty()) continue;
-      // Copies of the CUDA driver library are the CUDA driver pass's (cuda_driver.cc).
-      if (Family(Key(o)) == "libcuda") continue;
-      by_soname[{o.lmid, Key(o)}].push_back(&o);
-      by_soname_any_ns[Key(o)].push_back(&o);
-      by_family[{o.lmid, Family(Key(o))}].push_back(&o);
-    }
-    for (const auto& [key, objs] : by_soname) {
-      auto files = DistinctFiles(objs);
-      // Only copies that were loaded at the same time conflict.
-      std::vector<const Obj*> together;
-      for (const Obj* a : files)
-        for (const Obj* b : files)
-          if (a != b && Overlap(*a, *b) && std::find(together.begin(), together.end(), a) == together.end())
-            together.push_back(a);
-      if (together.size() < 2) continue;
-      auto f = NewFinding(pi, v1::DUPLICATE_LIBRARY, v1::WARNING);
-      std::string list;
-      for (const Obj* o : together) {
-        const v1::Library l = ctx.Describe(pi, *o);
-        *f.add_objects() = l;
-        f.add_evidence(o->open_seq);
-        list += fmt::format("{}{}, loaded at +{:.1f} ms {}", list.empty() ? "" : "; and ",
-                            Label(l), l.at_ms(), l.loaded_by());
-      }
-      f.set_message(fmt::format(
-          "{} copies of {} are loaded in process {} (namespace {}): {}. They share a SONAME, so "
-          "each symbol they both define binds to whichever copy a lookup scope reaches first, "
-          "and state (communicators, handles) can end up split between them.",
-          together.size() == 2 ? "Two" : std::to_string(together.size()), key.second, pi.p->pid(),
-          key.first, list));
-      f.set_headline(fmt::format("{} copies of {} are loaded together (namespace {})",
-                                 together.size() == 2 ? "two" : std::to_string(together.size()),
-                                 key.second, key.first));
-      for (const auto& l : f.objects())
-        AddDetail(&f, "copy", fmt::format("{}, loaded {}, at +{:.1f} ms", Label(l), l.loaded_by(), l.at_ms()));
-      AddDetail(&f, "why", "they share a SONAME: each symbol both define binds to whichever copy a "
-                           "lookup scope reaches first, and state (communicators, handles) can split");
-      DuplicateFixes(pi, *together[0], *together[1], &f);
-      *out->add_findings() = std::move(f);
-    }
-    // Information: libraries in several namespaces (deliberate with dlmopen), one
-    // finding per set of namespaces.
-    std::map<std::vector<int64_t>, std::vector<std::pair<std::string, std::vector<const Obj*>>>> by_ns_set;
-    for (const auto& [soname, objs] : by_soname_any_ns) {
-      std::vector<int64_t> namespaces;
-      for (const Obj* o : objs)
-        if (std::find(namespaces.begin(), namespaces.end(), o->lmid) == namespaces.end())
-          namespaces.push_back(o->lmid);
-      std::sort(namespaces.begin(), namespaces.end());
-      if (namespaces.size() >= 2) by_ns_set[namespaces].push_back({soname, objs});
-    }
-    for (const auto& [namespaces, libs] : by_ns_set) {
-      auto f = NewFinding(pi, v1::DUPLICATE_INFO, v1::INFO);
-      std::string names, ns_list;
-      for (const auto& [soname, objs] : libs) {
-        names += (names.empty() ? "" : ", ") + soname;
-        for (const Obj* o : objs) {
-          *f.add_objects() = ctx.Describe(pi, *o);
-          f.add_evidence(o->open_seq);
-        }
-      }
-      for (int64_t ns : namespaces) ns_list += (ns_list.empty() ? "" : ", ") + std::to_string(ns);
-      f.set_message(fmt::format("{} {} loaded in each of the link-map namespaces {} of process {}; "
-                                "namespaces do not share symbols, so this is deliberate isolation "
-                                "(dlmopen), not a conflict.",
-                                names, libs.size() == 1 ? "is" : "are", ns_list, pi.p->pid()));
-      f.set_headline(fmt::format("{} loaded in each of namespaces {} (dlmopen isolation)", names, ns_list));
-      AddDetail(&f, "namespaces", ns_list);
-      AddDetail(&f, "why", "namespaces do not share symbols: deliberate isolation (dlmopen), not a "
-                           "conflict; nothing to do");
-      *out->add_findings() = std::move(f);
-    }
-    // Information: one family under several sonames in one namespace.
-    for (const auto& [key, objs] : by_family) {
-      std::vector<std::string> sonames;
-      for (const Obj* o : objs)
-        if (std::find(sonames.begin(), sonames.end(), Key(*o)) == sonames.end()) sonames.push_back(Key(*o));
-      if (sonames.size() < 2) continue;
-      // Runtimes (OpenMP, BLAS, libstdc++, CUDA) are the runtime-family pass's.
-      if (Classify(key.second, nullptr).runtime != Runtime::kNone) continue;
-      auto f = NewFinding(pi, v1::DUPLICATE_INFO, v1::INFO);
-      std::string list;
-      for (const Obj* o : DistinctFiles(objs)) {
-        const v1::Library l = ctx.Describe(pi, *o);
-        *f.add_objects() = l;
-        f.add_evidence(o->open_seq);
-        list += fmt::format("{}{} (soname {})", list.empty() ? "" : ", ", Label(l), Key(*o));
-      }
-      f.set_message(fmt::format("Several libraries of the {} family are loaded in process {} "
-                                "(namespace {}) under different sonames: {}. Different sonames do "
-                                "not replace each other; check that they are meant to coexist.",
-                                key.second, pi.p->pid(), key.first, list));
-      f.set_headline(fmt::format("{} is loaded under {} sonames (namespace {})", key.second,
-                                 sonames.size(), key.first));
-      for (const auto& l : f.objects())
-        AddDetail(&f, "copy", fmt::format("{} (soname {}), loaded {}", Label(l), l.soname(), l.loaded_by()));
-      AddDetail(&f, "why", "different sonames do not replace each other: both stay loaded, and "
-                           "symbols they share bind to whichever a lookup scope reaches first");
-      *out->add_findings() = std::move(f);
-    }
+    const Groups g = GroupObjects(pi);
+    for (const auto& [key, objs] : g.by_soname) FindCopies(ctx, pi, key, objs, out);
+    FindNamespaceSets(ctx, pi, g.by_soname_any_ns, out);
+    for (const auto& [key, objs] : g.by_family) FindFamilySonames(ctx, pi, key, objs, out);
   }
 }
 

@@ -23,7 +23,7 @@
 
 #include "analysis/analysis.h"
 #include "analysis/families.h"
-#include "model/python.h"
+#include "render/python_text.h"
 #include "text/escape.h"
 #include "render/words.h"
 
@@ -268,42 +268,61 @@ class Pass {
     return scope;
   }
 
-  void OutOfScope(const ProcessIndex& pi, const v1::Entry& e, const Obj& root, const Obj& o) {
-    const elf::ElfInfo* info = ctx_.files().Get(o.path);
-    if (info == nullptr) return;
-    const std::vector<const Obj*> scope = Scope(pi, root, e.seq());
-    std::vector<const SymbolIndex*> idx;
+  // A symbol o leaves undefined and the object outside its lookup scope that defines it.
+  struct Found {
+    const elf::Symbol* sym;
+    const Obj* provider;
+  };
+
+  // The symbol indexes of scope (the vDSO left out); false when one is unreadable.
+  bool ScopeIndexes(const std::vector<const Obj*>& scope, std::vector<const SymbolIndex*>* idx) {
     for (const Obj* s : scope) {
       if (s->load != nullptr && s->load->reason() == v1::LOAD_VDSO) continue;
       const SymbolIndex* x = ctx_.files().Symbols(s->path);
-      if (x == nullptr) return;  // what it defines is unknown: so is what is missing
-      idx.push_back(x);
+      if (x == nullptr) return false;  // what it defines is unknown: so is what is missing
+      idx->push_back(x);
     }
-    struct Found {
-      const elf::Symbol* sym;
-      const Obj* provider;
-    };
+    return true;
+  }
+
+  // An object alive in o's namespace before the failure, outside scope, that defines s.
+  const Obj* ProviderOutside(const ProcessIndex& pi, const v1::Entry& e, const Obj& o,
+                             const std::vector<const Obj*>& scope, const elf::Symbol& s) {
+    for (const Obj* a : pi.AliveAt(o.lmid, e.seq() > 0 ? e.seq() - 1 : 0)) {
+      if (a->rolled_back || a->path.empty() || std::find(scope.begin(), scope.end(), a) != scope.end()) continue;
+      const SymbolIndex* x = ctx_.files().Symbols(a->path);
+      if (x != nullptr && x->Defines(s.name, s.version)) return a;
+    }
+    return nullptr;
+  }
+
+  // The symbols o needs that nothing in its lookup scope defines, each with an object
+  // outside the scope that does. Empty when that is not the whole story (a symbol
+  // unknown, missing everywhere, or one for the missing-symbol pass).
+  std::vector<Found> FindOutOfScope(const ProcessIndex& pi, const v1::Entry& e, const Obj& o,
+                                    const elf::ElfInfo& info, const std::vector<const Obj*>& scope) {
+    std::vector<const SymbolIndex*> idx;
+    if (!ScopeIndexes(scope, &idx)) return {};
     std::vector<Found> found;
-    for (const auto& s : info->symbols) {
+    for (const auto& s : info.symbols) {
       if (s.defined || s.weak || AnyDefines(idx, s.name, s.version)) continue;
       // A symbol that one of o's own NEEDED names should provide (a versioned reference
       // names it; or a file o's own search path finds for a NEEDED defines it) is a
       // story of what that name was bound to: the missing-symbol pass tells it.
-      if (!s.version_file.empty() || OwnNeededDefines(pi, o, *info, s)) return;
-      const Obj* provider = nullptr;
-      for (const Obj* a : pi.AliveAt(o.lmid, e.seq() > 0 ? e.seq() - 1 : 0)) {
-        if (a->rolled_back || a->path.empty() || std::find(scope.begin(), scope.end(), a) != scope.end()) continue;
-        const SymbolIndex* x = ctx_.files().Symbols(a->path);
-        if (x != nullptr && x->Defines(s.name, s.version)) {
-          provider = a;
-          break;
-        }
-      }
+      if (!s.version_file.empty() || OwnNeededDefines(pi, o, info, s)) return {};
+      const Obj* provider = ProviderOutside(pi, e, o, scope, s);
       // A symbol no loaded object defines: the missing-symbol finding tells that story,
       // and this one would tell half of it.
-      if (provider == nullptr) return;
+      if (provider == nullptr) return {};
       found.push_back({&s, provider});
     }
+    return found;
+  }
+
+  void OutOfScope(const ProcessIndex& pi, const v1::Entry& e, const Obj& root, const Obj& o) {
+    const elf::ElfInfo* info = ctx_.files().Get(o.path);
+    if (info == nullptr) return;
+    const std::vector<Found> found = FindOutOfScope(pi, e, o, *info, Scope(pi, root, e.seq()));
     if (found.empty()) return;
     const Obj& p = *found.front().provider;
     std::vector<std::string> names;
@@ -331,38 +350,49 @@ class Pass {
                                             base, names.size() == 1 ? "it" : "them"));
     layout::Detail(&f, "defined by", fmt::format("{}, loaded {}, +{:.1f} ms", NormalPath(p.path), ctx_.HowLoaded(pi, p),
                                                  p.at_ms));
+    ScopeDetails(pi, e, root, p, names.size(), &f);
+    OutOfScopeFixes(pi, o, p, &f);
+    layout::Compose(&f);
+    *out_->add_findings() = std::move(f);
+  }
+
+  // The provider's dlopen mode, when known, and the lookup scope's members.
+  void ScopeDetails(const ProcessIndex& pi, const v1::Entry& e, const Obj& root, const Obj& p,
+                    size_t names, v1::Finding* f) {
     const Obj* proot = DlopenRoot(pi, p);
     if (proot != nullptr && proot->load->has_dlopen_mode())
-      layout::Detail(&f, "mode", fmt::format("{} (read by ldscope's Python hook): its symbols stay private to "
-                                             "that dlopen's own objects",
-                                             (proot->load->dlopen_mode() & kRtldGlobal) ? "RTLD_GLOBAL" : "RTLD_LOCAL"));
+      layout::Detail(f, "mode", fmt::format("{} (read by ldscope's Python hook): its symbols stay private to "
+                                            "that dlopen's own objects",
+                                            (proot->load->dlopen_mode() & kRtldGlobal) ? "RTLD_GLOBAL" : "RTLD_LOCAL"));
     else
-      layout::Detail(&f, "mode", fmt::format("unknown (the trace has the mode of Python's ctypes calls and imports "
-                                             "only); {} is in the global scope only if that dlopen was RTLD_GLOBAL, "
-                                             "and then this lookup would have found {}",
-                                             pbase, names.size() == 1 ? "it" : "them"));
+      layout::Detail(f, "mode", fmt::format("unknown (the trace has the mode of Python's ctypes calls and imports "
+                                            "only); {} is in the global scope only if that dlopen was RTLD_GLOBAL, "
+                                            "and then this lookup would have found {}",
+                                            BaseName(p.path), names == 1 ? "it" : "them"));
     std::vector<std::string> members;
     for (const Obj* s : Scope(pi, root, e.seq()))
       if (s->load == nullptr || s->load->reason() != v1::LOAD_VDSO) members.push_back(BaseName(s->path));
-    layout::Detail(&f, "lookup scope", fmt::format("{} (the global scope and {}'s own NEEDED closure)",
-                                                   Join(members), BaseName(root.path)));
+    layout::Detail(f, "lookup scope", fmt::format("{} (the global scope and {}'s own NEEDED closure)",
+                                                  Join(members), BaseName(root.path)));
+  }
+
+  // Load the provider RTLD_GLOBAL, or make o need it.
+  void OutOfScopeFixes(const ProcessIndex& pi, const Obj& o, const Obj& p, v1::Finding* f) {
     const bool python = o.load->has_python() || (p.load != nullptr && p.load->has_python());
-    layout::Fix(&f, "load-rtld-global",
+    layout::Fix(f, "load-rtld-global",
                 fmt::format("load {} with RTLD_GLOBAL where it is loaded now ({}){}", NormalPath(p.path),
                             ctx_.HowLoaded(pi, p),
                             python ? ": ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)" : ": dlopen(path, RTLD_NOW | RTLD_GLOBAL)"));
-    const std::string pname = p.soname.empty() ? pbase : p.soname;
+    const std::string pname = p.soname.empty() ? BaseName(p.path) : p.soname;
     const loader::Result own = loader::Search(pname, pi.AsRequester(o, ctx_.files()), pi.LoaderChain(o, ctx_.files()),
                                               pi.env);
-    layout::Fix(&f, "add-needed",
-                fmt::format("or link {} against {} (a DT_NEEDED entry: patchelf --add-needed {} {}){}", base, pname,
-                            pname, NormalPath(o.path),
+    layout::Fix(f, "add-needed",
+                fmt::format("or link {} against {} (a DT_NEEDED entry: patchelf --add-needed {} {}){}", BaseName(o.path),
+                            pname, pname, NormalPath(o.path),
                             !own.path.empty() && Context::SameFile(own.path, p.path)
                                 ? ""
                                 : fmt::format(", with a RUNPATH that finds it (patchelf --add-rpath {} {})",
                                               DirName(NormalPath(p.path)), NormalPath(o.path))));
-    layout::Compose(&f);
-    *out_->add_findings() = std::move(f);
   }
 
   // Does a file that o's own search finds for one of its NEEDED names (any match along
@@ -442,7 +472,7 @@ class Pass {
     auto f = NewFinding(pi, v1::DLOPEN_NOT_FOUND, v1::INFO);
     *f.add_objects() = ctx_.Describe(pi, r);
     f.add_evidence(e.seq());
-    const std::string py = model::PyCauseText(s.python(), pi.p->cwd());
+    const std::string py = render::PyCauseText(s.python(), pi.p->cwd());
     f.set_headline(fmt::format("dlopen of {} from {} failed: not found", name, BaseName(r.path)));
     layout::Detail(&f, "requested by", fmt::format("{}, loaded {}{}", NormalPath(r.path), ctx_.HowLoaded(pi, r),
                                                    py.empty() ? "" : ", for " + py));

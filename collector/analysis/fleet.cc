@@ -49,6 +49,17 @@ std::string Listed(const std::vector<std::string>& items) {
   return s;
 }
 
+// The program as its key spells it: " arg1 arg2..." (argv with rank-like numbers as #).
+std::string KeyArguments(const std::string& key) {
+  std::string argv;
+  for (size_t pos = key.find('\n', key.find('\n') + 1); pos != std::string::npos;) {
+    const size_t next = key.find('\n', pos + 1);
+    argv += " " + key.substr(pos + 1, next == std::string::npos ? std::string::npos : next - pos - 1);
+    pos = next;
+  }
+  return argv;
+}
+
 }  // namespace
 
 uint32_t Fleet::Intern(const std::string& s) {
@@ -137,204 +148,245 @@ std::string Fleet::Who(const Proc& p, bool with_pid) const {
   return who;
 }
 
+// A SONAME on which the processes of one program disagree: the users of the
+// reference file and the others, each sorted ByOrder; the reference's choice; whether
+// the reference is the file of a strict majority.
+struct Fleet::Disagreement {
+  uint32_t soname = 0;
+  std::vector<const Proc*> reference, odd;
+  uint32_t ref_choice = 0;
+  bool majority = false;
+};
+
+// (no rank, rank, order): the tie-break and the order processes are listed in.
+bool Fleet::ByOrder(const Proc* a, const Proc* b) {
+  return std::make_tuple(a->rank_number < 0, a->rank_number, a->order) <
+         std::make_tuple(b->rank_number < 0, b->rank_number, b->order);
+}
+
+v1::Library Fleet::LibraryOf(const Choice& c) {
+  v1::Library l;
+  l.set_path(c.path);
+  l.set_soname(c.soname);
+  l.set_version(c.version);
+  l.set_build_id(c.build_id);
+  l.set_loaded_by(c.loaded_by);
+  l.set_found_by(c.found_by);
+  return l;
+}
+
+const Fleet::Choice& Fleet::ChoiceOf(const Proc& p, uint32_t soname) const {
+  for (const auto& [s, c] : p.libs)
+    if (s == soname) return choices_[c];
+  return choices_.front();  // not reached: p voted on soname
+}
+
+// The hosts of ps, each once, in the order of ps.
+std::vector<std::string> Fleet::HostsOf(const std::vector<const Proc*>& ps) const {
+  std::vector<std::string> hs;
+  std::set<uint32_t> seen;
+  for (const Proc* p : ps)
+    if (seen.insert(p->host).second) hs.push_back(hosts_[p->host]);
+  return hs;
+}
+
+// The SONAMEs the processes of one program disagree on, grouped by odd processes.
+Fleet::ByOddSet Fleet::DisagreementsOf(const std::vector<const Proc*>& members) const {
+  // Per SONAME, per file identity: who.
+  std::map<uint32_t, Votes> votes;
+  for (const Proc* p : members)
+    for (const auto& [soname, choice] : p->libs) votes[soname][choices_[choice].identity].push_back(p);
+  ByOddSet by_odd_set;
+  for (const auto& [soname, by_file] : votes) {
+    Disagreement d;
+    if (!Tally(soname, by_file, &d)) continue;
+    std::vector<size_t> odd_set;
+    for (const Proc* p : d.odd) odd_set.push_back(p->order);
+    by_odd_set[odd_set].push_back(std::move(d));
+  }
+  return by_odd_set;
+}
+
+// The reference file for soname (the one most processes use; on a tie, the one of the
+// process first ByOrder) and the processes that loaded another. False when there is
+// nothing to report: one file, one host, or all differ.
+bool Fleet::Tally(uint32_t soname, const Votes& by_file, Disagreement* d) const {
+  if (by_file.size() < 2) return false;
+  size_t most = 0, ties = 0, voters = 0;
+  std::set<uint32_t> voter_hosts;
+  for (const auto& [id, ps] : by_file) {
+    most = std::max(most, ps.size());
+    voters += ps.size();
+    for (const Proc* p : ps) voter_hosts.insert(p->host);
+  }
+  if (voter_hosts.size() < 2) return false;
+  for (const auto& [id, ps] : by_file) ties += ps.size() == most;
+  if (most == 1 && voters >= 3) return false;  // all differ: no norm to be odd against
+  const std::vector<const Proc*>* ref = nullptr;
+  for (const auto& [id, ps] : by_file) {
+    if (ps.size() != most) continue;
+    const Proc* best = *std::min_element(ps.begin(), ps.end(), ByOrder);
+    if (ref == nullptr || ByOrder(best, *std::min_element(ref->begin(), ref->end(), ByOrder))) ref = &ps;
+  }
+  d->soname = soname;
+  d->majority = ties == 1;
+  d->reference = *ref;
+  for (const auto& [id, ps] : by_file)
+    if (&ps != ref) d->odd.insert(d->odd.end(), ps.begin(), ps.end());
+  std::sort(d->reference.begin(), d->reference.end(), ByOrder);
+  std::sort(d->odd.begin(), d->odd.end(), ByOrder);
+  for (const auto& [s, c] : d->reference.front()->libs)
+    if (s == soname) d->ref_choice = c;
+  return true;
+}
+
 void Fleet::Find(v1::Report* out) const {
   std::map<uint32_t, std::vector<const Proc*>> programs;
   for (const Proc& p : procs_) programs[p.program].push_back(&p);
-  // (no rank, rank, order): the tie-break and the order processes are listed in.
-  auto order = [](const Proc* p) { return std::make_tuple(p->rank_number < 0, p->rank_number, p->order); };
-  auto by_order = [&](const Proc* a, const Proc* b) { return order(a) < order(b); };
-  struct Disagreement {
-    uint32_t soname;
-    std::vector<const Proc*> reference, odd;
-    uint32_t ref_choice;
-    bool majority;
-  };
   for (const auto& [program, members] : programs) {
     std::set<uint32_t> member_hosts;
     for (const Proc* p : members) member_hosts.insert(p->host);
     if (member_hosts.size() < 2) continue;
-    // Per SONAME, per file identity: who.
-    std::map<uint32_t, std::map<std::string, std::vector<const Proc*>>> votes;
-    for (const Proc* p : members)
-      for (const auto& [soname, choice] : p->libs) votes[soname][choices_[choice].identity].push_back(p);
-    std::map<std::vector<size_t>, std::vector<Disagreement>> by_odd_set;
-    for (const auto& [soname, by_file] : votes) {
-      if (by_file.size() < 2) continue;
-      size_t most = 0, ties = 0, voters = 0;
-      std::set<uint32_t> voter_hosts;
-      for (const auto& [id, ps] : by_file) {
-        most = std::max(most, ps.size());
-        voters += ps.size();
-        for (const Proc* p : ps) voter_hosts.insert(p->host);
-      }
-      if (voter_hosts.size() < 2) continue;
-      for (const auto& [id, ps] : by_file) ties += ps.size() == most;
-      if (most == 1 && voters >= 3) continue;  // all differ: no norm to be odd against
-      const std::vector<const Proc*>* ref = nullptr;
-      for (const auto& [id, ps] : by_file) {
-        if (ps.size() != most) continue;
-        const Proc* best = *std::min_element(ps.begin(), ps.end(), by_order);
-        if (ref == nullptr || by_order(best, *std::min_element(ref->begin(), ref->end(), by_order))) ref = &ps;
-      }
-      Disagreement d;
-      d.soname = soname;
-      d.majority = ties == 1;
-      d.reference = *ref;
-      for (const auto& [id, ps] : by_file)
-        if (&ps != ref) d.odd.insert(d.odd.end(), ps.begin(), ps.end());
-      std::sort(d.reference.begin(), d.reference.end(), by_order);
-      std::sort(d.odd.begin(), d.odd.end(), by_order);
-      for (const auto& [s, c] : d.reference.front()->libs)
-        if (s == soname) d.ref_choice = c;
-      std::vector<size_t> odd_set;
-      for (const Proc* p : d.odd) odd_set.push_back(p->order);
-      by_odd_set[odd_set].push_back(std::move(d));
+    for (const auto& [odd_set, ds] : DisagreementsOf(members))
+      *out->add_findings() = Mismatch(program, members.size(), member_hosts.size(), ds);
+  }
+}
+
+// One HOST_MISMATCH finding: the disagreements ds share their odd processes.
+// processes, hosts: how many run the program.
+v1::Finding Fleet::Mismatch(uint32_t program, size_t processes, size_t hosts,
+                            const std::vector<Disagreement>& ds) const {
+  const Disagreement& d0 = ds.front();
+  const Proc& first = *d0.odd.front();
+  v1::Finding f;
+  f.set_kind(v1::HOST_MISMATCH);
+  f.set_severity(v1::WARNING);
+  f.set_pid(first.pid);
+  f.set_exe(S(first.exe));
+  f.set_host(hosts_[first.host]);
+  for (const Disagreement& d : ds) {
+    *f.add_objects() = LibraryOf(choices_[d.ref_choice]);
+    std::set<uint32_t> odd_choices;
+    for (const Proc* p : d.odd)
+      for (const auto& [s, c] : p->libs)
+        if (s == d.soname && odd_choices.insert(c).second) *f.add_objects() = LibraryOf(choices_[c]);
+  }
+  f.set_headline(MismatchHeadline(ds, hosts));
+  layout::Detail(&f, "program",
+                 fmt::format("{}{} ({} processes on {} hosts)", S(first.exe), KeyArguments(S(program)),
+                             processes, hosts));
+  for (const Disagreement& d : ds) AddChoiceDetails(&f, d);
+  AddEnvironmentDetails(&f, d0);
+  AddMismatchFixes(&f, ds);
+  layout::Compose(&f);
+  return f;
+}
+
+std::string Fleet::MismatchHeadline(const std::vector<Disagreement>& ds, size_t hosts) const {
+  const Disagreement& d0 = ds.front();
+  const std::vector<std::string> odd_hosts = HostsOf(d0.odd);
+  std::vector<std::string> odd_who;
+  for (const Proc* p : d0.odd) odd_who.push_back(Who(*p, false));
+  const std::string exe_base = BaseName(S(d0.odd.front()->exe));
+  return fmt::format(
+      "{} of {} {} processes on {} hosts loaded another {}{} than {}: {}", d0.odd.size(),
+      d0.odd.size() + d0.reference.size(), exe_base, hosts, S(d0.soname),
+      ds.size() > 1 ? fmt::format(" (and {} more)", ds.size() - 1) : "",
+      d0.majority ? "the others" : Who(*d0.reference.front(), false),
+      odd_hosts.size() <= 3 && d0.odd.size() <= 3 ? Listed(odd_who) : Listed(odd_hosts));
+}
+
+// The reference file and its users, then each odd process's file (kListed of them).
+void Fleet::AddChoiceDetails(v1::Finding* f, const Disagreement& d) const {
+  const Choice& r = choices_[d.ref_choice];
+  const std::vector<std::string> ref_hosts = HostsOf(d.reference);
+  std::string users;
+  if (d.reference.size() <= 3) {
+    std::vector<std::string> who;
+    for (const Proc* p : d.reference) who.push_back(Who(*p, false));
+    users = Listed(who);
+  } else {
+    users = fmt::format("{} processes on {} host{} ({})", d.reference.size(), ref_hosts.size(),
+                        ref_hosts.size() == 1 ? "" : "s", Listed(ref_hosts));
+  }
+  layout::Detail(f, d.majority ? "the others" : "reference",
+                 fmt::format("{}: {}{}, used by {}{}", S(d.soname), r.path,
+                             r.version.empty() ? "" : fmt::format(" ({})", r.version), users,
+                             d.majority ? "" : " (no majority: the lowest rank's, or the first host's)"));
+  size_t shown = 0;
+  for (const Proc* p : d.odd) {
+    if (++shown > kListed) break;
+    const Choice& c = ChoiceOf(*p, d.soname);
+    layout::Detail(f, "odd one out",
+                   fmt::format("{}: {}{}, loaded {}", Who(*p, true), c.path,
+                               c.version.empty() ? "" : fmt::format(" ({})", c.version), c.loaded_by));
+  }
+  if (d.odd.size() > kListed) {
+    std::vector<const Proc*> rest(d.odd.begin() + kListed, d.odd.end());
+    layout::Detail(f, "odd ones out",
+                   fmt::format("{} more on {}", rest.size(), Listed(HostsOf(rest))));
+  }
+}
+
+// The environment that set them apart, where the traces recorded it.
+void Fleet::AddEnvironmentDetails(v1::Finding* f, const Disagreement& d0) const {
+  const Proc& ref = *d0.reference.front();
+  size_t env_lines = 0;
+  for (const auto& [var, field] : {std::pair<const char*, uint32_t Proc::*>{"LD_PRELOAD", &Proc::ld_preload},
+                                   std::pair<const char*, uint32_t Proc::*>{"LD_LIBRARY_PATH", &Proc::ld_library_path}}) {
+    for (const Proc* p : d0.odd) {
+      if (p->*field == ref.*field || env_lines >= kListed) continue;
+      ++env_lines;
+      // (var and field as parameters: clang 14 cannot capture structured bindings.)
+      auto shown = [&](const Proc& q, const char* name, uint32_t Proc::*member) {
+        return S(q.*member).empty() ? std::string(name) + " unset" : std::string(name) + "=" + S(q.*member);
+      };
+      layout::Detail(f, "environment", fmt::format("{}: {}; {}: {}", Who(*p, false), shown(*p, var, field),
+                                                   Who(ref, false), shown(ref, var, field)));
     }
-    for (const auto& [odd_set, ds] : by_odd_set) {
-      const Disagreement& d0 = ds.front();
-      const Proc& first = *d0.odd.front();
-      auto choice_of = [&](const Proc& p, uint32_t soname) -> const Choice& {
-        for (const auto& [s, c] : p.libs)
-          if (s == soname) return choices_[c];
-        return choices_.front();  // not reached: p voted on soname
-      };
-      auto library = [&](const Choice& c) {
-        v1::Library l;
-        l.set_path(c.path);
-        l.set_soname(c.soname);
-        l.set_version(c.version);
-        l.set_build_id(c.build_id);
-        l.set_loaded_by(c.loaded_by);
-        l.set_found_by(c.found_by);
-        return l;
-      };
-      auto hosts_of = [&](const std::vector<const Proc*>& ps) {
-        std::vector<std::string> hs;
-        std::set<uint32_t> seen;
-        for (const Proc* p : ps)
-          if (seen.insert(p->host).second) hs.push_back(hosts_[p->host]);
-        return hs;
-      };
-      v1::Finding f;
-      f.set_kind(v1::HOST_MISMATCH);
-      f.set_severity(v1::WARNING);
-      f.set_pid(first.pid);
-      f.set_exe(S(first.exe));
-      f.set_host(hosts_[first.host]);
-      for (const Disagreement& d : ds) {
-        *f.add_objects() = library(choices_[d.ref_choice]);
-        std::set<uint32_t> odd_choices;
-        for (const Proc* p : d.odd)
-          for (const auto& [s, c] : p->libs)
-            if (s == d.soname && odd_choices.insert(c).second) *f.add_objects() = library(choices_[c]);
+  }
+}
+
+// Per odd process (kListed at most): a variable to set or unset, else one
+// pin-version fix per (SONAME, file the hosts have).
+void Fleet::AddMismatchFixes(v1::Finding* f, const std::vector<Disagreement>& ds) const {
+  const Proc& ref = *ds.front().reference.front();
+  std::set<std::string> fixed;
+  // Hosts with another install of the file: one fix per (SONAME, file they have).
+  std::map<std::pair<uint32_t, std::string>, std::vector<std::string>> install;
+  std::vector<std::pair<uint32_t, std::string>> install_order;
+  for (const Disagreement& d : ds)
+    for (const Proc* p : d.odd) {
+      if (fixed.size() >= kListed) break;
+      const Choice& c = ChoiceOf(*p, d.soname);
+      const std::string who = Who(*p, false);
+      std::string key, text, action;
+      if (c.preload && p->ld_preload != ref.ld_preload) {
+        action = "set-variable";
+        key = who + " LD_PRELOAD";
+        text = fmt::format("start {} without {} in LD_PRELOAD, as the others are started (in the job script or "
+                           "the launcher's environment on that host)", who, c.path);
+      } else if (c.found_by == render::StepWord(v1::STEP_LD_LIBRARY_PATH) && p->ld_library_path != ref.ld_library_path) {
+        action = "drop-from-ld-library-path";
+        key = who + " LD_LIBRARY_PATH";
+        text = fmt::format("give {} the others' LD_LIBRARY_PATH: drop {}", who, DirName(c.path));
+      } else {
+        auto& hs = install[{d.soname, c.path}];
+        if (hs.empty()) install_order.push_back({d.soname, c.path});
+        if (std::find(hs.begin(), hs.end(), hosts_[p->host]) == hs.end()) hs.push_back(hosts_[p->host]);
+        continue;
       }
-      const std::vector<std::string> odd_hosts = hosts_of(d0.odd);
-      std::vector<std::string> odd_who;
-      for (const Proc* p : d0.odd) odd_who.push_back(Who(*p, false));
-      const std::string exe_base = BaseName(S(first.exe));
-      f.set_headline(fmt::format(
-          "{} of {} {} processes on {} hosts loaded another {}{} than {}: {}", d0.odd.size(),
-          d0.odd.size() + d0.reference.size(), exe_base, member_hosts.size(), S(d0.soname),
-          ds.size() > 1 ? fmt::format(" (and {} more)", ds.size() - 1) : "",
-          d0.majority ? "the others" : Who(*d0.reference.front(), false),
-          odd_hosts.size() <= 3 && d0.odd.size() <= 3 ? Listed(odd_who) : Listed(odd_hosts)));
-      std::string argv;
-      const std::string& key = S(program);
-      // The program as its key spells it (argv with rank-like numbers as #).
-      for (size_t pos = key.find('\n', key.find('\n') + 1); pos != std::string::npos;) {
-        const size_t next = key.find('\n', pos + 1);
-        argv += " " + key.substr(pos + 1, next == std::string::npos ? std::string::npos : next - pos - 1);
-        pos = next;
-      }
-      layout::Detail(&f, "program",
-                     fmt::format("{}{} ({} processes on {} hosts)", S(first.exe), argv, members.size(),
-                                 member_hosts.size()));
-      for (const Disagreement& d : ds) {
-        const Choice& r = choices_[d.ref_choice];
-        const std::vector<std::string> ref_hosts = hosts_of(d.reference);
-        std::string users;
-        if (d.reference.size() <= 3) {
-          std::vector<std::string> who;
-          for (const Proc* p : d.reference) who.push_back(Who(*p, false));
-          users = Listed(who);
-        } else {
-          users = fmt::format("{} processes on {} host{} ({})", d.reference.size(), ref_hosts.size(),
-                              ref_hosts.size() == 1 ? "" : "s", Listed(ref_hosts));
-        }
-        layout::Detail(&f, d.majority ? "the others" : "reference",
-                       fmt::format("{}: {}{}, used by {}{}", S(d.soname), r.path,
-                                   r.version.empty() ? "" : fmt::format(" ({})", r.version), users,
-                                   d.majority ? "" : " (no majority: the lowest rank's, or the first host's)"));
-        size_t shown = 0;
-        for (const Proc* p : d.odd) {
-          if (++shown > kListed) break;
-          const Choice& c = choice_of(*p, d.soname);
-          layout::Detail(&f, "odd one out",
-                         fmt::format("{}: {}{}, loaded {}", Who(*p, true), c.path,
-                                     c.version.empty() ? "" : fmt::format(" ({})", c.version), c.loaded_by));
-        }
-        if (d.odd.size() > kListed) {
-          std::vector<const Proc*> rest(d.odd.begin() + kListed, d.odd.end());
-          layout::Detail(&f, "odd ones out",
-                         fmt::format("{} more on {}", rest.size(), Listed(hosts_of(rest))));
-        }
-      }
-      // The environment that set them apart, where the traces recorded it.
-      const Proc& ref = *d0.reference.front();
-      size_t env_lines = 0;
-      for (const auto& [var, field] : {std::pair<const char*, uint32_t Proc::*>{"LD_PRELOAD", &Proc::ld_preload},
-                                       std::pair<const char*, uint32_t Proc::*>{"LD_LIBRARY_PATH", &Proc::ld_library_path}}) {
-        for (const Proc* p : d0.odd) {
-          if (p->*field == ref.*field || env_lines >= kListed) continue;
-          ++env_lines;
-          // (var and field as parameters: clang 14 cannot capture structured bindings.)
-          auto shown = [&](const Proc& q, const char* name, uint32_t Proc::*member) {
-            return S(q.*member).empty() ? std::string(name) + " unset" : std::string(name) + "=" + S(q.*member);
-          };
-          layout::Detail(&f, "environment", fmt::format("{}: {}; {}: {}", Who(*p, false), shown(*p, var, field),
-                                                        Who(ref, false), shown(ref, var, field)));
-        }
-      }
-      std::set<std::string> fixed;
-      // Hosts with another install of the file: one fix per (SONAME, file they have).
-      std::map<std::pair<uint32_t, std::string>, std::vector<std::string>> install;
-      std::vector<std::pair<uint32_t, std::string>> install_order;
-      for (const Disagreement& d : ds)
-        for (const Proc* p : d.odd) {
-          if (fixed.size() >= kListed) break;
-          const Choice& c = choice_of(*p, d.soname);
-          const std::string who = Who(*p, false);
-          std::string key, text, action;
-          if (c.preload && p->ld_preload != ref.ld_preload) {
-            action = "set-variable";
-            key = who + " LD_PRELOAD";
-            text = fmt::format("start {} without {} in LD_PRELOAD, as the others are started (in the job script or "
-                               "the launcher's environment on that host)", who, c.path);
-          } else if (c.found_by == render::StepWord(v1::STEP_LD_LIBRARY_PATH) && p->ld_library_path != ref.ld_library_path) {
-            action = "drop-from-ld-library-path";
-            key = who + " LD_LIBRARY_PATH";
-            text = fmt::format("give {} the others' LD_LIBRARY_PATH: drop {}", who, DirName(c.path));
-          } else {
-            auto& hs = install[{d.soname, c.path}];
-            if (hs.empty()) install_order.push_back({d.soname, c.path});
-            if (std::find(hs.begin(), hs.end(), hosts_[p->host]) == hs.end()) hs.push_back(hosts_[p->host]);
-            continue;
-          }
-          if (fixed.insert(key).second) layout::Fix(&f, action, text);
-        }
-      for (const auto& k : install_order) {
-        const Disagreement* d = nullptr;
-        for (const Disagreement& x : ds)
-          if (x.soname == k.first) d = &x;
-        const Choice& want = choices_[d->ref_choice];
-        layout::Fix(&f, "pin-version",
-                    fmt::format("install on {} the {} the others load ({}{}), or make its processes load it "
-                                "instead of {}", Listed(install[k]), S(k.first), want.path,
-                                want.version.empty() ? "" : ", " + want.version, k.second));
-      }
-      layout::Compose(&f);
-      *out->add_findings() = std::move(f);
+      if (fixed.insert(key).second) layout::Fix(f, action, text);
     }
+  for (const auto& k : install_order) {
+    const Disagreement* d = nullptr;
+    for (const Disagreement& x : ds)
+      if (x.soname == k.first) d = &x;
+    const Choice& want = choices_[d->ref_choice];
+    layout::Fix(f, "pin-version",
+                fmt::format("install on {} the {} the others load ({}{}), or make its processes load it "
+                            "instead of {}", Listed(install[k]), S(k.first), want.path,
+                            want.version.empty() ? "" : ", " + want.version, k.second));
   }
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -43,10 +44,30 @@ class Fleet {
     size_t order = 0;       // the order processes were added in
     std::vector<std::pair<uint32_t, uint32_t>> libs;  // (soname, choice), by soname id
   };
+  // A SONAME one program's processes disagree on (fleet.cc).
+  struct Disagreement;
+  // For one SONAME: file identity -> the processes that loaded that file.
+  using Votes = std::map<std::string, std::vector<const Proc*>>;
+  // Disagreements grouped by their odd processes (by order): one finding per group.
+  using ByOddSet = std::map<std::vector<size_t>, std::vector<Disagreement>>;
+
   uint32_t Intern(const std::string& s);
   uint32_t InternChoice(Choice c);
   const std::string& S(uint32_t id) const { return *strings_[id]; }
   std::string Who(const Proc& p, bool with_pid) const;
+  // Find's steps, one program at a time (fleet.cc).
+  static bool ByOrder(const Proc* a, const Proc* b);
+  static v1::Library LibraryOf(const Choice& c);
+  const Choice& ChoiceOf(const Proc& p, uint32_t soname) const;
+  std::vector<std::string> HostsOf(const std::vector<const Proc*>& ps) const;
+  ByOddSet DisagreementsOf(const std::vector<const Proc*>& members) const;
+  bool Tally(uint32_t soname, const Votes& by_file, Disagreement* d) const;
+  v1::Finding Mismatch(uint32_t program, size_t processes, size_t hosts,
+                       const std::vector<Disagreement>& ds) const;
+  std::string MismatchHeadline(const std::vector<Disagreement>& ds, size_t hosts) const;
+  void AddChoiceDetails(v1::Finding* f, const Disagreement& d) const;
+  void AddEnvironmentDetails(v1::Finding* f, const Disagreement& d0) const;
+  void AddMismatchFixes(v1::Finding* f, const std::vector<Disagreement>& ds) const;
 
   std::unordered_map<std::string, uint32_t> string_ids_;
   std::vector<const std::string*> strings_;

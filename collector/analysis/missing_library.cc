@@ -57,7 +57,7 @@ void AddSearchDetails(Context& ctx, const ProcessIndex& pi, const Obj& requester
     });
     if (!subdir) AddDetail(f, "tried", fmt::format("{}/ ({})", NormalPath(dir), Why(c, model)));
   }
-  if (!pi.env.secure && pi.env.ld_library_path.empty()) AddDetail(f, "LD_LIBRARY_PATH", "not set");
+  if (pi.env.ld_library_path.empty()) AddDetail(f, "LD_LIBRARY_PATH", "not set");
   // A loader's RUNPATH is not inherited (an RPATH is): the usual surprise.
   for (const auto& l : pi.LoaderChain(requester, ctx.files()))
     if (!l.runpath.empty())

@@ -9,7 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "analysis/analysis.h"
-#include "model/python.h"
+#include "render/python_text.h"
 #include "render/words.h"
 
 namespace ldscope::analysis {
@@ -226,7 +226,7 @@ class Pass {
   // what the Python program was doing when the load failed.
   static std::string PythonContext(const ProcessIndex& pi, const Obj& o) {
     if (o.load == nullptr) return "";
-    const std::string cause = model::PyCauseText(o.load->python(), pi.p->cwd());
+    const std::string cause = render::PyCauseText(o.load->python(), pi.p->cwd());
     return cause.empty() ? "" : " (for " + cause + ")";
   }
 

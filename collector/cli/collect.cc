@@ -92,7 +92,7 @@ int Collect(const CollectOptions& opt) {
     if (r == ipc::Server::PollResult::kExtraReady || r == ipc::Server::PollResult::kError) break;
   }
   session.server().WatchExtra(-1);
-  session.Drain(/*idle_ms=*/100, /*cap_ms=*/1000);
+  session.Drain(kCollectDrainPollMs, kCollectDrainCapMs);
   if (opt.facts) session.WriteFacts(kFactsLimitMs);
   std::string summary = session.Summary();
   if (otlp) {

@@ -94,7 +94,7 @@ int Export(const ExportOptions& opt) {
     }
     return ok;
   }
-  const render::OtlpPayload payload = render::Otlp(timeline, report, render::OtlpSourceOf(traces));
+  const render::OtlpPayload payload = render::Otlp(timeline, report, OtlpSourceOf(traces));
   if (!to_url) {
     if (std::string e = store::WriteTextFile(opt.otlp, DelimitedPair(payload)); !e.empty()) {
       Complain(e);

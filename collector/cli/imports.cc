@@ -144,35 +144,80 @@ std::string Short(const v1::Finding& f) {
   return dot == std::string::npos ? m : m.substr(0, dot + 1);
 }
 
-}  // namespace
-
-int Imports(const ImportsOptions& opt) {
+// The modules are named, each a dotted name, and the interpreter exists; false
+// (complained) when not.
+bool CheckArguments(const ImportsOptions& opt) {
   if (opt.modules.empty()) {
     Complain("imports: name at least one module");
-    return kUsage;
+    return false;
   }
   for (const auto& m : opt.modules)
     if (!DottedName(m)) {
       Complain(fmt::format("imports: '{}' is not a module name (dotted Python identifiers, "
                            "like os.path)", m));
-      return kUsage;
+      return false;
     }
   if (std::string e = CheckInterpreter(opt.python); !e.empty()) {
     Complain("imports: " + e);
-    return kUsage;
+    return false;
   }
+  return true;
+}
+
+// ldscope's own executable (each order runs under `ldscope run`), or "".
+std::string SelfExe() {
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return kUsage;
+  if (n <= 0) return "";
   self[n] = '\0';
+  return self;
+}
+
+// A fresh directory for the orders' traces, or "" (complained).
+std::string ScratchDir() {
   const char* tmp = std::getenv("TMPDIR");
   std::string dir = fmt::format("{}/ldscope-imports-XXXXXX", tmp && *tmp ? tmp : "/tmp");
   if (mkdtemp(dir.data()) == nullptr) {
     Complain("cannot create a scratch directory in " + dir);
-    return kUsage;
+    return "";
   }
-  v1::ImportsReport rep;
-  rep.set_python(opt.python);
+  return dir;
+}
+
+// The program's marked line on stderr ("MARKER module Type: message"): the module and
+// what follows it.
+struct MarkedLine {
+  bool found = false;
+  std::string module;
+  std::string message;
+};
+MarkedLine FindMarked(const std::string& err, const char* marker) {
+  MarkedLine out;
+  const size_t len = std::strlen(marker);
+  const auto at = err.find(marker);
+  if (at == std::string::npos) return out;
+  const std::string line = err.substr(at + len, err.find('\n', at) - at - len);
+  const auto sp = line.find(' ');
+  out.found = true;
+  out.module = line.substr(0, sp);
+  out.message = sp == std::string::npos ? "" : line.substr(sp + 1);
+  return out;
+}
+
+// The findings of warning severity and above in an order's trace.
+void AddFindings(const std::string& trace, v1::OrderResult* r) {
+  const store::TraceSet traces = store::LoadTraces({trace});
+  const elf::TraceFacts facts = analysis::FactsOf(traces);
+  const v1::Report findings = analysis::Analyze(model::BuildTimeline(traces), &facts);
+  for (const auto& f : findings.findings())
+    if (f.severity() >= v1::WARNING) *r->add_findings() = f;
+}
+
+// Runs each order in a fresh traced interpreter and adds its outcome and findings to
+// rep. False (complained) when a module does not exist at all: no order can tell
+// anything then. The traces are removed, and dir with them.
+bool RunOrders(const ImportsOptions& opt, const std::string& self, const std::string& dir,
+               v1::ImportsReport* rep) {
   int k = 0;
   for (const auto& order : Orders(opt.modules)) {
     const std::string trace = fmt::format("{}/{}.ldscope", dir, k++);
@@ -181,59 +226,54 @@ int Imports(const ImportsOptions& opt) {
                                      opt.python, "-c", Program()};
     argv.insert(argv.end(), order.begin(), order.end());
     const int rc = Capture(argv, &err);
-    if (const auto miss = err.find(kMissing); miss != std::string::npos) {
-      const std::string line = err.substr(miss + sizeof kMissing - 1,
-                                          err.find('\n', miss) - miss - sizeof kMissing + 1);
-      const auto sp = line.find(' ');
-      Complain(fmt::format("imports: module {} not found by {} ({})", line.substr(0, sp),
-                           opt.python, sp == std::string::npos ? "" : line.substr(sp + 1)));
+    if (const MarkedLine missing = FindMarked(err, kMissing); missing.found) {
+      Complain(fmt::format("imports: module {} not found by {} ({})", missing.module,
+                           opt.python, missing.message));
       unlink(trace.c_str());
       rmdir(dir.c_str());
-      return kUsage;
+      return false;
     }
-    v1::OrderResult* r = rep.add_orders();
+    v1::OrderResult* r = rep->add_orders();
     for (const auto& m : order) r->add_modules(m);
     r->set_ok(rc == 0);
-    const auto at = err.find(kMarker);
-    if (at != std::string::npos) {
-      const std::string line = err.substr(at + sizeof kMarker - 1, err.find('\n', at) - at - sizeof kMarker + 1);
-      const auto sp = line.find(' ');
-      r->set_failed_module(line.substr(0, sp));
-      r->set_error(sp == std::string::npos ? "" : line.substr(sp + 1));
+    if (const MarkedLine failed = FindMarked(err, kMarker); failed.found) {
+      r->set_failed_module(failed.module);
+      r->set_error(failed.message);
     } else if (rc != 0) {
       r->set_error(fmt::format("exit status {}", rc));
     }
-    const store::TraceSet traces = store::LoadTraces({trace});
-    const elf::TraceFacts facts = analysis::FactsOf(traces);
-    const v1::Report findings = analysis::Analyze(model::BuildTimeline(traces), &facts);
-    for (const auto& f : findings.findings())
-      if (f.severity() >= v1::WARNING) *r->add_findings() = f;
+    AddFindings(trace, r);
     unlink(trace.c_str());
   }
   rmdir(dir.c_str());
-  // Conclusions: one sentence per order that fails or that loads a library twice.
-  for (const auto& r : rep.orders()) {
+  return true;
+}
+
+// Conclusions: one sentence per order that fails or that loads a library twice.
+void Conclude(v1::ImportsReport* rep) {
+  for (const auto& r : rep->orders()) {
     const std::string order = Join({r.modules().begin(), r.modules().end()}, " before ");
     if (!r.ok()) {
       std::string why;
       for (const auto& f : r.findings())
         if (f.kind() == v1::MISSING_SYMBOL) why = Short(f);
-      rep.add_conclusions(fmt::format("importing {} breaks {}: {}", order, r.failed_module(),
-                                      why.empty() ? r.error() : why));
+      rep->add_conclusions(fmt::format("importing {} breaks {}: {}", order, r.failed_module(),
+                                       why.empty() ? r.error() : why));
       continue;
     }
     for (const auto& f : r.findings()) {
       if (f.kind() != v1::DUPLICATE_LIBRARY) continue;
       std::vector<std::string> copies;
       for (const auto& o : f.objects()) copies.push_back(analysis::Label(o));
-      rep.add_conclusions(fmt::format("{} works but loads {} copies of {}: {}", order,
-                                      f.objects_size() == 2 ? "two" : std::to_string(f.objects_size()),
-                                      f.objects(0).soname(), Join(copies, " and ")));
+      rep->add_conclusions(fmt::format("{} works but loads {} copies of {}: {}", order,
+                                       f.objects_size() == 2 ? "two" : std::to_string(f.objects_size()),
+                                       f.objects(0).soname(), Join(copies, " and ")));
     }
   }
-  if (opt.format == "json") {
-    return Print(stdout, render::Json(rep)) ? kOk : kWriteFailed;
-  }
+}
+
+// The matrix (an order a line: outcome, finding kinds) and the conclusions.
+std::string ImportsText(const v1::ImportsReport& rep) {
   std::string out = fmt::format("{:<40} {:<8} {}\n", "order", "outcome", "findings");
   for (const auto& r : rep.orders()) {
     std::string fs;
@@ -245,7 +285,25 @@ int Imports(const ImportsOptions& opt) {
   out += "\n";
   if (rep.conclusions_size() == 0) out += "Every order works and loads no library twice.\n";
   for (const auto& c : rep.conclusions()) out += "- " + c + "\n";
-  return Print(stdout, out) ? kOk : kWriteFailed;
+  return out;
+}
+
+}  // namespace
+
+int Imports(const ImportsOptions& opt) {
+  if (!CheckArguments(opt)) return kUsage;
+  const std::string self = SelfExe();
+  if (self.empty()) return kUsage;
+  const std::string dir = ScratchDir();
+  if (dir.empty()) return kUsage;
+  v1::ImportsReport rep;
+  rep.set_python(opt.python);
+  if (!RunOrders(opt, self, dir, &rep)) return kUsage;
+  Conclude(&rep);
+  if (opt.format == "json") {
+    return Print(stdout, render::Json(rep)) ? kOk : kWriteFailed;
+  }
+  return Print(stdout, ImportsText(rep)) ? kOk : kWriteFailed;
 }
 
 }  // namespace ldscope::cli

@@ -4,20 +4,11 @@
 
 #include "cli/commands.h"
 
-int main(int argc, char** argv) {
-  using namespace ldscope::cli;
-  CLI::App app{"ldscope: record every library search and load of a command tree, "
-               "and explain what the dynamic loader did."};
-  app.set_version_flag("--version", "ldscope " LDSCOPE_VERSION);
-  app.require_subcommand(1);
-  app.footer("Exit statuses: run exits with the command's status (128+N if killed by signal N; "
-             "127/126 if it could not be found/executed, no trace written). Otherwise, and "
-             "over it: 2 bad arguments, cannot start, or no trace could be read; 1 a trace is "
-             "damaged; 3 --fail-on matched, or the traces differ from the lock (check, run --lock); 4 a trace, report or output could not be written "
-             "completely (disk full, size limit, I/O error).");
+namespace ldscope::cli {
+namespace {
 
-  // run: trace a command (and every process it starts) with the embedded collector.
-  RunOptions run;
+// run: trace a command (and every process it starts) with the embedded collector.
+CLI::App* AddRun(CLI::App& app, RunOptions& run) {
   auto* run_cmd = app.add_subcommand(
       "run", "Run COMMAND under the audit library and record a trace. Exits with the "
              "command's status (128+N when killed by signal N), 3 when --fail-on matched or "
@@ -63,8 +54,11 @@ int main(int argc, char** argv) {
   run_cmd->allow_extras();
   run_cmd->footer("Usage: ldscope run [-o FILE] [-q] [--lock FILE] [--] COMMAND [ARGS...]");
 
-  // collect: the same server, standalone, for programs started elsewhere.
-  CollectOptions collect;
+  return run_cmd;
+}
+
+// collect: the same server, standalone, for programs started elsewhere.
+CLI::App* AddCollect(CLI::App& app, CollectOptions& collect) {
   auto* collect_cmd = app.add_subcommand(
       "collect", "Serve a socket and record what traced programs send, until SIGINT, "
                  "SIGTERM or SIGHUP. Start programs with LD_AUDIT=<audit library> "
@@ -88,8 +82,11 @@ int main(int argc, char** argv) {
                           "dead endpoint never holds up tracing; what could not be sent is counted "
                           "as dropped in the closing summary");
 
-  // show: print a trace's per-process timeline.
-  ShowOptions show;
+  return collect_cmd;
+}
+
+// show: print a trace's per-process timeline.
+CLI::App* AddShow(CLI::App& app, ShowOptions& show) {
   auto* show_cmd = app.add_subcommand(
       "show", "Print the per-process timeline of traces (files, or LDSCOPE_DIR "
               "directories). Exit status 1 when a trace is damaged (what precedes the "
@@ -102,19 +99,11 @@ int main(int argc, char** argv) {
   show_cmd->add_flag("-v,--verbose", show.verbose,
                      "Also list unloads at exit and reuses within one batch of loads");
 
-  // CLI11 2.1 mishandles "--" inside a subcommand: split the command off ourselves.
-  std::vector<std::string> after_dashes;
-  bool had_dashes = false;
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--") {
-      had_dashes = true;
-      for (int j = i + 1; j < argc; ++j) after_dashes.emplace_back(argv[j]);
-      argc = i;
-      break;
-    }
-  }
-  // report: the diagnosis of saved traces.
-  ReportCommandOptions report;
+  return show_cmd;
+}
+
+// report: the diagnosis of saved traces.
+CLI::App* AddReport(CLI::App& app, ReportCommandOptions& report) {
   auto* report_cmd = app.add_subcommand(
       "report", "Analyse traces (files or LDSCOPE_DIR directories): missing libraries and "
                 "symbols, duplicate libraries and runtimes, shadowed dependencies (import-order "
@@ -145,8 +134,11 @@ int main(int argc, char** argv) {
                        "GitHub Actions annotations (on stdout) and step summary (also when "
                        "GITHUB_ACTIONS=true)");
 
-  // diff: regression traces.
-  DiffOptions diff;
+  return report_cmd;
+}
+
+// diff: regression traces.
+CLI::App* AddDiff(CLI::App& app, DiffOptions& diff) {
   auto* diff_cmd = app.add_subcommand(
       "diff", "Compare two traces of the same workload (files or LDSCOPE_DIR directories; "
               "processes matched by command line): libraries added, removed, moved, found by "
@@ -159,8 +151,11 @@ int main(int argc, char** argv) {
                        "Exit with status 3 on: new-findings, changes (comma-separated)")
       ->delimiter(',')->allow_extra_args(false);
 
-  // lock: a baseline of what a workload loaded, for code review.
-  LockOptions lock;
+  return diff_cmd;
+}
+
+// lock: a baseline of what a workload loaded, for code review.
+CLI::App* AddLock(CLI::App& app, LockOptions& lock) {
   auto* lock_cmd = app.add_subcommand(
       "lock", "Write a lock file: per program (its executable; arguments do not matter), each "
               "library it loaded: SONAME, file relative to a root (site-packages, conda = "
@@ -174,8 +169,11 @@ int main(int argc, char** argv) {
   lock_cmd->add_option("-o,--output", lock.output,
                        "Write the lock to this file (default: standard output)");
 
-  // check: a trace against a lock.
-  CheckOptions check;
+  return lock_cmd;
+}
+
+// check: a trace against a lock.
+CLI::App* AddCheck(CLI::App& app, CheckOptions& check) {
   auto* check_cmd = app.add_subcommand(
       "check", "Compare traces with a lock file (ldscope lock), per program and library: "
                "libraries added or removed, another file or root, another version, another "
@@ -192,8 +190,11 @@ int main(int argc, char** argv) {
                       "Also print each difference as a GitHub Actions ::error annotation (also "
                       "when GITHUB_ACTIONS=true)");
 
-  // export: a picture of the timeline, or OpenTelemetry for a fleet's backend.
-  ExportOptions exp;
+  return check_cmd;
+}
+
+// export: a picture of the timeline, or OpenTelemetry for a fleet's backend.
+CLI::App* AddExport(CLI::App& app, ExportOptions& exp) {
   auto* export_cmd = app.add_subcommand(
       "export", "Write a trace's timeline in the Chrome trace-event format (--chrome: Perfetto "
                 "UI, chrome://tracing; a track per process and thread, a span per dlopen with "
@@ -214,8 +215,11 @@ int main(int argc, char** argv) {
   export_cmd->add_option("trace", exp.traces, "Trace files or directories")->required();
   export_cmd->add_option("-o,--output", exp.output, "The JSON file to write (--chrome)");
 
-  // imports: which import orders are safe.
-  ImportsOptions imports;
+  return export_cmd;
+}
+
+// imports: which import orders are safe.
+CLI::App* AddImports(CLI::App& app, ImportsOptions& imports) {
   auto* imports_cmd = app.add_subcommand(
       "imports", "Import MODULEs in every order (all permutations up to 4 modules, else every "
                  "pair both ways), each in a fresh traced interpreter; print the outcome, "
@@ -226,28 +230,88 @@ int main(int argc, char** argv) {
   imports_cmd->add_option("--format", imports.format, "text or json (proto3 JSON mapping)")
       ->check(CLI::IsMember({"text", "json"}));
 
+  return imports_cmd;
+}
+
+// CLI11 2.1 mishandles "--" inside a subcommand: split the command off ourselves.
+// argc is cut at the first "--"; the arguments after it are run's command.
+struct Dashes {
+  bool had = false;
+  std::vector<std::string> after;
+};
+Dashes SplitAtDashes(int& argc, char** argv) {
+  Dashes dashes;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--") {
+      dashes.had = true;
+      for (int j = i + 1; j < argc; ++j) dashes.after.emplace_back(argv[j]);
+      argc = i;
+      break;
+    }
+  }
+  return dashes;
+}
+
+// run, once parsed: the command is what follows "--", else the first non-option
+// argument on.
+int StartRun(RunOptions& run, CLI::App& run_cmd, const Dashes& dashes) {
+  // prefix_command leaves "--" and the command in the remaining args.
+  run.command = run_cmd.remaining();
+  if (dashes.had) {
+    if (!run.command.empty()) {
+      Complain("run: unexpected arguments before --: " + run.command.front());
+      return kUsage;
+    }
+    run.command = dashes.after;
+  }
+  if (run.command.empty()) {
+    Complain("run: no command given (usage: ldscope run [-o FILE] -- COMMAND [ARGS...])");
+    return kUsage;
+  }
+  return Run(run);
+}
+
+}  // namespace
+}  // namespace ldscope::cli
+
+int main(int argc, char** argv) {
+  using namespace ldscope::cli;
+  CLI::App app{"ldscope: record every library search and load of a command tree, "
+               "and explain what the dynamic loader did."};
+  app.set_version_flag("--version", "ldscope " LDSCOPE_VERSION);
+  app.require_subcommand(1);
+  app.footer("Exit statuses: run exits with the command's status (128+N if killed by signal N; "
+             "127/126 if it could not be found/executed, no trace written). Otherwise, and "
+             "over it: 2 bad arguments, cannot start, or no trace could be read; 1 a trace is "
+             "damaged; 3 --fail-on matched, or the traces differ from the lock (check, run --lock); 4 a trace, report or output could not be written "
+             "completely (disk full, size limit, I/O error).");
+  RunOptions run;
+  auto* run_cmd = AddRun(app, run);
+  CollectOptions collect;
+  auto* collect_cmd = AddCollect(app, collect);
+  ShowOptions show;
+  auto* show_cmd = AddShow(app, show);
+  ReportCommandOptions report;
+  auto* report_cmd = AddReport(app, report);
+  DiffOptions diff;
+  auto* diff_cmd = AddDiff(app, diff);
+  LockOptions lock;
+  auto* lock_cmd = AddLock(app, lock);
+  CheckOptions check;
+  auto* check_cmd = AddCheck(app, check);
+  ExportOptions exp;
+  auto* export_cmd = AddExport(app, exp);
+  ImportsOptions imports;
+  auto* imports_cmd = AddImports(app, imports);
+  const Dashes dashes = SplitAtDashes(argc, argv);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? kOk : kUsage;
   }
-  if (*run_cmd) {
-    // prefix_command leaves "--" and the command in the remaining args.
-    run.command = run_cmd->remaining();
-    if (had_dashes) {
-      if (!run.command.empty()) {
-        Complain("run: unexpected arguments before --: " + run.command.front());
-        return kUsage;
-      }
-      run.command = after_dashes;
-    }
-    if (run.command.empty()) {
-      Complain("run: no command given (usage: ldscope run [-o FILE] -- COMMAND [ARGS...])");
-      return kUsage;
-    }
-    return Run(run);
-  }
-  if (had_dashes) {
+  if (*run_cmd) return StartRun(run, *run_cmd, dashes);
+  if (dashes.had) {
     Complain("'--' is only meaningful with run");
     return kUsage;
   }

@@ -13,8 +13,13 @@
 
 #include "net/http.h"
 #include "render/otlp.h"
+#include "store/trace_file.h"
 
 namespace ldscope::cli {
+
+// What the earliest readable header of the set says about where and when the trace
+// was taken (the OTLP resource's host and the anchor of its times).
+render::OtlpSource OtlpSourceOf(const store::TraceSet& traces);
 
 // The request paths under the endpoint's base URL (OTLP/HTTP's conventions).
 constexpr const char* kOtlpTracesPath = "/v1/traces";

@@ -28,6 +28,22 @@ std::string FindingKey(const v1::Finding& f, const std::string& image) {
 
 }  // namespace
 
+render::OtlpSource OtlpSourceOf(const store::TraceSet& traces) {
+  render::OtlpSource src;
+  bool first = true;
+  for (const auto& f : traces.files) {
+    if (!store::Readable(f)) continue;
+    const auto& h = f.header;
+    if (first || (h.start_unix_ns() != 0 && h.start_unix_ns() < src.start_unix_ns)) {
+      src.host = h.host();
+      src.start_unix_ns = h.start_unix_ns();
+      src.start_mono_ns = h.start_mono_ns();
+      first = false;
+    }
+  }
+  return src;
+}
+
 std::string OtlpPost(const net::Url& url, const std::string& suffix, const std::string& body,
                      int timeout_ms) {
   const std::string path = url.path + suffix;
@@ -166,7 +182,7 @@ void OtlpStream::Convert(const std::string& image, bool final_pass) {
     return done.count(k->second) > 0 && findings_sent_.count(FindingKey(f, k->second)) == 0;
   };
   const render::OtlpPayload payload =
-      render::Otlp(timeline, report, render::OtlpSourceOf(set), select);
+      render::Otlp(timeline, report, OtlpSourceOf(set), select);
   for (const auto& f : report.findings())
     if (select.finding(f)) {
       auto k = key_of_stream.find(f.stream());

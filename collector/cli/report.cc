@@ -146,7 +146,7 @@ int Report(const ReportCommandOptions& opt) {
   if (hosts.size() > 1) return ReportHosts(ropt, std::move(hosts), errors);
   const store::TraceSet traces = store::LoadTraces(opt.traces);
   const v1::Timeline timeline = model::BuildTimeline(traces);
-  ropt.trace_of_stream = render::TraceFilesByStream(traces);
+  ropt.trace_of_stream = store::TraceFilesByStream(traces);
   const elf::TraceFacts facts = analysis::FactsOf(traces);
   ropt.facts = &facts;
   for (const auto& p : timeline.problems())

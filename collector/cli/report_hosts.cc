@@ -98,10 +98,14 @@ int ReportHosts(const ReportOptions& opt, std::vector<HostInput> hosts, const st
   std::sort(hosts.begin(), hosts.end(), [](const HostInput& a, const HostInput& b) { return a.label < b.label; });
   for (const auto& e : errors) Complain(e);
   bool damaged = !errors.empty();
-  analysis::Files files;  // shared: each object file is read once for all hosts
+  // Each object file is read once for all hosts (`files`); each host answers from its own
+  // traces' facts where the file here is missing or another (a view of its own).
+  analysis::Files files;
+  analysis::ProcessPassCache pass_cache;
   analysis::Fleet fleet;
   v1::Report all;
   std::vector<std::string> skipped;
+  std::map<std::string, std::string> unreadable;  // every host's, path -> error
   for (auto& host : hosts) {
     v1::Report r;
     {
@@ -117,12 +121,24 @@ int ReportHosts(const ReportOptions& opt, std::vector<HostInput> hosts, const st
         skipped.push_back(host.label);
         continue;
       }
+      const elf::TraceFacts facts = analysis::FactsOf(traces);
+      analysis::Files view(&files);
       if (opt.across_hosts_only) {
-        analysis::Context ctx(timeline, nullptr, &files);
+        analysis::Context ctx(timeline, &facts, &view);
         fleet.Add(ctx, host.label);
       } else {
-        r = analysis::Analyze(timeline, nullptr, &files, [&](analysis::Context& ctx) { fleet.Add(ctx, host.label); });
+        std::string facts_bytes;
+        for (const auto& f : traces.files)
+          for (const auto& rec : f.facts) {
+            const std::string b = rec.SerializeAsString();
+            facts_bytes += fmt::format("{}\n", b.size());
+            facts_bytes += b;
+          }
+        pass_cache.SetFacts(facts_bytes);
+        r = analysis::Analyze(timeline, &facts, &view, [&](analysis::Context& ctx) { fleet.Add(ctx, host.label); },
+                              &pass_cache);
       }
+      unreadable.insert(view.errors().begin(), view.errors().end());
     }
     for (auto& f : *r.mutable_findings()) {
       f.set_host(host.label);
@@ -139,7 +155,7 @@ int ReportHosts(const ReportOptions& opt, std::vector<HostInput> hosts, const st
                          skipped.size() == 1 ? "" : "s", fmt::join(skipped, ", ")));
   if (fleet.hosts() == 0) return NoTrace();
   fleet.Find(&all);
-  if (std::string n = UnreadableFilesNote(files); !n.empty()) all.add_notes(n);
+  if (std::string n = analysis::UnreadableFilesNote(unreadable); !n.empty()) all.add_notes(n);
   all.add_notes(fmt::format("{} hosts compared ({} processes): {} program{} ran on more than one host", fleet.hosts(),
                             fleet.processes(), fleet.SharedPrograms(), fleet.SharedPrograms() == 1 ? "" : "s"));
   const int rc = EmitAnalysed(all, nullptr, opt, stdout, PrintWhen::kAlways);

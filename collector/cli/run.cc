@@ -116,101 +116,144 @@ std::string ExitText(int status) {
   return fmt::format("exit status {}", WEXITSTATUS(status));
 }
 
-}  // namespace
+// What Run needs before it starts anything.
+struct RunInputs {
+  v1::Lock lock;            // --lock's, read first
+  std::string audit_lib;    // the path LD_AUDIT gets
+  std::string python_hook;  // the Python hook's directory; "" without the hook
+  std::string output;       // the trace file (or "-")
+};
 
-int Run(const RunOptions& opt) {
+// The timeline is built after the command when it is analysed, written as JUnit or
+// checked against a lock.
+bool NeedsTimeline(const RunOptions& opt) {
+  return opt.analyse || !opt.report.junit.empty() || !opt.lock.empty();
+}
+
+// The Python hook's directory, or "" (complained) when it is missing or its path
+// cannot go on PYTHONPATH: the run goes on without it.
+std::string PythonHookDir() {
+  std::string err;
+  std::string python_hook = FindPythonHook(&err);
+  if (python_hook.empty() || python_hook.find(':') != std::string::npos) {
+    Complain((python_hook.empty() ? err : "the Python hook's path contains ':': " + python_hook) +
+             "; Python loads will not be attributed to imports");
+    python_hook.clear();
+  }
+  return python_hook;
+}
+
+// Checks the options and finds what the command needs; false (complained) when we
+// must stop before anything runs.
+bool FindInputs(const RunOptions& opt, RunInputs* in) {
   if (std::string e = CheckFailOn(opt.report.fail_on); !e.empty()) {
     Complain(e);
-    return kUsage;
+    return false;
   }
   std::string err;
   // The lock is read first: a missing or garbled one stops us before anything runs.
-  v1::Lock lock;
-  if (!opt.lock.empty() && !store::ReadLockFile(opt.lock, &lock, &err)) {
+  if (!opt.lock.empty() && !store::ReadLockFile(opt.lock, &in->lock, &err)) {
     Complain(err);
-    return kUsage;
+    return false;
   }
-  const std::string audit_lib = FindAuditLibrary(&err);
-  if (audit_lib.empty()) {
+  in->audit_lib = FindAuditLibrary(&err);
+  if (in->audit_lib.empty()) {
     Complain(err);
-    return kUsage;
+    return false;
   }
-  if (audit_lib.find(':') != std::string::npos) {
-    Complain("the audit library's path contains ':', which LD_AUDIT cannot express: " + audit_lib);
-    return kUsage;
+  if (in->audit_lib.find(':') != std::string::npos) {
+    Complain("the audit library's path contains ':', which LD_AUDIT cannot express: " + in->audit_lib);
+    return false;
   }
-  std::string python_hook;
-  if (opt.python_hook) {
-    python_hook = FindPythonHook(&err);
-    if (python_hook.empty() || python_hook.find(':') != std::string::npos) {
-      Complain((python_hook.empty() ? err : "the Python hook's path contains ':': " + python_hook) +
-               "; Python loads will not be attributed to imports");
-      python_hook.clear();
-    }
-  }
-  const std::string output = opt.output.empty() ? DefaultOutput() : opt.output;
-  if (opt.analyse && !opt.report.output.empty() && store::SameFile(opt.report.output, output)) {
+  if (opt.python_hook) in->python_hook = PythonHookDir();
+  in->output = opt.output.empty() ? DefaultOutput() : opt.output;
+  if (opt.analyse && !opt.report.output.empty() && store::SameFile(opt.report.output, in->output)) {
     Complain(fmt::format("--report {} and the trace -o {} are the same file", opt.report.output,
-                         output));
-    return kUsage;
+                         in->output));
+    return false;
   }
+  return true;
+}
+
+// The socket the command's processes send to, in the run directory.
+std::string SocketIn(const std::string& dir) { return dir + "/events.sock"; }
+
+// Makes the private run directory and starts serving its socket. Returns the
+// directory, or "" (complained) when either fails.
+std::string OpenSession(const RunOptions& opt, const RunInputs& in, Session& session) {
   const char* tmp = std::getenv("TMPDIR");
   const std::string tmpdir = tmp && *tmp ? tmp : "/tmp";
   CleanStaleRunDirs(tmpdir);
+  std::string err;
   std::string dir = MakeRunDir(tmpdir, &err);
   if (dir.empty()) {
     Complain(err);
-    return kUsage;
+    return "";
   }
-  const std::string socket = dir + "/events.sock";
-
   // The output is opened now (so that a bad -o stops us before anything runs) but only
   // emptied once the command has started: a failure to start leaves it as it was.
-  Session session;
-  if (std::string e = session.Start(socket, output,
-                                        opt.analyse || !opt.report.junit.empty() || !opt.lock.empty()); !e.empty()) {
+  if (std::string e = session.Start(SocketIn(dir), in.output, NeedsTimeline(opt)); !e.empty()) {
     Complain(e);
     RemoveRunDir(dir);
-    return kUsage;
+    return "";
   }
-  session.server().set_python_hook_dir(python_hook);
+  session.server().set_python_hook_dir(in.python_hook);
+  return dir;
+}
 
-  std::vector<std::string> env = ChildEnv(audit_lib, socket, python_hook);
-  std::vector<char*> envp, argv;
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> args = opt.command;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
+// The signal dispositions Run changes while the command runs, to put back.
+struct SavedSignals {
+  struct sigaction int_ {}, quit {}, term {}, hup {}, pipe {};
+};
 
-  // While the command runs, terminal signals are its business; we wait like a shell.
-  struct sigaction ign {}, fwd {}, fwd_int {}, old_int {}, old_quit {}, old_term {}, old_hup {},
-      old_pipe {};
+// While the command runs, terminal signals are its business; we wait like a shell.
+void IgnoreTerminalSignals(SavedSignals* old) {
+  struct sigaction ign {};
   ign.sa_handler = SIG_IGN;
+  sigaction(SIGINT, &ign, &old->int_);
+  sigaction(SIGQUIT, &ign, &old->quit);
+  // A trace written to a pipe whose reader is gone is a write error to report, not a
+  // reason to die before the command does.
+  sigaction(SIGPIPE, &ign, &old->pipe);
+}
+
+// SIGTERM, SIGHUP and a SIGINT sent by a process go on to the command.
+void ForwardSignals(SavedSignals* old) {
+  struct sigaction fwd {}, fwd_int {};
   fwd.sa_handler = Forward;
   fwd_int.sa_sigaction = ForwardInt;
   fwd_int.sa_flags = SA_SIGINFO;
-  sigaction(SIGINT, &ign, &old_int);
-  sigaction(SIGQUIT, &ign, &old_quit);
-  // A trace written to a pipe whose reader is gone is a write error to report, not a
-  // reason to die before the command does.
-  sigaction(SIGPIPE, &ign, &old_pipe);
+  sigaction(SIGTERM, &fwd, &old->term);
+  sigaction(SIGHUP, &fwd, &old->hup);
+  sigaction(SIGINT, &fwd_int, nullptr);
+}
 
+// Forks and execs the command with env; the signals ldscope ignores are the
+// command's again. Returns the child's pid with *exec_errno the errno of a failed
+// exec (0 when the command runs), or -1 (complained) when there is no child.
+pid_t Launch(const std::vector<std::string>& command, std::vector<std::string> env,
+             SavedSignals* old, int* exec_errno) {
+  std::vector<char*> envp, argv;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = command;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
   // A pipe closed on exec tells us whether exec worked (and errno if not).
   int exec_pipe[2];
   if (pipe2(exec_pipe, O_CLOEXEC) != 0) {
     Complain(fmt::format("pipe: {}", std::strerror(errno)));
-    return kUsage;
+    return -1;
   }
   const pid_t child = fork();
   if (child < 0) {
     Complain(fmt::format("fork: {}", std::strerror(errno)));
-    return kUsage;
+    return -1;
   }
   if (child == 0) {
-    sigaction(SIGINT, &old_int, nullptr);
-    sigaction(SIGQUIT, &old_quit, nullptr);
-    sigaction(SIGPIPE, &old_pipe, nullptr);
+    sigaction(SIGINT, &old->int_, nullptr);
+    sigaction(SIGQUIT, &old->quit, nullptr);
+    sigaction(SIGPIPE, &old->pipe, nullptr);
     close(exec_pipe[0]);
     execvpe(argv[0], argv.data(), envp.data());
     const int e = errno;
@@ -218,32 +261,21 @@ int Run(const RunOptions& opt) {
     _exit(e == ENOENT ? 127 : 126);
   }
   g_child = child;
-  sigaction(SIGTERM, &fwd, &old_term);
-  sigaction(SIGHUP, &fwd, &old_hup);
-  sigaction(SIGINT, &fwd_int, nullptr);
+  ForwardSignals(old);
   close(exec_pipe[1]);
-  int exec_errno = 0;
   ssize_t got;
   do {
-    got = read(exec_pipe[0], &exec_errno, sizeof exec_errno);
+    got = read(exec_pipe[0], exec_errno, sizeof *exec_errno);
   } while (got < 0 && errno == EINTR);
-  if (got != sizeof exec_errno) exec_errno = 0;
+  if (got != sizeof *exec_errno) *exec_errno = 0;
   close(exec_pipe[0]);
-  if (exec_errno != 0) {
-    // Nothing ran: no trace, and an existing file of that name stays as it was.
-    Complain(fmt::format("cannot run {}: {}; no trace written", text::Escape(opt.command.front()),
-                         std::strerror(exec_errno)));
-    int st = 0;
-    while (waitpid(child, &st, 0) < 0 && errno == EINTR) {
-    }
-    session.Abandon();
-    RemoveRunDir(dir);
-    return ExitStatusOf(st);
-  }
-  std::string write_err = session.Begin();
-  if (!write_err.empty()) Complain(write_err + " (the command runs, unrecorded on disk)");
+  return child;
+}
 
-  // Serve until the command exits: a pidfd wakes us at once; without one, poll.
+// Serves the command's events until it exits and returns its wait status. A pidfd
+// wakes us at once (the 1 s wake-up is only a safety net); without one (kernels before
+// 5.3), look with waitpid every 20 ms, which is how late the exit may be noticed.
+int ServeUntilExit(Session& session, pid_t child) {
   const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, child, 0));
   if (pidfd >= 0) session.server().WatchExtra(pidfd);
   int status = 0;
@@ -258,46 +290,92 @@ int Run(const RunOptions& opt) {
     close(pidfd);
   }
   g_child = -1;
+  return status;
+}
+
+// After the command: the stragglers' events, the facts, the trace closed, the run
+// directory removed and the terminal signals ours again; then the closing line.
+// Returns Finish's error ("" when the trace is complete).
+std::string CloseSession(const RunOptions& opt, const RunInputs& in, Session& session,
+                         const std::string& dir, const SavedSignals& old, int status) {
   // Children that outlive the command keep their connections: wait for them a little.
-  session.Drain(/*idle_ms=*/200, /*cap_ms=*/3000);
+  session.Drain(kRunDrainPollMs, kRunDrainCapMs);
   if (opt.facts) session.WriteFacts(kFactsLimitMs);
   const std::string summary = session.Summary();
   const std::string finish_err = session.Finish();
   RemoveRunDir(dir);
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGQUIT, &old_quit, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
-  sigaction(SIGHUP, &old_hup, nullptr);
+  sigaction(SIGINT, &old.int_, nullptr);
+  sigaction(SIGQUIT, &old.quit, nullptr);
+  sigaction(SIGTERM, &old.term, nullptr);
+  sigaction(SIGHUP, &old.hup, nullptr);
 
   if (!finish_err.empty()) Complain(finish_err);
   if (!opt.quiet || !finish_err.empty())
     Complain(fmt::format("{}: {}; trace {} ({})", text::Escape(opt.command.front()),
-                         ExitText(status), output == "-" ? "on standard output" : text::Escape(output),
+                         ExitText(status), in.output == "-" ? "on standard output" : text::Escape(in.output),
                          summary));
-  int rc = kOk, lock_rc = kOk;
-  if (opt.analyse || !opt.report.junit.empty() || !opt.lock.empty()) {
-    // What was recorded, from memory: the output may be a pipe or a device, or
-    // incomplete after a write error, and is never read back.
-    const store::TraceSet traces = store::LoadTraceImage(output, session.trace_copy());
-    const v1::Timeline timeline = model::BuildTimeline(traces);
-    const elf::TraceFacts facts = analysis::FactsOf(traces);
-    if (opt.analyse || !opt.report.junit.empty()) {
-      ReportOptions ropt = opt.report;
-      ropt.trace_of_stream = render::TraceFilesByStream(traces);
-      ropt.facts = &facts;
-      for (const auto& a : opt.command) ropt.title += (ropt.title.empty() ? "" : " ") + text::Escape(a);
-      rc = EmitReport(timeline, ropt, stderr,
-                      !opt.analyse ? PrintWhen::kNever
-                      : opt.quiet  ? PrintWhen::kProblems
-                                   : PrintWhen::kFindings);
-    }
-    // The differences go where ldscope's messages go (stderr: the command's stdout
-    // stays its own), annotations included.
-    if (!opt.lock.empty())
-      lock_rc = CheckAgainstLock(timeline, lock, text::Escape(opt.lock), opt.ignore_build_id,
-                                 opt.report.github, stderr);
+  return finish_err;
+}
+
+// The diagnosis and the lock check of what was recorded, from memory: the output may
+// be a pipe or a device, or incomplete after a write error, and is never read back.
+// Sets *rc (the report's status) and *lock_rc (the check's).
+void Diagnose(const RunOptions& opt, const RunInputs& in, const Session& session, int* rc,
+              int* lock_rc) {
+  const store::TraceSet traces = store::LoadTraceImage(in.output, session.trace_copy());
+  const v1::Timeline timeline = model::BuildTimeline(traces);
+  const elf::TraceFacts facts = analysis::FactsOf(traces);
+  if (opt.analyse || !opt.report.junit.empty()) {
+    ReportOptions ropt = opt.report;
+    ropt.trace_of_stream = store::TraceFilesByStream(traces);
+    ropt.facts = &facts;
+    for (const auto& a : opt.command) ropt.title += (ropt.title.empty() ? "" : " ") + text::Escape(a);
+    *rc = EmitReport(timeline, ropt, stderr,
+                     !opt.analyse ? PrintWhen::kNever
+                     : opt.quiet  ? PrintWhen::kProblems
+                                  : PrintWhen::kFindings);
   }
-  sigaction(SIGPIPE, &old_pipe, nullptr);
+  // The differences go where ldscope's messages go (stderr: the command's stdout
+  // stays its own), annotations included.
+  if (!opt.lock.empty())
+    *lock_rc = CheckAgainstLock(timeline, in.lock, text::Escape(opt.lock), opt.ignore_build_id,
+                                opt.report.github, stderr);
+}
+
+}  // namespace
+
+int Run(const RunOptions& opt) {
+  RunInputs in;
+  if (!FindInputs(opt, &in)) return kUsage;
+  Session session;
+  const std::string dir = OpenSession(opt, in, session);
+  if (dir.empty()) return kUsage;
+
+  SavedSignals old;
+  IgnoreTerminalSignals(&old);
+  int exec_errno = 0;
+  const pid_t child =
+      Launch(opt.command, ChildEnv(in.audit_lib, SocketIn(dir), in.python_hook), &old, &exec_errno);
+  if (child < 0) return kUsage;
+  if (exec_errno != 0) {
+    // Nothing ran: no trace, and an existing file of that name stays as it was.
+    Complain(fmt::format("cannot run {}: {}; no trace written", text::Escape(opt.command.front()),
+                         std::strerror(exec_errno)));
+    int st = 0;
+    while (waitpid(child, &st, 0) < 0 && errno == EINTR) {
+    }
+    session.Abandon();
+    RemoveRunDir(dir);
+    return ExitStatusOf(st);
+  }
+  std::string write_err = session.Begin();
+  if (!write_err.empty()) Complain(write_err + " (the command runs, unrecorded on disk)");
+
+  const int status = ServeUntilExit(session, child);
+  const std::string finish_err = CloseSession(opt, in, session, dir, old, status);
+  int rc = kOk, lock_rc = kOk;
+  if (NeedsTimeline(opt)) Diagnose(opt, in, session, &rc, &lock_rc);
+  sigaction(SIGPIPE, &old.pipe, nullptr);
   // A lock mismatch ranks as --fail-on does: over the command's own status, under a
   // write failure.
   if (!finish_err.empty() || rc == kWriteFailed || lock_rc == kWriteFailed) return kWriteFailed;

@@ -13,6 +13,20 @@ namespace ldscope::cli {
 // 0.2 s; a trace of thousands of files stops here, the rest without facts).
 constexpr int kFactsLimitMs = 10000;
 
+// Drain's bounds. Once the traced programs are done, a connection still open belongs to
+// a process that outlived them (`run`) or to a program traced elsewhere (`collect`).
+// Drain reads until none is open or cap_ms has passed, waking at least every poll_ms
+// to look at the clock (so it overshoots the cap by at most poll_ms). What it did not
+// see end is recorded as incomplete (events.proto's CollectorNotes).
+// `run`: the command has ended; its children still running (a daemon, a background
+// job) get up to 3 s to end with complete images before the report.
+constexpr int kRunDrainPollMs = 200;
+constexpr int kRunDrainCapMs = 3000;
+// `collect`: a signal asked it to stop, and programs traced elsewhere may run for
+// hours: it only takes what is already on its way, for at most 1 s.
+constexpr int kCollectDrainPollMs = 100;
+constexpr int kCollectDrainCapMs = 1000;
+
 class Session {
  public:
   // Opens output (without truncating it) and listens on socket_path. On failure,
@@ -26,9 +40,9 @@ class Session {
   // The run did not start: stop listening and remove the output if Start created it.
   void Abandon();
   // After the traced programs are done: read what is still queued, and wait for open
-  // connections to close until idle for idle_ms, at most cap_ms in all. Then stops
-  // recording and writes what it saw of incomplete images into the trace (see
-  // events.proto's CollectorNotes).
+  // connections to close, at most cap_ms in all, each wait at most idle_ms (see
+  // kRunDrainPollMs). Then stops recording and writes what it saw of incomplete images
+  // into the trace (see events.proto's CollectorNotes).
   void Drain(int idle_ms, int cap_ms);
   // After Drain: adds the ELF facts of every object file the traced programs loaded to
   // the trace (analysis/record_facts.h), reading for at most limit_ms.

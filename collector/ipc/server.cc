@@ -21,7 +21,10 @@
 namespace ldscope::ipc {
 namespace {
 
-constexpr uint8_t kBatchEntryTag = 0x0a;  // field 1, wire type 2 (length-delimited)
+// EventBatch's field `event`, length-delimited (0x0a): no Event starts with it.
+constexpr uint64_t kBatchEntryTag =
+    wire::Tag(v1::EventBatch::kEventFieldNumber, wire::kLengthDelimited);
+static_assert(kBatchEntryTag < 0x80, "a one-byte tag");
 
 // How long accepting pauses after the descriptor limit was hit, unless a connection
 // closes first. A level-triggered listener with a full descriptor table would otherwise
@@ -332,11 +335,8 @@ Server::PollResult Server::Poll(int timeout_ms) {
   return PollResult::kServed;
 }
 
-v1::CollectorNotes Server::StopRecording() {
-  v1::CollectorNotes notes;
-  if (listen_fd_ < 0) return notes;
-  // What is queued on open connections, then what waits in the backlog (descriptors
-  // freed by closing finished connections first), each read to its end.
+// What is queued on open connections, each read to its end.
+void Server::ReadQueued() {
   for (int round = 0; round < 64; ++round) {  // bounded: a busy process never ends it
     std::vector<int> fds;
     for (const auto& [fd, c] : conns_) fds.push_back(fd);
@@ -345,31 +345,36 @@ v1::CollectorNotes Server::StopRecording() {
       while (conns_.count(fd) != 0 && ReadFrom(fd)) more = true;
     if (!more) break;
   }
-  std::vector<int> open;
-  for (const auto& [fd, c] : conns_) open.push_back(fd);
-  auto close_open = [&] {
-    for (int fd : open) {
-      auto it = conns_.find(fd);
-      if (it == conns_.end()) continue;
-      auto s = stream_info_.find(it->second.stream);
-      if (s != stream_info_.end() && !s->second.python) {
-        if (s->second.exited) {
-          notes.set_held_by_children(notes.held_by_children() + 1);
-        } else {
-          auto* ref = notes.add_still_running();
-          ref->set_pid(s->second.pid);
-          ref->set_image_start_ns(s->second.image_start_ns);
-          s->second.exited = true;  // not "untraced": it was still running
-        }
+}
+
+// Closes the connections of open that are still there, noting the images they leave
+// still running (or held by children, once the image exited), and empties open.
+void Server::CloseConnections(std::vector<int>* open, v1::CollectorNotes* notes) {
+  for (int fd : *open) {
+    auto it = conns_.find(fd);
+    if (it == conns_.end()) continue;
+    auto s = stream_info_.find(it->second.stream);
+    if (s != stream_info_.end() && !s->second.python) {
+      if (s->second.exited) {
+        notes->set_held_by_children(notes->held_by_children() + 1);
+      } else {
+        auto* ref = notes->add_still_running();
+        ref->set_pid(s->second.pid);
+        ref->set_image_start_ns(s->second.image_start_ns);
+        s->second.exited = true;  // not "untraced": it was still running
       }
-      epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
-      close(fd);
-      conns_.erase(fd);
     }
-    open.clear();
-  };
-  close_open();
-  for (;;) {  // the backlog, one connection at a time
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+    close(fd);
+    conns_.erase(fd);
+  }
+  open->clear();
+}
+
+// What waits in the backlog, one connection at a time, each read to its end and closed.
+void Server::ReadBacklog(v1::CollectorNotes* notes) {
+  std::vector<int> open;
+  for (;;) {
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE) ++stats_.refused;  // cannot even now
@@ -379,12 +384,19 @@ v1::CollectorNotes Server::StopRecording() {
     while (conns_.count(fd) != 0 && ReadFrom(fd)) {
     }
     if (conns_.count(fd) != 0) open.push_back(fd);
-    close_open();
+    CloseConnections(&open, notes);
   }
-  // Images that ended without their exit event, with no later image of their pid.
+}
+
+std::map<uint32_t, const Server::Stream*> Server::StreamsInOrder() const {
   std::map<uint32_t, const Stream*> ordered;
   for (const auto& [stream, s] : stream_info_) ordered[stream] = &s;
-  for (const auto& [stream, sp] : ordered) {
+  return ordered;
+}
+
+// Images that ended without their exit event, with no later image of their pid.
+void Server::NoteUntracedAfter(v1::CollectorNotes* notes) const {
+  for (const auto& [stream, sp] : StreamsInOrder()) {
     const Stream& s = *sp;
     if (s.python || s.exited || s.open > 0 || !s.ended_open) continue;
     bool followed = false;
@@ -392,12 +404,16 @@ v1::CollectorNotes Server::StopRecording() {
       followed |= other_stream != stream && !o.python && o.pid == s.pid &&
                   o.image_start_ns > s.image_start_ns;
     if (followed) continue;
-    auto* u = notes.add_untraced_after();
+    auto* u = notes->add_untraced_after();
     u->mutable_image()->set_pid(s.pid);
     u->mutable_image()->set_image_start_ns(s.image_start_ns);
     u->set_exe_after(s.exe_after);
   }
-  for (const auto& [stream, sp] : ordered) {
+}
+
+// Python programs whose hook never reported.
+void Server::NoteSilentHooks(v1::CollectorNotes* notes) const {
+  for (const auto& [stream, sp] : StreamsInOrder()) {
     // Only where loads went unattributed: `python3 --version` ends before site runs and
     // loads nothing, which is no loss.
     if (!sp->expects_hook || !sp->dlopened) continue;
@@ -405,10 +421,24 @@ v1::CollectorNotes Server::StopRecording() {
     for (const auto& [other_stream, o] : stream_info_)
       reported |= o.python && o.pid == sp->pid && o.image_start_ns >= sp->image_start_ns;
     if (reported) continue;
-    auto* r = notes.add_python_hook_silent();
+    auto* r = notes->add_python_hook_silent();
     r->set_pid(sp->pid);
     r->set_image_start_ns(sp->image_start_ns);
   }
+}
+
+v1::CollectorNotes Server::StopRecording() {
+  v1::CollectorNotes notes;
+  if (listen_fd_ < 0) return notes;
+  // What is queued on open connections, then what waits in the backlog (descriptors
+  // freed by closing finished connections first), each read to its end.
+  ReadQueued();
+  std::vector<int> open;
+  for (const auto& [fd, c] : conns_) open.push_back(fd);
+  CloseConnections(&open, &notes);
+  ReadBacklog(&notes);
+  NoteUntracedAfter(&notes);
+  NoteSilentHooks(&notes);
   std::sort(notes.mutable_still_running()->begin(), notes.mutable_still_running()->end(),
             [](const v1::ImageRef& a, const v1::ImageRef& b) { return a.pid() < b.pid(); });
   notes.set_accept_deferred(stats_.accept_deferred);

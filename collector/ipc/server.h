@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -119,6 +120,13 @@ class Server {
   void Drop(int fd, bool bad);
   void NoteEnd(const Conn& c);
   bool HandleEvent(Conn& c, const uint8_t* data, size_t size);
+  // StopRecording's steps (server.cc).
+  void ReadQueued();
+  void CloseConnections(std::vector<int>* open, v1::CollectorNotes* notes);
+  void ReadBacklog(v1::CollectorNotes* notes);
+  std::map<uint32_t, const Stream*> StreamsInOrder() const;
+  void NoteUntracedAfter(v1::CollectorNotes* notes) const;
+  void NoteSilentHooks(v1::CollectorNotes* notes) const;
 
   int listen_fd_ = -1;
   int epoll_fd_ = -1;

@@ -2,7 +2,8 @@
 //   0. a name with '/' is opened as given;
 //   1. RPATH of the requester, then of its loaders up to the executable, unless the
 //      requester has a RUNPATH;
-//   2. LD_LIBRARY_PATH (not in secure mode);
+//   2. LD_LIBRARY_PATH (ignored in secure mode, where the audit library records
+//      nothing to model: events.proto's ProcessStart.secure);
 //   3. the requester's own RUNPATH (never its loaders');
 //   4. /etc/ld.so.cache, unless the requester is -z nodeflib;
 //   5. the default directories, unless -z nodeflib.
@@ -176,9 +177,7 @@ Result Search(const std::string& name, const Object& requester,
       }
     if (TryDirs(dirs, owners, name, env, v1::STEP_RPATH, keep_going, &r)) return r;
   }
-  if (!env.secure &&
-      TryDirs(env.ld_library_path, {}, name, env, v1::STEP_LD_LIBRARY_PATH, keep_going, &r))
-    return r;
+  if (TryDirs(env.ld_library_path, {}, name, env, v1::STEP_LD_LIBRARY_PATH, keep_going, &r)) return r;
   if (!requester.runpath.empty()) {
     std::vector<std::string> dirs, owners;
     for (const auto& d : SplitPath(requester.runpath)) {

@@ -24,7 +24,6 @@ struct Object {
 
 struct Environment {
   std::vector<std::string> ld_library_path;  // already split
-  bool secure = false;                        // AT_SECURE: LD_LIBRARY_PATH ignored
   const LdCache* cache = nullptr;
   // glibc-hwcaps subdirectories the running CPU supports, best first, e.g.
   // "glibc-hwcaps/x86-64-v3"; and (before glibc 2.37) the legacy tls/x86_64 ones.

@@ -80,6 +80,129 @@ bool WaitFor(int fd, short events, uint64_t deadline_ms) {
   }
 }
 
+// The largest reply read (only the status and a short body matter).
+constexpr size_t kMaxReply = 64 * 1024;
+
+// Connects the non-blocking fd to addr within timeout_ms. "" or an error.
+std::string Connect(int fd, const sockaddr_storage& addr, socklen_t len, const std::string& where,
+                    int timeout_ms) {
+  const uint64_t deadline = NowMs() + static_cast<uint64_t>(timeout_ms);
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), len) != 0) {
+    if (errno != EINPROGRESS) return fmt::format("cannot connect to {}: {}", where, strerror(errno));
+    if (!WaitFor(fd, POLLOUT, deadline))
+      return fmt::format("cannot connect to {}: timed out after {} ms", where, timeout_ms);
+    int err = 0;
+    socklen_t el = sizeof err;
+    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+    if (err != 0) return fmt::format("cannot connect to {}: {}", where, strerror(err));
+  }
+  return "";
+}
+
+std::string RequestText(const Url& url, const std::string& path, const std::string& content_type,
+                        const std::string& body) {
+  std::string host_header = url.host.find(':') != std::string::npos ? "[" + url.host + "]" : url.host;
+  return fmt::format("POST {} HTTP/1.1\r\nHost: {}:{}\r\nUser-Agent: ldscope\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                     path.empty() ? "/" : path, host_header, url.port, content_type, body.size()) +
+         body;
+}
+
+// Sends all of request within timeout_ms. "" or an error.
+std::string SendAll(int fd, const std::string& request, const std::string& where, int timeout_ms) {
+  const uint64_t deadline = NowMs() + static_cast<uint64_t>(timeout_ms);
+  for (size_t done = 0; done < request.size();) {
+    const ssize_t n = send(fd, request.data() + done, request.size() - done, MSG_NOSIGNAL);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && WaitFor(fd, POLLOUT, deadline)) continue;
+    return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK
+               ? fmt::format("sending to {}: {}", where, strerror(errno))
+               : fmt::format("sending to {}: timed out after {} ms", where, timeout_ms);
+  }
+  return "";
+}
+
+// The headers of reply (up to its blank line at end), lower-cased.
+std::string LowerHeaders(const std::string& reply, size_t end) {
+  std::string headers = reply.substr(0, end);
+  for (auto& c : headers) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
+  return headers;
+}
+
+// Whether reply holds the whole body: Content-Length bytes, or a chunked body's last
+// chunk. (Without either, the body ends at the close.)
+bool ReplyComplete(const std::string& reply) {
+  const auto end = reply.find("\r\n\r\n");
+  if (end == std::string::npos) return false;
+  const std::string headers = LowerHeaders(reply, end);
+  const auto cl = headers.find("\r\ncontent-length:");
+  if (cl != std::string::npos) {
+    const size_t want = std::strtoul(headers.c_str() + cl + 17, nullptr, 10);
+    if (reply.size() - end - 4 >= want) return true;
+  }
+  return headers.find("\r\ntransfer-encoding: chunked") != std::string::npos &&
+         (reply.size() - end - 4 == 5 ? reply.compare(end + 4, 5, "0\r\n\r\n") == 0
+                                      : reply.size() >= end + 4 + 7 &&
+                                            reply.compare(reply.size() - 7, 7, "\r\n0\r\n\r\n") == 0);
+}
+
+// The reply: the status line and headers, then the body (Content-Length, or up to
+// the close; chunked bodies are kept as they come: only the status matters). "" or an
+// error.
+std::string ReadReply(int fd, const std::string& where, int timeout_ms, std::string* reply) {
+  const uint64_t deadline = NowMs() + static_cast<uint64_t>(timeout_ms);
+  for (;;) {
+    char buf[4096];
+    const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n > 0) {
+      reply->append(buf, static_cast<size_t>(n));
+      if (ReplyComplete(*reply) || reply->size() > kMaxReply) return "";
+      continue;
+    }
+    if (n == 0) return "";
+    if (errno == EINTR) continue;
+    if ((errno == EAGAIN || errno == EWOULDBLOCK) && WaitFor(fd, POLLIN, deadline)) continue;
+    return errno == EAGAIN || errno == EWOULDBLOCK
+               ? fmt::format("waiting for {}'s reply: timed out after {} ms", where, timeout_ms)
+               : fmt::format("reading {}'s reply: {}", where, strerror(errno));
+  }
+}
+
+// Chunks: a hex size line, the data, CRLF; a size of 0 ends the body.
+std::string Dechunk(const std::string& content) {
+  std::string plain;
+  size_t pos = 0;
+  while (pos < content.size()) {
+    const auto eol = content.find("\r\n", pos);
+    if (eol == std::string::npos) break;
+    const size_t n = std::strtoul(content.c_str() + pos, nullptr, 16);
+    if (n == 0 || eol + 2 + n > content.size()) break;
+    plain.append(content, eol + 2, n);
+    pos = eol + 2 + n + 2;
+  }
+  return plain;
+}
+
+// The status and the body (de-chunked) of reply into r; an error when it is not HTTP.
+void ParseReply(const std::string& reply, const std::string& where, Response* r) {
+  int major = 0, minor = 0, status = 0;
+  if (std::sscanf(reply.c_str(), "HTTP/%d.%d %d", &major, &minor, &status) != 3 || status < 100 ||
+      status > 999) {
+    r->error = fmt::format("{} did not answer with HTTP ({} bytes)", where, reply.size());
+    return;
+  }
+  r->status = status;
+  const auto end = reply.find("\r\n\r\n");
+  if (end == std::string::npos) return;
+  const std::string headers = LowerHeaders(reply, end);
+  std::string content = reply.substr(end + 4, kMaxReply);
+  if (headers.find("\r\ntransfer-encoding: chunked") != std::string::npos) content = Dechunk(content);
+  r->body = content;
+}
+
 }  // namespace
 
 bool LooksLikeUrl(const std::string& text) {
@@ -150,108 +273,14 @@ Response Post(const Url& url, const std::string& path, const std::string& conten
     ~Closer() { close(fd); }
   } closer{fd};
   const std::string where = fmt::format("{}:{}", url.host, url.port);
-  uint64_t deadline = NowMs() + static_cast<uint64_t>(timeout_ms);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
-    if (errno != EINPROGRESS) {
-      r.error = fmt::format("cannot connect to {}: {}", where, strerror(errno));
-      return r;
-    }
-    if (!WaitFor(fd, POLLOUT, deadline)) {
-      r.error = fmt::format("cannot connect to {}: timed out after {} ms", where, timeout_ms);
-      return r;
-    }
-    int err = 0;
-    socklen_t el = sizeof err;
-    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
-    if (err != 0) {
-      r.error = fmt::format("cannot connect to {}: {}", where, strerror(err));
-      return r;
-    }
-  }
+  if (r.error = Connect(fd, addr, len, where, timeout_ms); !r.error.empty()) return r;
   const int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  std::string host_header = url.host.find(':') != std::string::npos ? "[" + url.host + "]" : url.host;
-  const std::string request =
-      fmt::format("POST {} HTTP/1.1\r\nHost: {}:{}\r\nUser-Agent: ldscope\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                  path.empty() ? "/" : path, host_header, url.port, content_type, body.size()) +
-      body;
-  deadline = NowMs() + static_cast<uint64_t>(timeout_ms);
-  for (size_t done = 0; done < request.size();) {
-    const ssize_t n = send(fd, request.data() + done, request.size() - done, MSG_NOSIGNAL);
-    if (n > 0) {
-      done += static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && WaitFor(fd, POLLOUT, deadline)) continue;
-    r.error = n < 0 && errno != EAGAIN && errno != EWOULDBLOCK
-                  ? fmt::format("sending to {}: {}", where, strerror(errno))
-                  : fmt::format("sending to {}: timed out after {} ms", where, timeout_ms);
-    return r;
-  }
-  // The reply: the status line and headers, then the body (Content-Length, or up to
-  // the close; chunked bodies are kept as they come: only the status matters).
+  const std::string request = RequestText(url, path, content_type, body);
+  if (r.error = SendAll(fd, request, where, timeout_ms); !r.error.empty()) return r;
   std::string reply;
-  deadline = NowMs() + static_cast<uint64_t>(timeout_ms);
-  constexpr size_t kMaxReply = 64 * 1024;
-  for (;;) {
-    char buf[4096];
-    const ssize_t n = recv(fd, buf, sizeof buf, 0);
-    if (n > 0) {
-      reply.append(buf, static_cast<size_t>(n));
-      const auto end = reply.find("\r\n\r\n");
-      if (end != std::string::npos) {
-        std::string headers = reply.substr(0, end);
-        for (auto& c : headers) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
-        const auto cl = headers.find("\r\ncontent-length:");
-        if (cl != std::string::npos) {
-          const size_t want = std::strtoul(headers.c_str() + cl + 17, nullptr, 10);
-          if (reply.size() - end - 4 >= want) break;
-        }
-        if (headers.find("\r\ntransfer-encoding: chunked") != std::string::npos &&
-            (reply.size() - end - 4 == 5 ? reply.compare(end + 4, 5, "0\r\n\r\n") == 0
-                                         : reply.size() >= end + 4 + 7 &&
-                                               reply.compare(reply.size() - 7, 7, "\r\n0\r\n\r\n") == 0))
-          break;
-      }
-      if (reply.size() > kMaxReply) break;
-      continue;
-    }
-    if (n == 0) break;
-    if (errno == EINTR) continue;
-    if ((errno == EAGAIN || errno == EWOULDBLOCK) && WaitFor(fd, POLLIN, deadline)) continue;
-    r.error = errno == EAGAIN || errno == EWOULDBLOCK
-                  ? fmt::format("waiting for {}'s reply: timed out after {} ms", where, timeout_ms)
-                  : fmt::format("reading {}'s reply: {}", where, strerror(errno));
-    return r;
-  }
-  int major = 0, minor = 0, status = 0;
-  if (std::sscanf(reply.c_str(), "HTTP/%d.%d %d", &major, &minor, &status) != 3 || status < 100 ||
-      status > 999) {
-    r.error = fmt::format("{} did not answer with HTTP ({} bytes)", where, reply.size());
-    return r;
-  }
-  r.status = status;
-  const auto end = reply.find("\r\n\r\n");
-  if (end == std::string::npos) return r;
-  std::string headers = reply.substr(0, end);
-  for (auto& c : headers) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
-  std::string content = reply.substr(end + 4, kMaxReply);
-  if (headers.find("\r\ntransfer-encoding: chunked") != std::string::npos) {
-    // Chunks: a hex size line, the data, CRLF; a size of 0 ends the body.
-    std::string plain;
-    size_t pos = 0;
-    while (pos < content.size()) {
-      const auto eol = content.find("\r\n", pos);
-      if (eol == std::string::npos) break;
-      const size_t n = std::strtoul(content.c_str() + pos, nullptr, 16);
-      if (n == 0 || eol + 2 + n > content.size()) break;
-      plain.append(content, eol + 2, n);
-      pos = eol + 2 + n + 2;
-    }
-    content = plain;
-  }
-  r.body = content;
+  if (r.error = ReadReply(fd, where, timeout_ms, &reply); !r.error.empty()) return r;
+  ParseReply(reply, where, &r);
   return r;
 }
 

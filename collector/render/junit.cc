@@ -9,7 +9,6 @@
 #include <fmt/format.h>
 
 #include "render/render.h"
-#include "store/trace_file.h"
 
 namespace ldscope::render {
 namespace {
@@ -189,13 +188,6 @@ std::string ProblemSuite(const v1::Timeline& t) {
 }
 
 }  // namespace
-
-std::map<uint32_t, std::string> TraceFilesByStream(const store::TraceSet& traces) {
-  std::map<uint32_t, std::string> out;
-  for (const auto& f : traces.files)
-    for (const auto& e : f.events) out.emplace(e.stream(), f.path);
-  return out;
-}
 
 std::string Junit(const v1::Timeline& t, const v1::Report& r, const JunitInput& in) {
   const std::vector<Case> cases = Cases(t, r, in);

@@ -8,7 +8,6 @@
 #include <fmt/format.h>
 
 #include "render/render.h"
-#include "store/trace_file.h"
 #include "render/words.h"
 
 namespace ldscope::render {
@@ -109,132 +108,11 @@ class ProcessSpans {
 
   // Fills spans; parent_span: the image that started this one ("" for none).
   void Build(const std::string& parent_span, google::protobuf::RepeatedPtrField<trace::Span>* out) {
-    uint64_t last = 0;
-    for (const auto& e : p_.entries()) last = std::max(last, e.offset_ns());
-    for (const auto& im : p_.imports())
-      last = std::max(last, im.ended() ? im.end_offset_ns() : im.start_offset_ns());
-
-    trace::Span* proc = NewSpan(out, ProcessSpanId(), parent_span,
-                                fmt::format("{} {}", p_.start_reason() == v1::START_REASON_UNSPECIFIED ? "process" : StartWord(p_.start_reason()),
-                                            Base(p_.exe())),
-                                0, std::max<uint64_t>(last, 1000));
-    auto* pa = proc->mutable_attributes();
-    Attr(pa, "ldscope.process.start_reason", StartWord(p_.start_reason()));
-    AttrInt(pa, "ldscope.process.stream", p_.stream());
-    AttrInt(pa, "ldscope.process.events", static_cast<int64_t>(p_.events()));
-    AttrInt(pa, "ldscope.process.dropped_events", static_cast<int64_t>(p_.dropped()));
-    AttrInt(pa, "ldscope.process.missing_events", static_cast<int64_t>(p_.missing_seqs()));
-    AttrBool(pa, "ldscope.process.exited", p_.exited());
-    if (p_.still_running()) AttrBool(pa, "ldscope.process.still_running", true);
-    if (p_.untraced_after()) Attr(pa, "ldscope.process.untraced_after", p_.exe_after());
-    if (!p_.glibc_version().empty()) Attr(pa, "ldscope.process.glibc_version", p_.glibc_version());
-    if (p_.has_python() && !p_.python().version().empty())
-      Attr(pa, "ldscope.python.version", p_.python().version());
-    index_of_process_span_ = out->size() - 1;
-
-    // Python imports: a span each, under the enclosing import or the process.
-    const int ni = p_.imports_size();
-    for (int i = 0; i < ni; ++i) {
-      const auto& im = p_.imports(i);
-      const std::string parent =
-          im.parent() > 0 ? SpanId("import", im.parent()) : ProcessSpanId();
-      const uint64_t end = im.ended() ? im.end_offset_ns() : last;
-      trace::Span* s = NewSpan(out, SpanId("import", static_cast<uint64_t>(i + 1)), parent,
-                               "import " + im.module(), im.start_offset_ns(),
-                               std::max(end, im.start_offset_ns()));
-      auto* a = s->mutable_attributes();
-      Attr(a, "ldscope.python.module", im.module());
-      AttrInt(a, "thread.id", im.tid());
-      SiteAttrs(a, im.site());
-      AttrInt(a, "ldscope.python.loads", im.loads());
-      if (!im.ended()) AttrBool(a, "ldscope.python.import_unfinished", true);
-      if (im.failed()) {
-        s->mutable_status()->set_code(trace::Status::STATUS_CODE_ERROR);
-        s->mutable_status()->set_message(im.error());
-      }
-      import_span_[static_cast<uint32_t>(i + 1)] = out->size() - 1;
-    }
-
-    // Entries: a span per dlopen (with the NEEDED loads and searches that follow it on
-    // its thread), the rest as events of the import or process span.
-    std::map<uint32_t, int> open_dlopen;  // tid -> index into out
-    const int n = p_.entries_size();
-    for (int i = 0; i < n; ++i) {
-      const auto& e = p_.entries(i);
-      auto it = open_dlopen.find(e.tid());
-      int owner = -1;
-      if (it != open_dlopen.end()) {
-        const bool continues =
-            (e.has_load() && e.load().reason() == v1::LOAD_NEEDED) || e.has_search() ||
-            (e.has_failed_dlopen() &&
-             e.failed_dlopen().requested_name() == dlopen_name_[it->second]);
-        if (continues) {
-          owner = it->second;
-        } else {
-          open_dlopen.erase(it);
-        }
-      }
-      if (owner < 0 && e.has_load() && e.load().reason() == v1::LOAD_DLOPEN) {
-        const auto& l = e.load();
-        const std::string name = l.python().dlopen_call().empty() ? "dlopen " + Base(l.requested_name())
-                                                                  : l.python().dlopen_call();
-        trace::Span* s = NewSpan(out, SpanId("dlopen", e.seq()), ParentOf(l.python(), *out), name,
-                                 e.offset_ns(), e.offset_ns() + 1000);
-        auto* a = s->mutable_attributes();
-        Attr(a, "ldscope.dlopen.requested", l.requested_name());
-        Attr(a, "ldscope.dlopen.requester", l.requester().path());
-        AttrInt(a, "thread.id", e.tid());
-        if (l.has_dlopen_mode()) AttrInt(a, "ldscope.dlopen.mode", l.dlopen_mode());
-        SiteAttrs(a, l.python().call_site());
-        owner = out->size() - 1;
-        dlopen_name_[owner] = l.requested_name();
-        open_dlopen[e.tid()] = owner;
-      }
-      if (owner < 0 && e.has_failed_dlopen()) {
-        // A dlopen that failed before mapping anything (not found): a span of its own.
-        const auto& f = e.failed_dlopen();
-        trace::Span* s = NewSpan(out, SpanId("failed-dlopen", e.seq()), ParentOf(f.python(), *out),
-                                 f.python().dlopen_call().empty() ? "dlopen " + Base(f.requested_name())
-                                                                  : f.python().dlopen_call(),
-                                 e.offset_ns(), e.offset_ns() + 1000);
-        auto* a = s->mutable_attributes();
-        Attr(a, "ldscope.dlopen.requested", f.requested_name());
-        Attr(a, "ldscope.dlopen.requester", f.requester().path());
-        AttrInt(a, "thread.id", e.tid());
-        SiteAttrs(a, f.python().call_site());
-        owner = out->size() - 1;
-      }
-      if (owner < 0) {
-        const v1::PyCause* cause = e.has_load() ? &e.load().python()
-                                   : e.has_search() ? &e.search().python()
-                                                    : nullptr;
-        owner = index_of_process_span_;
-        if (cause != nullptr && cause->import_index() > 0) {
-          auto im = import_span_.find(cause->import_index());
-          if (im != import_span_.end()) owner = im->second;
-        }
-      }
-      AddEvent(&(*out)[owner], e);
-      if (e.has_failed_dlopen()) {
-        (*out)[owner].mutable_status()->set_code(trace::Status::STATUS_CODE_ERROR);
-        (*out)[owner].mutable_status()->set_message("dlopen failed: " + e.failed_dlopen().requested_name());
-      }
-      owner_of_seq_[e.seq()] = owner;
-    }
-    // A dlopen span ends with the last load, search or failure it holds (the loader
-    // reports no end of its own): 1 µs after it.
-    // The process span holds them all.
-    auto& proc_span = (*out)[index_of_process_span_];
-    uint64_t proc_end = proc_span.end_time_unix_nano();
-    for (int i = index_of_process_span_; i < out->size(); ++i) {
-      auto& s = (*out)[i];
-      uint64_t end = s.end_time_unix_nano();
-      for (const auto& ev : s.events())
-        end = std::max(end, ev.time_unix_nano() + (i == index_of_process_span_ ? 0 : 1000));
-      s.set_end_time_unix_nano(end);
-      proc_end = std::max(proc_end, end);
-    }
-    proc_span.set_end_time_unix_nano(proc_end);
+    const uint64_t last = LastOffset();
+    AddProcessSpan(parent_span, last, out);
+    AddImportSpans(last, out);
+    AddEntries(out);
+    SetEnds(out);
   }
 
   // The span a finding's evidence (its objects' loads) lies in: the latest one.
@@ -256,6 +134,161 @@ class ProcessSpans {
   }
 
  private:
+  // The latest time the image's entries and imports tell of.
+  uint64_t LastOffset() const {
+    uint64_t last = 0;
+    for (const auto& e : p_.entries()) last = std::max(last, e.offset_ns());
+    for (const auto& im : p_.imports())
+      last = std::max(last, im.ended() ? im.end_offset_ns() : im.start_offset_ns());
+    return last;
+  }
+
+  void AddProcessSpan(const std::string& parent_span, uint64_t last,
+                      google::protobuf::RepeatedPtrField<trace::Span>* out) {
+    trace::Span* proc = NewSpan(out, ProcessSpanId(), parent_span,
+                                fmt::format("{} {}", p_.start_reason() == v1::START_REASON_UNSPECIFIED ? "process" : StartWord(p_.start_reason()),
+                                            Base(p_.exe())),
+                                0, std::max<uint64_t>(last, 1000));
+    auto* pa = proc->mutable_attributes();
+    Attr(pa, "ldscope.process.start_reason", StartWord(p_.start_reason()));
+    AttrInt(pa, "ldscope.process.stream", p_.stream());
+    AttrInt(pa, "ldscope.process.events", static_cast<int64_t>(p_.events()));
+    AttrInt(pa, "ldscope.process.dropped_events", static_cast<int64_t>(p_.dropped()));
+    AttrInt(pa, "ldscope.process.missing_events", static_cast<int64_t>(p_.missing_seqs()));
+    AttrBool(pa, "ldscope.process.exited", p_.exited());
+    if (p_.still_running()) AttrBool(pa, "ldscope.process.still_running", true);
+    if (p_.untraced_after()) Attr(pa, "ldscope.process.untraced_after", p_.exe_after());
+    if (!p_.glibc_version().empty()) Attr(pa, "ldscope.process.glibc_version", p_.glibc_version());
+    if (p_.has_python() && !p_.python().version().empty())
+      Attr(pa, "ldscope.python.version", p_.python().version());
+    index_of_process_span_ = out->size() - 1;
+  }
+
+  // Python imports: a span each, under the enclosing import or the process; an import
+  // that did not end lasts until last.
+  void AddImportSpans(uint64_t last, google::protobuf::RepeatedPtrField<trace::Span>* out) {
+    const int ni = p_.imports_size();
+    for (int i = 0; i < ni; ++i) {
+      const auto& im = p_.imports(i);
+      const std::string parent =
+          im.parent() > 0 ? SpanId("import", im.parent()) : ProcessSpanId();
+      const uint64_t end = im.ended() ? im.end_offset_ns() : last;
+      trace::Span* s = NewSpan(out, SpanId("import", static_cast<uint64_t>(i + 1)), parent,
+                               "import " + im.module(), im.start_offset_ns(),
+                               std::max(end, im.start_offset_ns()));
+      auto* a = s->mutable_attributes();
+      Attr(a, "ldscope.python.module", im.module());
+      AttrInt(a, "thread.id", im.tid());
+      SiteAttrs(a, im.site());
+      AttrInt(a, "ldscope.python.loads", im.loads());
+      if (!im.ended()) AttrBool(a, "ldscope.python.import_unfinished", true);
+      if (im.failed()) {
+        s->mutable_status()->set_code(trace::Status::STATUS_CODE_ERROR);
+        s->mutable_status()->set_message(im.error());
+      }
+      import_span_[static_cast<uint32_t>(i + 1)] = out->size() - 1;
+    }
+  }
+
+  // Entries: a span per dlopen (with the NEEDED loads and searches that follow it on
+  // its thread), the rest as events of the import or process span.
+  void AddEntries(google::protobuf::RepeatedPtrField<trace::Span>* out) {
+    std::map<uint32_t, int> open_dlopen;  // tid -> index into out
+    const int n = p_.entries_size();
+    for (int i = 0; i < n; ++i) {
+      const auto& e = p_.entries(i);
+      int owner = OpenDlopenHolding(e, &open_dlopen);
+      if (owner < 0 && e.has_load() && e.load().reason() == v1::LOAD_DLOPEN) {
+        owner = AddDlopenSpan(e, out);
+        open_dlopen[e.tid()] = owner;
+      }
+      if (owner < 0 && e.has_failed_dlopen()) owner = AddFailedDlopenSpan(e, out);
+      if (owner < 0) owner = ImportOrProcessSpan(e);
+      AddEvent(&(*out)[owner], e);
+      if (e.has_failed_dlopen()) {
+        (*out)[owner].mutable_status()->set_code(trace::Status::STATUS_CODE_ERROR);
+        (*out)[owner].mutable_status()->set_message("dlopen failed: " + e.failed_dlopen().requested_name());
+      }
+      owner_of_seq_[e.seq()] = owner;
+    }
+  }
+
+  // The dlopen span open on e's thread when e continues it (a NEEDED load, a search,
+  // the failure of that dlopen), else -1 and the thread's dlopen span is closed.
+  int OpenDlopenHolding(const v1::Entry& e, std::map<uint32_t, int>* open_dlopen) {
+    auto it = open_dlopen->find(e.tid());
+    if (it == open_dlopen->end()) return -1;
+    const bool continues =
+        (e.has_load() && e.load().reason() == v1::LOAD_NEEDED) || e.has_search() ||
+        (e.has_failed_dlopen() &&
+         e.failed_dlopen().requested_name() == dlopen_name_[it->second]);
+    if (continues) return it->second;
+    open_dlopen->erase(it);
+    return -1;
+  }
+
+  // A span for the dlopen that loaded e; returns its index.
+  int AddDlopenSpan(const v1::Entry& e, google::protobuf::RepeatedPtrField<trace::Span>* out) {
+    const auto& l = e.load();
+    const std::string name = l.python().dlopen_call().empty() ? "dlopen " + Base(l.requested_name())
+                                                              : l.python().dlopen_call();
+    trace::Span* s = NewSpan(out, SpanId("dlopen", e.seq()), ParentOf(l.python(), *out), name,
+                             e.offset_ns(), e.offset_ns() + 1000);
+    auto* a = s->mutable_attributes();
+    Attr(a, "ldscope.dlopen.requested", l.requested_name());
+    Attr(a, "ldscope.dlopen.requester", l.requester().path());
+    AttrInt(a, "thread.id", e.tid());
+    if (l.has_dlopen_mode()) AttrInt(a, "ldscope.dlopen.mode", l.dlopen_mode());
+    SiteAttrs(a, l.python().call_site());
+    const int index = out->size() - 1;
+    dlopen_name_[index] = l.requested_name();
+    return index;
+  }
+
+  // A dlopen that failed before mapping anything (not found): a span of its own.
+  int AddFailedDlopenSpan(const v1::Entry& e, google::protobuf::RepeatedPtrField<trace::Span>* out) {
+    const auto& f = e.failed_dlopen();
+    trace::Span* s = NewSpan(out, SpanId("failed-dlopen", e.seq()), ParentOf(f.python(), *out),
+                             f.python().dlopen_call().empty() ? "dlopen " + Base(f.requested_name())
+                                                              : f.python().dlopen_call(),
+                             e.offset_ns(), e.offset_ns() + 1000);
+    auto* a = s->mutable_attributes();
+    Attr(a, "ldscope.dlopen.requested", f.requested_name());
+    Attr(a, "ldscope.dlopen.requester", f.requester().path());
+    AttrInt(a, "thread.id", e.tid());
+    SiteAttrs(a, f.python().call_site());
+    return out->size() - 1;
+  }
+
+  // The span of the import that caused e, else the process span.
+  int ImportOrProcessSpan(const v1::Entry& e) const {
+    const v1::PyCause* cause = e.has_load() ? &e.load().python()
+                               : e.has_search() ? &e.search().python()
+                                                : nullptr;
+    if (cause != nullptr && cause->import_index() > 0) {
+      auto im = import_span_.find(cause->import_index());
+      if (im != import_span_.end()) return im->second;
+    }
+    return index_of_process_span_;
+  }
+
+  // A dlopen span ends with the last load, search or failure it holds (the loader
+  // reports no end of its own): 1 µs after it.
+  // The process span holds them all.
+  void SetEnds(google::protobuf::RepeatedPtrField<trace::Span>* out) {
+    auto& proc_span = (*out)[index_of_process_span_];
+    uint64_t proc_end = proc_span.end_time_unix_nano();
+    for (int i = index_of_process_span_; i < out->size(); ++i) {
+      auto& s = (*out)[i];
+      uint64_t end = s.end_time_unix_nano();
+      for (const auto& ev : s.events())
+        end = std::max(end, ev.time_unix_nano() + (i == index_of_process_span_ ? 0 : 1000));
+      s.set_end_time_unix_nano(end);
+      proc_end = std::max(proc_end, end);
+    }
+    proc_span.set_end_time_unix_nano(proc_end);
+  }
+
   std::string ParentOf(const v1::PyCause& c, const google::protobuf::RepeatedPtrField<trace::Span>& spans) const {
     if (c.import_index() > 0) {
       auto im = import_span_.find(c.import_index());
@@ -315,9 +348,6 @@ class ProcessSpans {
       if (e.unload().at_exit()) return;  // every object at exit: noise
       auto* a = add("unload");
       Attr(a, "ldscope.object.path", e.unload().object().path());
-    } else if (e.has_note()) {
-      auto* a = add("note");
-      Attr(a, "ldscope.note", e.note());
     } else {
       return;
     }
@@ -371,33 +401,11 @@ void Scope(common::InstrumentationScope* s) {
   s->set_version(LDSCOPE_CORE_VERSION);
 }
 
-}  // namespace
+using SpanList = google::protobuf::RepeatedPtrField<trace::Span>;
 
-std::string OtlpProcessKey(const v1::ProcessTimeline& p) {
-  return fmt::format("{}/{}", p.pid(), p.start_mono_ns());
-}
-
-OtlpSource OtlpSourceOf(const store::TraceSet& traces) {
-  OtlpSource src;
-  bool first = true;
-  for (const auto& f : traces.files) {
-    if (!store::Readable(f)) continue;
-    const auto& h = f.header;
-    if (first || (h.start_unix_ns() != 0 && h.start_unix_ns() < src.start_unix_ns)) {
-      src.host = h.host();
-      src.start_unix_ns = h.start_unix_ns();
-      src.start_mono_ns = h.start_mono_ns();
-      first = false;
-    }
-  }
-  return src;
-}
-
-OtlpPayload Otlp(const v1::Timeline& t, const v1::Report& findings, const OtlpSource& src,
-                 const OtlpSelect& select) {
-  OtlpPayload out;
-  // Monotonic to wall-clock time: the header's pair of clocks, or else the earliest
-  // image start taken as the moment recording started.
+// Monotonic to wall-clock time: the header's pair of clocks, or else the earliest
+// image start taken as the moment recording started.
+uint64_t AnchorMono(const v1::Timeline& t, const OtlpSource& src) {
   uint64_t anchor_mono = src.start_mono_ns;
   if (anchor_mono == 0) {
     anchor_mono = UINT64_MAX;
@@ -405,109 +413,154 @@ OtlpPayload Otlp(const v1::Timeline& t, const v1::Report& findings, const OtlpSo
       if (p.start_mono_ns() != 0) anchor_mono = std::min(anchor_mono, p.start_mono_ns());
     if (anchor_mono == UINT64_MAX) anchor_mono = 0;
   }
-  const uint64_t seed = Hash({src.host, std::to_string(src.start_unix_ns)});
-  const std::string trace_id = Bytes8(seed) + Bytes8(Hash({"trace", std::to_string(seed)}));
+  return anchor_mono;
+}
 
+void SetSeverity(v1::Severity severity, logs::LogRecord* r) {
+  switch (severity) {
+    case v1::ERROR:
+      r->set_severity_number(logs::SEVERITY_NUMBER_ERROR);
+      r->set_severity_text("ERROR");
+      break;
+    case v1::WARNING:
+      r->set_severity_number(logs::SEVERITY_NUMBER_WARN);
+      r->set_severity_text("WARN");
+      break;
+    default:
+      r->set_severity_number(logs::SEVERITY_NUMBER_INFO);
+      r->set_severity_text("INFO");
+  }
+}
+
+// A finding's body and attributes: kind, message, objects, missing symbols, details,
+// fixes.
+void FindingToRecord(const v1::Finding& f, logs::LogRecord* r) {
+  SetSeverity(f.severity(), r);
+  r->mutable_body()->set_string_value(f.headline().empty() ? f.message() : f.headline());
+  auto* a = r->mutable_attributes();
+  Attr(a, "ldscope.finding.kind", FindingKindName(f.kind()));
+  Attr(a, "ldscope.finding.message", f.message());
+  std::vector<std::string> objects, missing, details, fixes;
+  for (const auto& o : f.objects()) objects.push_back(o.path());
+  for (const auto& m : f.missing())
+    missing.push_back(m.version().empty() ? m.name() : m.name() + "@" + m.version());
+  for (const auto& d : f.details()) details.push_back(d.label() + ": " + d.text());
+  for (const auto& x : f.fixes()) fixes.push_back(x.action() + ": " + x.text());
+  if (!objects.empty()) AttrList(a, "ldscope.finding.objects", objects);
+  if (!missing.empty()) AttrList(a, "ldscope.finding.missing_symbols", missing);
+  if (!details.empty()) AttrList(a, "ldscope.finding.details", details);
+  if (!fixes.empty()) AttrList(a, "ldscope.finding.fixes", fixes);
+}
+
+// One export: every image's spans are built (a finding may rest on an image sent
+// earlier), only the selected ones go into the request; then the findings as log
+// records on the spans that hold their evidence.
+class OtlpExport {
+ public:
+  OtlpExport(const v1::Timeline& t, const OtlpSource& src, const OtlpSelect& select)
+      : t_(t), src_(src), select_(select), anchor_mono_(AnchorMono(t, src)),
+        seed_(Hash({src.host, std::to_string(src.start_unix_ns)})),
+        trace_id_(Bytes8(seed_) + Bytes8(Hash({"trace", std::to_string(seed_)}))) {
+    for (const auto& p : t.processes()) by_stream_[p.stream()] = &p;
+  }
+
+  void AddSpans(OtlpPayload* out) {
+    for (const auto& p : t_.processes()) {
+      auto unix_ns = [&src = src_, anchor_mono = anchor_mono_, start = p.start_mono_ns()](uint64_t offset) {
+        return src.start_unix_ns + (start + offset) - anchor_mono;
+      };
+      auto b = std::make_unique<ProcessSpans>(p, trace_id_, seed_, unix_ns);
+      std::string parent_span;
+      if (const auto* q = ParentImage(p))
+        parent_span = ProcessSpans(*q, trace_id_, seed_, unix_ns).ProcessSpanId();
+      SpanList* spans;
+      if (!select_.process || select_.process(p)) {
+        auto* rs = out->traces.add_resource_spans();
+        ResourceOf(&p, src_.host, rs->mutable_resource());
+        auto* ss = rs->add_scope_spans();
+        Scope(ss->mutable_scope());
+        spans = ss->mutable_spans();
+        b->Build(parent_span, spans);
+        out->spans += static_cast<uint64_t>(spans->size());
+      } else {
+        unsent_.push_back(std::make_unique<SpanList>());
+        spans = unsent_.back().get();
+        b->Build(parent_span, spans);
+      }
+      spans_of_stream_[p.stream()] = spans;
+      builders_[p.stream()] = std::move(b);
+    }
+  }
+
+  void AddLogs(const v1::Report& findings, OtlpPayload* out) {
+    std::map<uint32_t, logs::ScopeLogs*> scope_logs;
+    for (const auto& f : findings.findings()) {
+      if (select_.finding && !select_.finding(f)) continue;
+      logs::ScopeLogs*& sl = scope_logs[f.stream()];
+      if (sl == nullptr) {
+        auto* rl = out->logs.add_resource_logs();
+        ResourceOf(by_stream_.count(f.stream()) ? by_stream_[f.stream()] : nullptr, src_.host,
+                   rl->mutable_resource());
+        sl = rl->add_scope_logs();
+        Scope(sl->mutable_scope());
+      }
+      auto* r = sl->add_log_records();
+      uint64_t when = src_.start_unix_ns;
+      auto b = builders_.find(f.stream());
+      if (b != builders_.end()) {
+        r->set_span_id(b->second->SpanOfFinding(f, *spans_of_stream_[f.stream()], &when));
+        r->set_trace_id(trace_id_);
+        r->set_flags(1);  // sampled, as the spans are
+      }
+      r->set_time_unix_nano(when);
+      r->set_observed_time_unix_nano(when);
+      FindingToRecord(f, r);
+      ++out->log_records;
+    }
+  }
+
+ private:
   // Parentage: a forked image's parent is its parent's image; an exec'd image's is the
   // previous image of its pid, else the latest image of its parent pid started before it.
-  std::map<uint32_t, const v1::ProcessTimeline*> by_stream;
-  for (const auto& p : t.processes()) by_stream[p.stream()] = &p;
-  auto parent_of = [&](const v1::ProcessTimeline& p) -> const v1::ProcessTimeline* {
-    if (p.parent_stream() != 0 && by_stream.count(p.parent_stream())) return by_stream[p.parent_stream()];
+  const v1::ProcessTimeline* ParentImage(const v1::ProcessTimeline& p) {
+    if (p.parent_stream() != 0 && by_stream_.count(p.parent_stream())) return by_stream_[p.parent_stream()];
     const v1::ProcessTimeline* best = nullptr;
-    for (const auto& q : t.processes())
+    for (const auto& q : t_.processes())
       if (q.pid() == p.pid() && q.start_mono_ns() < p.start_mono_ns() &&
           (best == nullptr || q.start_mono_ns() > best->start_mono_ns()))
         best = &q;
     if (best != nullptr || p.ppid() <= 0) return best;
-    for (const auto& q : t.processes())
+    for (const auto& q : t_.processes())
       if (static_cast<int32_t>(q.pid()) == p.ppid() && q.start_mono_ns() <= p.start_mono_ns() &&
           (best == nullptr || q.start_mono_ns() > best->start_mono_ns()))
         best = &q;
     return best;
-  };
-
-  // Every image's spans are built (a finding may rest on an image sent earlier); only
-  // the selected ones go into the request.
-  std::map<uint32_t, std::unique_ptr<ProcessSpans>> builders;
-  std::map<uint32_t, const google::protobuf::RepeatedPtrField<trace::Span>*> spans_of_stream;
-  std::vector<std::unique_ptr<google::protobuf::RepeatedPtrField<trace::Span>>> unsent;
-  for (const auto& p : t.processes()) {
-    auto unix_ns = [&src, anchor_mono, start = p.start_mono_ns()](uint64_t offset) {
-      return src.start_unix_ns + (start + offset) - anchor_mono;
-    };
-    auto b = std::make_unique<ProcessSpans>(p, trace_id, seed, unix_ns);
-    std::string parent_span;
-    if (const auto* q = parent_of(p))
-      parent_span = ProcessSpans(*q, trace_id, seed, unix_ns).ProcessSpanId();
-    google::protobuf::RepeatedPtrField<trace::Span>* spans;
-    if (!select.process || select.process(p)) {
-      auto* rs = out.traces.add_resource_spans();
-      ResourceOf(&p, src.host, rs->mutable_resource());
-      auto* ss = rs->add_scope_spans();
-      Scope(ss->mutable_scope());
-      spans = ss->mutable_spans();
-      b->Build(parent_span, spans);
-      out.spans += static_cast<uint64_t>(spans->size());
-    } else {
-      unsent.push_back(std::make_unique<google::protobuf::RepeatedPtrField<trace::Span>>());
-      spans = unsent.back().get();
-      b->Build(parent_span, spans);
-    }
-    spans_of_stream[p.stream()] = spans;
-    builders[p.stream()] = std::move(b);
   }
 
-  std::map<uint32_t, logs::ScopeLogs*> scope_logs;
-  for (const auto& f : findings.findings()) {
-    if (select.finding && !select.finding(f)) continue;
-    logs::ScopeLogs*& sl = scope_logs[f.stream()];
-    if (sl == nullptr) {
-      auto* rl = out.logs.add_resource_logs();
-      ResourceOf(by_stream.count(f.stream()) ? by_stream[f.stream()] : nullptr, src.host,
-                 rl->mutable_resource());
-      sl = rl->add_scope_logs();
-      Scope(sl->mutable_scope());
-    }
-    auto* r = sl->add_log_records();
-    uint64_t when = src.start_unix_ns;
-    auto b = builders.find(f.stream());
-    if (b != builders.end()) {
-      r->set_span_id(b->second->SpanOfFinding(f, *spans_of_stream[f.stream()], &when));
-      r->set_trace_id(trace_id);
-      r->set_flags(1);  // sampled, as the spans are
-    }
-    r->set_time_unix_nano(when);
-    r->set_observed_time_unix_nano(when);
-    switch (f.severity()) {
-      case v1::ERROR:
-        r->set_severity_number(logs::SEVERITY_NUMBER_ERROR);
-        r->set_severity_text("ERROR");
-        break;
-      case v1::WARNING:
-        r->set_severity_number(logs::SEVERITY_NUMBER_WARN);
-        r->set_severity_text("WARN");
-        break;
-      default:
-        r->set_severity_number(logs::SEVERITY_NUMBER_INFO);
-        r->set_severity_text("INFO");
-    }
-    r->mutable_body()->set_string_value(f.headline().empty() ? f.message() : f.headline());
-    auto* a = r->mutable_attributes();
-    Attr(a, "ldscope.finding.kind", FindingKindName(f.kind()));
-    Attr(a, "ldscope.finding.message", f.message());
-    std::vector<std::string> objects, missing, details, fixes;
-    for (const auto& o : f.objects()) objects.push_back(o.path());
-    for (const auto& m : f.missing())
-      missing.push_back(m.version().empty() ? m.name() : m.name() + "@" + m.version());
-    for (const auto& d : f.details()) details.push_back(d.label() + ": " + d.text());
-    for (const auto& x : f.fixes()) fixes.push_back(x.action() + ": " + x.text());
-    if (!objects.empty()) AttrList(a, "ldscope.finding.objects", objects);
-    if (!missing.empty()) AttrList(a, "ldscope.finding.missing_symbols", missing);
-    if (!details.empty()) AttrList(a, "ldscope.finding.details", details);
-    if (!fixes.empty()) AttrList(a, "ldscope.finding.fixes", fixes);
-    ++out.log_records;
-  }
+  const v1::Timeline& t_;
+  const OtlpSource& src_;
+  const OtlpSelect& select_;
+  const uint64_t anchor_mono_;
+  const uint64_t seed_;
+  const std::string trace_id_;
+  std::map<uint32_t, const v1::ProcessTimeline*> by_stream_;
+  std::map<uint32_t, std::unique_ptr<ProcessSpans>> builders_;
+  std::map<uint32_t, const SpanList*> spans_of_stream_;
+  std::vector<std::unique_ptr<SpanList>> unsent_;
+};
+
+}  // namespace
+
+std::string OtlpProcessKey(const v1::ProcessTimeline& p) {
+  return fmt::format("{}/{}", p.pid(), p.start_mono_ns());
+}
+
+OtlpPayload Otlp(const v1::Timeline& t, const v1::Report& findings, const OtlpSource& src,
+                 const OtlpSelect& select) {
+  OtlpPayload out;
+  OtlpExport exp(t, src, select);
+  exp.AddSpans(&out);
+  exp.AddLogs(findings, &out);
   return out;
 }
 

@@ -20,10 +20,6 @@
 #include "ldscope_proto/report.pb.h"
 #include "ldscope_proto/timeline.pb.h"
 
-namespace ldscope::store {
-struct TraceSet;
-}
-
 namespace ldscope::render {
 
 // What the trace files' headers say about where and when the trace was taken.
@@ -32,8 +28,6 @@ struct OtlpSource {
   uint64_t start_unix_ns = 0;   // wall-clock time recording started
   uint64_t start_mono_ns = 0;   // CLOCK_MONOTONIC at that moment (0: not recorded)
 };
-// From the earliest readable header of the set.
-OtlpSource OtlpSourceOf(const store::TraceSet& traces);
 
 struct OtlpPayload {
   opentelemetry::proto::collector::trace::v1::ExportTraceServiceRequest traces;

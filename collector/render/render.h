@@ -1,5 +1,6 @@
-// Renderers: turn timeline (and later report) messages into text for people or JSON
-// for machines. No analysis happens here; nothing else prints.
+// Renderers: turn timeline, report, diff and lock messages into text for people, JSON,
+// GitHub annotations, JUnit XML or a Chrome trace for machines. No analysis happens
+// here; nothing else prints.
 #pragma once
 
 #include <cstdint>
@@ -13,10 +14,6 @@
 #include "ldscope_proto/lock.pb.h"
 #include "ldscope_proto/report.pb.h"
 #include "ldscope_proto/timeline.pb.h"
-
-namespace ldscope::store {
-struct TraceSet;
-}
 
 namespace ldscope::render {
 
@@ -57,12 +54,10 @@ std::string GithubSummary(const v1::Report& r, const std::string& title);
 // <failure> with the failing findings' text and evidence, the other findings in
 // <system-out>; damaged traces as <error>s.
 struct JunitInput {
-  std::map<uint32_t, std::string> trace_of_stream;   // TraceFilesByStream
+  std::map<uint32_t, std::string> trace_of_stream;   // store::TraceFilesByStream
   std::function<bool(const v1::Finding&)> fails;     // which findings fail their case
 };
 std::string Junit(const v1::Timeline& t, const v1::Report& r, const JunitInput& in);
-// The trace file each stream of a loaded trace set came from.
-std::map<uint32_t, std::string> TraceFilesByStream(const store::TraceSet& traces);
 // The Chrome trace-event format of a timeline, with findings as markers.
 std::string ChromeTrace(const v1::Timeline& t, const v1::Report& findings);
 // "missing-symbol", "duplicate-library", ... (the names --fail-on takes).

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "model/python.h"
+#include "render/python_text.h"
 #include "render/render.h"
 #include "text/escape.h"
 #include "render/words.h"
@@ -50,7 +50,7 @@ void Tried(std::string& out, const google::protobuf::RepeatedPtrField<v1::Candid
 
 // The Python side of an entry, when the hook saw one.
 void Python(std::string& out, const v1::PyCause& c, const std::string& cwd, const TextOptions& opt) {
-  const std::string text = model::PyCauseText(c, cwd);
+  const std::string text = render::PyCauseText(c, cwd);
   if (!text.empty()) out += fmt::format("{}      python {}\n", Pad(opt), text);
 }
 
@@ -92,8 +92,24 @@ bool Spill(std::string& out, const Sink& sink) {
   return ok;
 }
 
-bool RenderProcess(std::string& out, const v1::ProcessTimeline& p, const TextOptions& opt,
-                   const Sink& sink) {
+// The Python line of a process the hook reported on: version, imports, losses.
+void RenderPythonSummary(std::string& out, const v1::ProcessTimeline& p) {
+  size_t failed = 0;
+  for (const auto& i : p.imports()) failed += i.failed();
+  out += fmt::format("  python {} ({}): {} imports, {} failed{}{}\n", p.python().version(),
+                     p.python().executable(), p.imports_size(), failed,
+                     p.python().dropped() + p.python().missing_seqs() == 0
+                         ? ""
+                         : fmt::format("; hook events dropped {}, missing {}",
+                                       p.python().dropped(), p.python().missing_seqs()),
+                     p.python().truncated() == 0
+                         ? ""
+                         : fmt::format("; {} hook events truncated", p.python().truncated()));
+}
+
+// A process block's head: pid and executable, argv, how it started, LD_ variables,
+// the Python summary.
+void RenderHeader(std::string& out, const v1::ProcessTimeline& p) {
   std::string argv;  // a shell gives these words back as the original bytes
   for (const auto& a : p.argv()) {
     if (!argv.empty()) argv += ' ';
@@ -117,69 +133,58 @@ bool RenderProcess(std::string& out, const v1::ProcessTimeline& p, const TextOpt
   std::sort(env.begin(), env.end());
   for (const auto& [k, v] : env)
     if (k.rfind("LD_", 0) == 0) out += fmt::format("  {}={}\n", k, v);
-  if (p.has_python()) {
-    size_t failed = 0;
-    for (const auto& i : p.imports()) failed += i.failed();
-    out += fmt::format("  python {} ({}): {} imports, {} failed{}{}\n", p.python().version(),
-                       p.python().executable(), p.imports_size(), failed,
-                       p.python().dropped() + p.python().missing_seqs() == 0
-                           ? ""
-                           : fmt::format("; hook events dropped {}, missing {}",
-                                         p.python().dropped(), p.python().missing_seqs()),
-                       p.python().truncated() == 0
-                           ? ""
-                           : fmt::format("; {} hook events truncated", p.python().truncated()));
-  }
+  if (p.has_python()) RenderPythonSummary(out, p);
+}
 
-  size_t exit_unloads = 0;
+void RenderSearch(std::string& out, const v1::Entry& e, const std::string& cwd,
+                  const TextOptions& opt) {
+  const auto& s = e.search();
+  out += fmt::format("{}       search {}  requested by {}{}\n", Time(e, opt),
+                     s.requested_name(), Name(s.requester()), Cut(e));
+  Tried(out, s.tried(), opt);
+  out += fmt::format("{}      result {}{}\n", Pad(opt), s.outcome(),
+                     s.has_same_as() ? ": " + Name(s.same_as()) : "");
+  if (s.has_python()) Python(out, s.python(), cwd, opt);
+}
+
+void RenderFailedDlopen(std::string& out, const v1::Entry& e, const std::string& cwd,
+                        const TextOptions& opt) {
+  const auto& f = e.failed_dlopen();
+  out += fmt::format("{}FAILED dlopen {}  requested by {}: rolled back\n", Time(e, opt),
+                     f.requested_name().empty() ? "(unknown name)" : f.requested_name(),
+                     Name(f.requester()));
+  for (const auto& r : f.rolled_back())
+    out += fmt::format("{}      unmap  {}\n", Pad(opt), Name(r));
+  if (f.has_python()) Python(out, f.python(), cwd, opt);
+}
+
+// One line (and its detail lines) per entry; unloads at exit are only counted in
+// *exit_unloads unless verbose. False when the sink failed.
+bool RenderEntries(std::string& out, const v1::ProcessTimeline& p, const TextOptions& opt,
+                   const Sink& sink, size_t* exit_unloads) {
   for (const auto& e : p.entries()) {
     if (!Spill(out, sink)) return false;
     switch (e.kind_case()) {
       case v1::Entry::kLoad: RenderLoad(out, e, p.cwd(), opt); break;
-      case v1::Entry::kSearch: {
-        const auto& s = e.search();
-        out += fmt::format("{}       search {}  requested by {}{}\n", Time(e, opt),
-                           s.requested_name(), Name(s.requester()), Cut(e));
-        Tried(out, s.tried(), opt);
-        out += fmt::format("{}      result {}{}\n", Pad(opt), s.outcome(),
-                           s.has_same_as() ? ": " + Name(s.same_as()) : "");
-        if (s.has_python()) Python(out, s.python(), p.cwd(), opt);
-        break;
-      }
+      case v1::Entry::kSearch: RenderSearch(out, e, p.cwd(), opt); break;
       case v1::Entry::kUnload:
         if (e.unload().at_exit() && !opt.verbose) {
-          ++exit_unloads;
+          ++*exit_unloads;
           break;
         }
         out += fmt::format("{}{} {:<11} {}{}\n", Time(e, opt), Ns(e.unload().object()),
                            "unload", Name(e.unload().object()),
                            e.unload().at_exit() ? " (at exit)" : "");
         break;
-      case v1::Entry::kFailedDlopen: {
-        const auto& f = e.failed_dlopen();
-        out += fmt::format("{}FAILED dlopen {}  requested by {}: rolled back\n", Time(e, opt),
-                           f.requested_name().empty() ? "(unknown name)" : f.requested_name(),
-                           Name(f.requester()));
-        for (const auto& r : f.rolled_back())
-          out += fmt::format("{}      unmap  {}\n", Pad(opt), Name(r));
-        if (f.has_python()) Python(out, f.python(), p.cwd(), opt);
-        break;
-      }
-      case v1::Entry::kNote:
-        out += fmt::format("{}note: {}\n", Time(e, opt), e.note());
-        break;
+      case v1::Entry::kFailedDlopen: RenderFailedDlopen(out, e, p.cwd(), opt); break;
       default: break;
     }
   }
-  if (p.python_hook_silent())
-    out += "  python: ldscope's Python hook did not report (python -I, -E or -S ignore it, or it could "
-           "not connect): loads are not attributed to imports\n";
-  // Failed imports that are not the optional probes Python makes itself.
-  for (const auto& i : p.imports()) {
-    if (!i.failed() || i.error().rfind("ModuleNotFoundError", 0) == 0) continue;
-    out += fmt::format("  import {} failed at {}: {}\n", i.module(),
-                       model::PyFrameText(i.site(), p.cwd()), i.error());
-  }
+  return true;
+}
+
+// How the process image ended (or that it did not, as far as the trace knows).
+void RenderEnd(std::string& out, const v1::ProcessTimeline& p, size_t exit_unloads) {
   if (p.exited())
     out += fmt::format("  exit: {} objects unloaded at exit\n", exit_unloads);
   else if (p.still_running())
@@ -194,8 +199,30 @@ bool RenderProcess(std::string& out, const v1::ProcessTimeline& p, const TextOpt
   else
     out += fmt::format("  no normal exit seen (_exit, a crash, or exec): {} objects still "
                        "loaded\n", p.loaded_at_end_size());
+}
+
+// A process block's tail: the Python hook's silence, failed imports, the end, counts.
+void RenderFooter(std::string& out, const v1::ProcessTimeline& p, size_t exit_unloads) {
+  if (p.python_hook_silent())
+    out += "  python: ldscope's Python hook did not report (python -I, -E or -S ignore it, or it could "
+           "not connect): loads are not attributed to imports\n";
+  // Failed imports that are not the optional probes Python makes itself.
+  for (const auto& i : p.imports()) {
+    if (!i.failed() || i.error().rfind("ModuleNotFoundError", 0) == 0) continue;
+    out += fmt::format("  import {} failed at {}: {}\n", i.module(),
+                       render::PyFrameText(i.site(), p.cwd()), i.error());
+  }
+  RenderEnd(out, p, exit_unloads);
   out += fmt::format("  events {}, dropped {}, missing {}\n\n", p.events(), p.dropped(),
                      p.missing_seqs());
+}
+
+bool RenderProcess(std::string& out, const v1::ProcessTimeline& p, const TextOptions& opt,
+                   const Sink& sink) {
+  RenderHeader(out, p);
+  size_t exit_unloads = 0;
+  if (!RenderEntries(out, p, opt, sink, &exit_unloads)) return false;
+  RenderFooter(out, p, exit_unloads);
   return true;
 }
 

@@ -248,6 +248,13 @@ TraceFile ReadTraceFile(const std::string& path) {
 
 bool Readable(const TraceFile& f) { return f.ok || f.problem.offset > 0; }
 
+std::map<uint32_t, std::string> TraceFilesByStream(const store::TraceSet& traces) {
+  std::map<uint32_t, std::string> out;
+  for (const auto& f : traces.files)
+    for (const auto& e : f.events) out.emplace(e.stream(), f.path);
+  return out;
+}
+
 bool AnyReadable(const TraceSet& set) {
   for (const auto& f : set.files)
     if (Readable(f)) return true;
@@ -367,9 +374,10 @@ void TraceWriter::Record(const uint8_t* head, size_t hn, const uint8_t* body, si
 
 bool TraceWriter::AppendEvent(const uint8_t* data, size_t size, uint32_t stream) {
   if (out_.fd < 0 || !begun_) return false;
-  // Field 7 (stream), varint: tag 0x38.
+  constexpr uint64_t kStreamTag = wire::Tag(v1::Event::kStreamFieldNumber, wire::kVarint);
+  static_assert(kStreamTag < 0x80, "a one-byte tag");
   uint8_t tail[12];
-  tail[0] = 0x38;
+  tail[0] = kStreamTag;
   const size_t tn = static_cast<size_t>(wire::PutVarint(tail + 1, stream) - tail);
   uint8_t prefix[10];
   const size_t pn = static_cast<size_t>(wire::PutVarint(prefix, size + tn) - prefix);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,8 @@ TraceSet LoadTraces(const std::vector<std::string>& paths);
 // True when at least one file of the set could be read ("no trace could be read" is
 // exit status 2 for show/report/export/diff).
 bool AnyReadable(const TraceSet& set);
+// The trace file each stream of a loaded trace set came from.
+std::map<uint32_t, std::string> TraceFilesByStream(const TraceSet& traces);
 // The same for a trace held in memory (`run` analyses what it recorded without reading
 // its output back).
 TraceSet LoadTraceImage(const std::string& name, const std::string& bytes);
@@ -87,7 +90,6 @@ class TraceWriter {
   bool Flush();
   std::string Close();  // "" or an error naming the file, the errno and what was lost
   bool failed() const { return error_ != 0; }
-  uint64_t bytes_written() const { return written_; }
 
  private:
   void Record(const uint8_t* head, size_t hn, const uint8_t* body, size_t bn,

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <regex>
 
@@ -123,6 +124,28 @@ TEST(Hosts, SlurmAndMpiRanks) {
     ASSERT_EQ(r.code, 0) << r.err;
   }
   ExpectReports("mpi", dir, {dir + "/mpi"}, 0);
+}
+
+// Each host's traces carry the ELF facts of what it loaded (`run` writes them): two hosts
+// dlopen a library that needs a symbol its dependency lacks, and the library files are
+// gone when the report is made (it is read on another machine). Each host's report
+// still names the missing symbol, from its own trace's facts.
+TEST(Hosts, FactsOfEachHostsTraces) {
+  const auto dir = testing::ScratchDir("hosts_facts");
+  ASSERT_EQ(mkdir((dir + "/app").c_str(), 0700), 0);
+  ASSERT_EQ(mkdir((dir + "/v4").c_str(), 0700), 0);
+  ASSERT_EQ(RunCmd({"/bin/cp", kFx + "/mpi/app/libmpiuser.so", dir + "/app/"}).code, 0);
+  ASSERT_EQ(RunCmd({"/bin/cp", kFx + "/mpi/v4/libmpi.so.40", dir + "/v4/"}).code, 0);
+  for (const char* host : {"hostA", "hostB"}) {
+    ASSERT_EQ(mkdir((dir + "/" + host).c_str(), 0700), 0);
+    const auto r = RunCmd({LDSCOPE_BIN, "run", "-q", "--no-report", "-o", dir + "/" + host + "/t.ldscope", "--",
+                           DLPROBE, "open", dir + "/app/libmpiuser.so"},
+                          {"LDSCOPE_HOST=" + std::string(host), "LD_LIBRARY_PATH=" + dir + "/v4"});
+    ASSERT_EQ(r.code, 0) << r.err;
+  }
+  ASSERT_EQ(unlink((dir + "/app/libmpiuser.so").c_str()), 0);
+  ASSERT_EQ(unlink((dir + "/v4/libmpi.so.40").c_str()), 0);
+  ExpectReports("facts", dir, {dir + "/hostA/", dir + "/hostB/"}, 0);
 }
 
 // A missing input and a damaged file are named on stderr (exit 1, the rest is

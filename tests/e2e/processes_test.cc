@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "support/sequence.h"
 #include "support/test_support.h"
 
 namespace ldscope {
@@ -187,6 +188,34 @@ TEST(Processes, EightThreadsDlopenAtOnce) {
     EXPECT_EQ(loads, 1) << lib << " mapped once, however many threads asked";
   }
   EXPECT_EQ(tids.size(), 8u) << "each thread's load is attributed to that thread";
+}
+
+// The command line as the kernel has it (the audit library reads argv's strings where
+// /proc/self/cmdline does): exactly, and when longer than the start event's 24 KiB, cut
+// after the last whole argument that fits and marked truncated.
+TEST(Processes, CommandLineWholeAndCut) {
+  const auto dir = testing::ScratchDir("proc_cmdline");
+  for (int count : {3, 30}) {
+    const auto trace = dir + "/t" + std::to_string(count) + ".ldscope";
+    std::vector<std::string> cmd = {LDSCOPE_BIN, "run", "-q", "--no-report", "-o", trace, "--",
+                                    "/bin/true", ""};
+    for (int i = 0; i < count; ++i) cmd.push_back(std::string(1000, static_cast<char>('a' + i % 26)));
+    auto r = RunCmd(cmd);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::vector<std::string> argv(cmd.begin() + 7, cmd.end());
+    int starts = 0;
+    for (const auto& e : testing::EventsOf(trace)) {
+      if (!e.has_process_start()) continue;
+      ++starts;
+      const auto& got = e.process_start().argv();
+      // "/bin/true\0" and "\0" take 11 bytes, each argument 1,001: 24 of them fit 24,576.
+      const size_t fit = count == 3 ? argv.size() : 2 + 24;
+      ASSERT_EQ(static_cast<size_t>(got.size()), fit);
+      for (size_t i = 0; i < fit; ++i) EXPECT_EQ(got[static_cast<int>(i)], argv[i]) << i;
+      EXPECT_EQ(e.truncated(), count == 30);
+    }
+    EXPECT_EQ(starts, 1);
+  }
 }
 
 }  // namespace

@@ -19,10 +19,20 @@ for f in "$@"; do
     continue
   fi
   refs=$(grep -F '*UND*' <<<"$out" || true)  # what the file needs, not what it defines
+  if [[ -z $refs ]] && LC_ALL=C readelf -dW "$f" | grep -q '(NEEDED)'; then
+    echo "$f: needs libraries but objdump -T lists no undefined symbol" >&2
+    bad=1
+    continue
+  fi
+  if [[ -z $refs ]]; then
+    # The audit library links no libc: nothing undefined, no library needed.
+    echo "$f: needs no symbol from any library"
+    continue
+  fi
   versions=$(grep -o '(GLIBC_[0-9][0-9.]*)' <<<"$refs" | tr -d '()' | sed 's/GLIBC_//' | sort -u -V)
   if [[ -z $versions ]]; then
-    # Every dynamic object here links libc; no versions at all means objdump's format
-    # is not what this script reads, not that the file is fine.
+    # A dynamic object that needs symbols needs some from libc; no versions at all means
+    # objdump's format is not what this script reads, not that the file is fine.
     echo "$f: no GLIBC_ symbol versions found in objdump -T output" >&2
     bad=1
     continue
