@@ -225,12 +225,12 @@ void Append(const v1::Report& from, v1::Report* to) {
 v1::Report Analyze(const v1::Timeline& timeline, const elf::TraceFacts* facts, Files* files,
                    const std::function<void(Context&)>& also, ProcessPassCache* cache) {
   Context ctx(timeline, facts, files);
-  v1::Report r = Analyze(ctx);
+  v1::Report r = Analyze(ctx, cache);
   if (also) also(ctx);
   return r;
 }
 
-v1::Report Analyze(Context& ctx) {
+v1::Report Analyze(Context& ctx, ProcessPassCache* cache) {
   v1::Report r;
   std::vector<std::shared_ptr<const ProcessPassCache::Entry>> cached;
   if (cache != nullptr) cached = cache->For(ctx);
