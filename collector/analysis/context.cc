@@ -13,6 +13,7 @@
 
 #include "render/python_text.h"
 #include "text/escape.h"
+#include "render/words.h"
 
 namespace ldscope::analysis {
 
@@ -280,62 +281,27 @@ Context::Context(const v1::Timeline& t, const elf::TraceFacts* facts, Files* fil
   for (const auto& p : t.processes()) {
     ProcessIndex pi;
     pi.p = &p;
-    std::vector<std::string> learnt_defaults;
-    for (const auto& e : p.entries()) {
-      if (e.has_load()) {
-        const auto& l = e.load();
-        Obj& o = pi.objects[l.object().id()];
-        o.id = l.object().id();
-        o.load = &l;
-        o.path = l.object().path();
-        o.soname = l.object().soname();
-        o.lmid = l.object().lmid();
-        o.dev = l.dev();
-        o.ino = l.ino();
-        o.build_id = l.build_id();
-        o.open_seq = e.seq();
-        o.at_ms = e.offset_ns() / 1e6;
-        o.requester = l.requester().id();
-        o.rolled_back = l.rolled_back();
-        if (pi.env.subdirs.empty() && l.tried_size() > 1 &&
-            l.requested_name().find('/') == std::string::npos) {
-          std::vector<std::string> tried;
-          for (const auto& c : l.tried()) tried.push_back(c.path());
-          pi.env.subdirs = loader::SubdirsFromCandidates(tried, l.requested_name());
-        }
-        for (const auto& c : l.tried()) {
-          if (c.step() != "default dirs") continue;
-          std::string dir = c.path().substr(0, c.path().rfind('/'));
-          for (const auto& sub : pi.env.subdirs)
-            if (dir.size() > sub.size() && dir.compare(dir.size() - sub.size(), sub.size(), sub) == 0)
-              dir = dir.substr(0, dir.size() - sub.size() - 1);
-          if (std::find(learnt_defaults.begin(), learnt_defaults.end(), dir) == learnt_defaults.end())
-            learnt_defaults.push_back(dir);
-        }
-      }
-      auto closed = [&](const v1::ObjectRef& r, uint64_t seq) {
-        Obj& o = pi.objects[r.id()];
-        if (o.id == 0) {  // inherited over fork: first seen here
-          o.id = r.id();
-          o.path = r.path();
-          o.soname = r.soname();
-          o.lmid = r.lmid();
-        }
-        o.close_seq = seq;
-      };
-      if (e.has_unload()) closed(e.unload().object(), e.seq());
-      if (e.has_failed_dlopen())
-        for (const auto& r : e.failed_dlopen().rolled_back()) closed(r, e.seq());
+    // The model's object table (timeline.proto's LoadedObject), indexed by id.
+    for (const auto& lo : p.objects()) {
+      Obj& o = pi.objects[lo.object().id()];
+      o.id = lo.object().id();
+      o.path = lo.object().path();
+      o.soname = lo.object().soname();
+      o.lmid = lo.object().lmid();
+      o.open_seq = lo.open_seq();
+      if (lo.has_close_seq()) o.close_seq = lo.close_seq();
+      o.requester = lo.requester();
+      o.rolled_back = lo.rolled_back();
+      if (lo.load_entry() == 0 || lo.load_entry() > static_cast<uint32_t>(p.entries_size())) continue;
+      const v1::Entry& e = p.entries(static_cast<int>(lo.load_entry() - 1));
+      o.load = &e.load();
+      o.dev = o.load->dev();
+      o.ino = o.load->ino();
+      o.build_id = o.load->build_id();
+      o.at_ms = e.offset_ns() / 1e6;
     }
-    for (const auto& r : p.loaded_at_end()) {
-      Obj& o = pi.objects[r.id()];
-      if (o.id == 0) {
-        o.id = r.id();
-        o.path = r.path();
-        o.soname = r.soname();
-        o.lmid = r.lmid();
-      }
-    }
+    pi.env.subdirs.assign(p.hwcaps_subdirs().begin(), p.hwcaps_subdirs().end());
+    const std::vector<std::string> learnt_defaults(p.default_dirs().begin(), p.default_dirs().end());
     auto env = p.env().find("LD_LIBRARY_PATH");
     if (env != p.env().end())
       for (const auto& dir : loader::SplitPath(env->second))  // relative: to the start's cwd
@@ -399,8 +365,7 @@ std::string Context::HowLoaded(const ProcessIndex& pi, const Obj& o) const {
     auto it = pi.objects.find(o.requester);
     return it == pi.objects.end() ? std::string("(unknown object)") : NormalPath(it->second.path);
   };
-  const std::string step =
-      o.load->tried_size() > 0 ? o.load->tried(o.load->tried_size() - 1).step() : "";
+  const std::string step = render::FoundByWord(*o.load);
   // In traced Python: the ctypes call or import behind the load, in the user's terms.
   const v1::PyCause& py = o.load->python();
   const std::string cause = render::PyCauseText(py, pi.p->cwd());
@@ -431,8 +396,7 @@ v1::Library Context::Describe(const ProcessIndex& pi, const Obj& o) {
   l.set_loaded_by(HowLoaded(pi, o));
   l.set_seq(o.open_seq);
   l.set_at_ms(o.at_ms);
-  if (o.load != nullptr && o.load->tried_size() > 0)
-    l.set_found_by(o.load->tried(o.load->tried_size() - 1).step());
+  if (o.load != nullptr) l.set_found_by(render::FoundByWord(*o.load));
   if (o.load != nullptr && o.load->has_python()) *l.mutable_python() = o.load->python();
   return l;
 }

@@ -25,6 +25,7 @@
 #include "analysis/families.h"
 #include "render/python_text.h"
 #include "text/escape.h"
+#include "render/words.h"
 
 namespace ldscope::analysis {
 namespace {
@@ -35,10 +36,9 @@ std::string Join(const std::vector<std::string>& v) { return fmt::format("{}", f
 
 // "libfabric.so.1 (found via RUNPATH)"-style: the path, and the step that found it.
 std::string PathFound(const Obj& o) {
-  const std::string step =
-      o.load != nullptr && o.load->tried_size() > 0 ? o.load->tried(o.load->tried_size() - 1).step() : "";
+  const std::string step = o.load != nullptr ? render::FoundByWord(*o.load) : "";
   if (step.empty()) return NormalPath(o.path);
-  if (step == "as given") return fmt::format("{} (opened by its path)", NormalPath(o.path));
+  if (render::FoundBy(*o.load) == v1::STEP_AS_GIVEN) return fmt::format("{} (opened by its path)", NormalPath(o.path));
   return fmt::format("{} (found via {})", NormalPath(o.path), step);
 }
 
@@ -544,7 +544,7 @@ class Pass {
       loader::Object only = l;
       only.rpath.clear();
       const loader::Result found = loader::Search(name, only, {}, env);
-      if (found.path.empty() || found.step != loader::Step::kRunpath) continue;
+      if (found.path.empty() || found.step != v1::STEP_RUNPATH) continue;
       const std::string file = NormalPath(found.path);
       const std::string lbase = BaseName(l.path), rbase = BaseName(r.path);
       auto f = NewFinding(pi, v1::RUNPATH_NOT_INHERITED, v1::WARNING);

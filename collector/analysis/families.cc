@@ -5,6 +5,7 @@
 #include <regex>
 
 #include "elf/elf_file.h"
+#include "render/words.h"
 
 namespace ldscope::analysis {
 namespace {
@@ -156,8 +157,9 @@ std::vector<FallThrough> FallThroughs(Context& ctx, const ProcessIndex& pi) {
   std::vector<FallThrough> out;
   for (const auto& [id, o] : pi.objects) {
     if (o.load == nullptr || o.load->reason() != v1::LOAD_NEEDED || o.load->tried_size() == 0) continue;
-    const std::string& step = o.load->tried(o.load->tried_size() - 1).step();
-    if (step != "LD_LIBRARY_PATH" && step != "ld.so.cache" && step != "default dirs") continue;
+    const v1::CandidateStep step = render::FoundBy(*o.load);
+    if (step != v1::STEP_LD_LIBRARY_PATH && step != v1::STEP_LD_SO_CACHE && step != v1::STEP_DEFAULT_DIRS)
+      continue;
     auto req = pi.objects.find(o.requester);
     if (req == pi.objects.end()) continue;
     loader::Object r = pi.AsRequester(req->second, ctx.files());
@@ -179,7 +181,7 @@ std::vector<FallThrough> FallThroughs(Context& ctx, const ProcessIndex& pi) {
     // trace (the model's own walk agrees on the answer, not always on the list).
     std::vector<std::string> tried;
     for (const auto& c : o.load->tried())
-      if (c.step() == "RPATH" || c.step() == "RUNPATH") tried.push_back(c.path());
+      if (c.step() == v1::STEP_RPATH || c.step() == v1::STEP_RUNPATH) tried.push_back(c.path());
     if (tried.empty()) tried = res.tried;
     for (const auto& c : tried) {
       if (c.size() <= name.size() || c.compare(c.size() - name.size() - 1, std::string::npos, "/" + name) != 0)

@@ -10,6 +10,7 @@
 
 #include "analysis/analysis.h"
 #include "render/python_text.h"
+#include "render/words.h"
 
 namespace ldscope::analysis {
 namespace {
@@ -20,11 +21,11 @@ struct Missing {
   std::string name, version, needed_name;  // needed_name: the NEEDED that should provide it
   const Obj* bound = nullptr;
   std::string provider;        // the first file on the requester's path that defines it
-  loader::Step provider_step = loader::Step::kDefault;
+  v1::CandidateStep provider_step = v1::STEP_DEFAULT_DIRS;
   // When the provider is not the path's first match: that first match (which lacks it,
   // and where the loader stopped).
   std::string first_match;
-  loader::Step first_step = loader::Step::kDefault;
+  v1::CandidateStep first_step = v1::STEP_DEFAULT_DIRS;
   bool version_only = false;   // "version V not found" (no symbol name)
   const Obj* out_of_scope = nullptr;  // a loaded object that defines it but is not in scope
 };
@@ -268,7 +269,7 @@ class Pass {
                                "its SONAME matches {}'s DT_NEEDED {}, so {}'s own {} was never searched",
                                SymbolList(ms), m0.needed_name, Label(b), b.at_ms(), b.loaded_by(), base,
                                m0.needed_name, base,
-                               m0.provider.empty() ? "search path" : loader::StepName(m0.provider_step))
+                               m0.provider.empty() ? "search path" : render::StepWord(m0.provider_step))
                  : fmt::format("it needs {}, which {} (its {}{}) does not define", SymbolList(ms),
                                Label(b), m0.needed_name,
                                b.found_by().empty() ? "" : ", found via " + b.found_by());
@@ -282,7 +283,7 @@ class Pass {
         s += fmt::format("; there it would have found {}, which defines {}", Label(p), pronoun);
       else if (!m0.first_match.empty() && m0.first_step != m0.provider_step)
         s += fmt::format("; its own {} holds {}, which defines {}, but {} is searched first",
-                         p.found_by(), Label(p), pronoun, loader::StepName(m0.first_step));
+                         p.found_by(), Label(p), pronoun, render::StepWord(m0.first_step));
       else if (!m0.first_match.empty())
         s += fmt::format("; {} ({}, later on the same path) defines {}, but the loader stops at "
                          "the first match", Label(p), p.found_by(), pronoun);
@@ -305,7 +306,7 @@ class Pass {
     v1::Library p;
     p.set_path(m.provider);
     p.set_version(ctx_.VersionOf(m.provider, m.needed_name));
-    p.set_found_by(loader::StepName(m.provider_step));
+    p.set_found_by(render::StepWord(m.provider_step));
     return p;
   }
 
@@ -341,14 +342,14 @@ class Pass {
                                         "DT_NEEDED {} and does not search: {}'s own {} was never "
                                         "searched", m0.needed_name, base,
                                         m0.provider.empty() ? "search path"
-                                                            : loader::StepName(m0.provider_step)));
+                                                            : render::StepWord(m0.provider_step)));
       } else if (!b.found_by().empty()) {
         AddDetail(f, "found by", b.found_by());
       }
     }
     if (!m0.first_match.empty() && (m0.bound == nullptr || NormalPath(m0.bound->path) != m0.first_match))
       AddDetail(f, "first match", fmt::format("{} ({}), which lacks {}", m0.first_match,
-                                              loader::StepName(m0.first_step), pronoun));
+                                              render::StepWord(m0.first_step), pronoun));
     if (!m0.provider.empty()) {
       const v1::Library p = ProviderLibrary(m0);
       const std::string verb = m0.version_only ? "offers" : "defines";
@@ -357,7 +358,7 @@ class Pass {
       else if (!m0.first_match.empty())
         AddDetail(f, "later on the path", fmt::format(
             "{} via {}, which {} {}: the loader takes the first match ({}) and never reaches it",
-            Label(p), p.found_by(), verb, pronoun, loader::StepName(m0.first_step)));
+            Label(p), p.found_by(), verb, pronoun, render::StepWord(m0.first_step)));
       else
         AddDetail(f, "defined by", fmt::format("{} ({})", Label(p), p.found_by()));
     } else {
@@ -422,22 +423,22 @@ class Pass {
       AddSwapFix(pi, o, *m0.bound, f);
       AddFix(f, "preload-by-path",
              fmt::format("load the copy {}'s {} names before anything loads {}: {}LD_PRELOAD={}",
-                         base, loader::StepName(m0.provider_step), m0.needed_name,
+                         base, render::StepWord(m0.provider_step), m0.needed_name,
                          python ? fmt::format("ctypes.CDLL('{}', mode=ctypes.RTLD_GLOBAL) first, or ",
                                               m0.provider)
                                 : "",
                          m0.provider));
       return;
     }
-    if (m0.first_step == loader::Step::kLdLibraryPath && !m0.first_match.empty()) {
+    if (m0.first_step == v1::STEP_LD_LIBRARY_PATH && !m0.first_match.empty()) {
       const std::string dir = m0.first_match.substr(0, m0.first_match.rfind('/'));
       AddFix(f, "drop-from-ld-library-path",
              fmt::format("drop {} from LD_LIBRARY_PATH (its {} lacks {}){}", dir, m0.needed_name, what,
-                         m0.provider_step == loader::Step::kLdLibraryPath
+                         m0.provider_step == v1::STEP_LD_LIBRARY_PATH
                              ? fmt::format(", or put {} before it",
                                            m0.provider.substr(0, m0.provider.rfind('/')))
                              : fmt::format("; {}'s {} then finds {}", base,
-                                           loader::StepName(m0.provider_step), m0.provider)));
+                                           render::StepWord(m0.provider_step), m0.provider)));
     }
     if (m0.bound != nullptr && NormalPath(m0.bound->path) != m0.provider)
       AddFix(f, "preload-by-path", fmt::format("or preload the copy that {}: LD_PRELOAD={}",
@@ -508,7 +509,7 @@ class Pass {
                                         self.path(), self.loaded_by()));
     AddDetail(&f, "defined by", provider.empty() ? fmt::format("no file on {}'s search path", base)
                                                  : fmt::format("{} ({}), not loaded", provider,
-                                                               loader::StepName(missing[0].provider_step)));
+                                                               render::StepWord(missing[0].provider_step)));
     if (!provider.empty())
       AddFix(&f, "load-rtld-global",
              fmt::format("load {} with RTLD_GLOBAL before {} (or LD_PRELOAD={})", provider, base, provider));

@@ -642,7 +642,6 @@ Result<std::unique_ptr<ElfInfo>> ReadElf(const std::string& path) {
   info->path = path;
   Parser p(m->data(), m, info.get());  // the views stay valid while the ElfInfo lives
   if (Status s = p.Parse(); !s.ok()) return Error{fmt::format("{}: {}", path, s.error())};
-  }
   info->dev = m->st.st_dev;
   info->ino = m->st.st_ino;
   info->size = static_cast<uint64_t>(m->st.st_size);

@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "analysis/context.h"
+#include "render/words.h"
 #include "support/test_support.h"
 
 namespace ldscope {
@@ -61,8 +62,8 @@ TEST(LoaderModel, AgreesWithGlibcOnEverySearchedLoad) {
         EXPECT_TRUE(analysis::Context::SameFile(model.path, o.path))
             << name << " requested by " << req->second.path << ": glibc mapped " << o.path
             << ", the model says " << model.path;
-        const std::string glibc_step = o.load->tried(o.load->tried_size() - 1).step();
-        EXPECT_EQ(loader::StepName(model.step), glibc_step) << name << " -> " << o.path;
+        const std::string glibc_step = render::FoundByWord(*o.load);
+        EXPECT_EQ(render::StepWord(model.step), glibc_step) << name << " -> " << o.path;
         ++steps[glibc_step];
         ++checked;
       }
