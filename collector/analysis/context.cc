@@ -338,8 +338,11 @@ std::string Context::VersionOf(const std::string& path, const std::string& sonam
     const std::string s = files_->FindString(path, "NCCL version ");
     if (!s.empty()) v = "NCCL " + s.substr(std::string("NCCL version ").size());
     // The string is printed as is by NCCL ("NCCL version 2.28.3 compiled with CUDA
-    // 13.0\n" in Ubuntu's build): the version without its line break.
-    while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.pop_back();
+    // 13.0\n" in Ubuntu's build): the version without its line break. v is escaped text
+    // (the break is the two characters `\n` there): trimmed as raw bytes.
+    std::string raw = text::Unescape(v);
+    while (!raw.empty() && std::isspace(static_cast<unsigned char>(raw.back()))) raw.pop_back();
+    v = text::Escape(raw);
   }
   if (v.empty() && family == "libstdc++") {
     if (const elf::ElfInfo* e = files_->Get(path)) {
