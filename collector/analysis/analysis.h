@@ -56,7 +56,13 @@ void AddSearchDetails(Context& ctx, const ProcessIndex& pi, const Obj& requester
                       const std::string& name, const v1::SearchResult* s, bool dlopen,
                       v1::Finding* f);
 
-// Runs every pass over a timeline; findings ordered by process, then severity.
+// Runs every pass over the context's timeline; findings ordered by process, then
+// severity. One Context serves every pass and whatever else reads the same trace (the
+// diff's library comparison, a host's fleet summary): ld.so.cache and each ELF file are
+// read once per trace. cache (may be nullptr): see ProcessPassCache below.
+class ProcessPassCache;
+v1::Report Analyze(Context& ctx, ProcessPassCache* cache = nullptr);
+// The same over a context of its own.
 // facts: the ELF facts the traces recorded (FactsOf), for files gone or changed.
 v1::Report Analyze(const v1::Timeline& timeline, const elf::TraceFacts* facts = nullptr);
 

@@ -13,6 +13,7 @@
 
 #include "render/python_text.h"
 #include "text/escape.h"
+#include "render/words.h"
 
 namespace ldscope::analysis {
 
@@ -103,73 +104,27 @@ std::vector<std::string> Files::FindStrings(const std::string& path, std::string
   return it == e->found.end() ? std::vector<std::string>() : it->second;
 }
 
-SymbolIndex::SymbolIndex(const std::vector<const elf::ElfInfo*>& objects) {
-  size_t n = 0;
-  for (const elf::ElfInfo* e : objects)
-    for (const auto& s : e->symbols) n += s.defined;
-  defs_.reserve(n);
-  size_t cap = 16;
-  while (cap < 2 * n) cap *= 2;
-  slots_.assign(cap, 0);
-  for (const elf::ElfInfo* e : objects) {
-    const bool versioned = !e->verdefs.empty();
-    verdefs_.push_back(&e->verdefs);
-    for (const auto& s : e->symbols) {
-      if (!s.defined) continue;
-      uint32_t& slot = slots_[Slot(s.hash)];
-      // A new definition goes first in its name's chain: any match will do.
-      const uint32_t next = slot == 0 ? kEnd : slot - 1;
-      defs_.push_back({s.hash, versioned ? s.version : std::string_view(), next, s.hidden, versioned});
-      slot = static_cast<uint32_t>(defs_.size());
-    }
-  }
+SymbolScope::SymbolScope(std::vector<const elf::ElfInfo*> objects) : objects_(std::move(objects)) {
+  order_.resize(objects_.size());
+  for (size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<uint32_t>(i);
 }
 
-size_t SymbolIndex::Slot(uint64_t hash) const {
-  const size_t mask = slots_.size() - 1;
-  for (size_t i = hash & mask;; i = (i + 1) & mask) {
-    const uint32_t v = slots_[i];
-    if (v == 0 || defs_[v - 1].hash == hash) return i;
-  }
-}
-
-bool SymbolIndex::DefinesHash(uint64_t hash, std::string_view version) const {
-  const uint32_t v = slots_[Slot(hash)];
-  if (v == 0) return false;
-  for (uint32_t i = v - 1; i != kEnd; i = defs_[i].next) {
-    const Def& d = defs_[i];
-    if (version.empty() ? !d.hidden : (!d.versioned || d.version == version)) return true;
+bool SymbolScope::Defines(const elf::SymbolQuery& q) const {
+  for (size_t k = 0; k < order_.size(); ++k) {
+    if (!objects_[order_[k]]->Defines(q)) continue;
+    std::rotate(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(k),
+                order_.begin() + static_cast<std::ptrdiff_t>(k) + 1);
+    return true;
   }
   return false;
 }
 
-bool SymbolIndex::DefinesVersion(const std::string& version) const {
-  for (const auto* v : verdefs_)
-    if (std::find(v->begin(), v->end(), version) != v->end()) return true;
-  return false;
-}
-
-bool AnyDefines(const std::vector<const SymbolIndex*>& scope, std::string_view name,
+bool AnyDefines(const std::vector<const elf::ElfInfo*>& scope, std::string_view name,
                 std::string_view version) {
-  for (const SymbolIndex* s : scope)
-    if (s->Defines(name, version)) return true;
+  const elf::SymbolQuery q(name, version);
+  for (const elf::ElfInfo* e : scope)
+    if (e->Defines(q)) return true;
   return false;
-}
-
-const SymbolIndex* Files::Symbols(const std::string& path) {
-  auto it = symbols_.find(path);
-  if (it != symbols_.end()) {
-    if (log_ != nullptr) log_->insert(path);
-    return it->second;
-  }
-  const elf::ElfInfo* e = Get(path);
-  const SymbolIndex* index = nullptr;
-  if (e != nullptr) {
-    auto& slot = Store().indexes_[e];
-    if (slot == nullptr) slot = std::make_unique<SymbolIndex>(*e);
-    index = slot.get();
-  }
-  return symbols_[path] = index;
 }
 
 std::string NormalPath(const std::string& path) {
@@ -329,62 +284,27 @@ Context::Context(const v1::Timeline& t, const elf::TraceFacts* facts, Files* fil
   for (const auto& p : t.processes()) {
     ProcessIndex pi;
     pi.p = &p;
-    std::vector<std::string> learnt_defaults;
-    for (const auto& e : p.entries()) {
-      if (e.has_load()) {
-        const auto& l = e.load();
-        Obj& o = pi.objects[l.object().id()];
-        o.id = l.object().id();
-        o.load = &l;
-        o.path = l.object().path();
-        o.soname = l.object().soname();
-        o.lmid = l.object().lmid();
-        o.dev = l.dev();
-        o.ino = l.ino();
-        o.build_id = l.build_id();
-        o.open_seq = e.seq();
-        o.at_ms = e.offset_ns() / 1e6;
-        o.requester = l.requester().id();
-        o.rolled_back = l.rolled_back();
-        if (pi.env.subdirs.empty() && l.tried_size() > 1 &&
-            l.requested_name().find('/') == std::string::npos) {
-          std::vector<std::string> tried;
-          for (const auto& c : l.tried()) tried.push_back(c.path());
-          pi.env.subdirs = loader::SubdirsFromCandidates(tried, l.requested_name());
-        }
-        for (const auto& c : l.tried()) {
-          if (c.step() != "default dirs") continue;
-          std::string dir = c.path().substr(0, c.path().rfind('/'));
-          for (const auto& sub : pi.env.subdirs)
-            if (dir.size() > sub.size() && dir.compare(dir.size() - sub.size(), sub.size(), sub) == 0)
-              dir = dir.substr(0, dir.size() - sub.size() - 1);
-          if (std::find(learnt_defaults.begin(), learnt_defaults.end(), dir) == learnt_defaults.end())
-            learnt_defaults.push_back(dir);
-        }
-      }
-      auto closed = [&](const v1::ObjectRef& r, uint64_t seq) {
-        Obj& o = pi.objects[r.id()];
-        if (o.id == 0) {  // inherited over fork: first seen here
-          o.id = r.id();
-          o.path = r.path();
-          o.soname = r.soname();
-          o.lmid = r.lmid();
-        }
-        o.close_seq = seq;
-      };
-      if (e.has_unload()) closed(e.unload().object(), e.seq());
-      if (e.has_failed_dlopen())
-        for (const auto& r : e.failed_dlopen().rolled_back()) closed(r, e.seq());
+    // The model's object table (timeline.proto's LoadedObject), indexed by id.
+    for (const auto& lo : p.objects()) {
+      Obj& o = pi.objects[lo.object().id()];
+      o.id = lo.object().id();
+      o.path = lo.object().path();
+      o.soname = lo.object().soname();
+      o.lmid = lo.object().lmid();
+      o.open_seq = lo.open_seq();
+      if (lo.has_close_seq()) o.close_seq = lo.close_seq();
+      o.requester = lo.requester();
+      o.rolled_back = lo.rolled_back();
+      if (lo.load_entry() == 0 || lo.load_entry() > static_cast<uint32_t>(p.entries_size())) continue;
+      const v1::Entry& e = p.entries(static_cast<int>(lo.load_entry() - 1));
+      o.load = &e.load();
+      o.dev = o.load->dev();
+      o.ino = o.load->ino();
+      o.build_id = o.load->build_id();
+      o.at_ms = e.offset_ns() / 1e6;
     }
-    for (const auto& r : p.loaded_at_end()) {
-      Obj& o = pi.objects[r.id()];
-      if (o.id == 0) {
-        o.id = r.id();
-        o.path = r.path();
-        o.soname = r.soname();
-        o.lmid = r.lmid();
-      }
-    }
+    pi.env.subdirs.assign(p.hwcaps_subdirs().begin(), p.hwcaps_subdirs().end());
+    const std::vector<std::string> learnt_defaults(p.default_dirs().begin(), p.default_dirs().end());
     auto env = p.env().find("LD_LIBRARY_PATH");
     if (env != p.env().end())
       for (const auto& dir : loader::SplitPath(env->second))  // relative: to the start's cwd
@@ -399,7 +319,15 @@ Context::Context(const v1::Timeline& t, const elf::TraceFacts* facts, Files* fil
                                       : std::vector<std::string>{"/lib64", "/usr/lib64"};
     if (!multiarch) pi.env.lib = "lib64";
     procs_.push_back(std::move(pi));
-    procs_.back().Index();
+    ProcessIndex& added = procs_.back();
+    added.Index();
+    // The executable's machine is the process's: ld.so skips candidates of another.
+    if (added.exe != nullptr) {
+      added.env.machine = elf::MachineOf(added.exe->path);
+      const elf::TraceFacts* tf = files_->trace_facts();
+      const v1::ObjectFacts* rec = tf != nullptr ? tf->ForPath(added.exe->path) : nullptr;
+      if (added.env.machine == 0 && rec != nullptr) added.env.machine = static_cast<uint16_t>(rec->machine());
+    }
   }
 }
 
@@ -440,8 +368,7 @@ std::string Context::HowLoaded(const ProcessIndex& pi, const Obj& o) const {
     auto it = pi.objects.find(o.requester);
     return it == pi.objects.end() ? std::string("(unknown object)") : NormalPath(it->second.path);
   };
-  const std::string step =
-      o.load->tried_size() > 0 ? o.load->tried(o.load->tried_size() - 1).step() : "";
+  const std::string step = render::FoundByWord(*o.load);
   // In traced Python: the ctypes call or import behind the load, in the user's terms.
   const v1::PyCause& py = o.load->python();
   const std::string cause = render::PyCauseText(py, pi.p->cwd());
@@ -472,8 +399,7 @@ v1::Library Context::Describe(const ProcessIndex& pi, const Obj& o) {
   l.set_loaded_by(HowLoaded(pi, o));
   l.set_seq(o.open_seq);
   l.set_at_ms(o.at_ms);
-  if (o.load != nullptr && o.load->tried_size() > 0)
-    l.set_found_by(o.load->tried(o.load->tried_size() - 1).step());
+  if (o.load != nullptr) l.set_found_by(render::FoundByWord(*o.load));
   if (o.load != nullptr && o.load->has_python()) *l.mutable_python() = o.load->python();
   return l;
 }

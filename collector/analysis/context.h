@@ -20,54 +20,40 @@
 
 namespace ldscope::analysis {
 
-// The symbols an object defines, with glibc's matching rule: a versioned reference
-// matches that version, or any definition in an object without version information;
-// an unversioned reference matches a default (non-hidden) definition. Built over
-// several objects, it answers whether any of them defines the symbol (one lookup
-// instead of one per object). Names and versions are views into the ElfInfo objects,
-// which must outlive the index (Files keeps them for the whole report).
-class SymbolIndex {
+// A lookup scope: objects in the order ld.so searches them. Whether one of them defines
+// a symbol is asked of each object's own hash table (elf::ElfInfo::Find, glibc's
+// matching rule), as do_lookup does, instead of indexing every definition up front. The
+// object that answered last is asked first next time (the references of one object
+// mostly go to the same few libraries): that changes the cost, never the answer. The
+// ElfInfo objects must outlive the scope (Files keeps them for the whole report).
+class SymbolScope {
  public:
-  explicit SymbolIndex(const elf::ElfInfo& e) : SymbolIndex(std::vector<const elf::ElfInfo*>{&e}) {}
-  explicit SymbolIndex(const std::vector<const elf::ElfInfo*>& objects);
+  SymbolScope() = default;
+  explicit SymbolScope(std::vector<const elf::ElfInfo*> objects);
+  bool Defines(const elf::SymbolQuery& q) const;
   bool Defines(std::string_view name, std::string_view version) const {
-    return DefinesHash(elf::NameHash(name), version);
+    return Defines(elf::SymbolQuery(name, version));
   }
-  // The same by elf::NameHash(name): names are matched by their 64-bit hash (facts read
-  // from a trace keep most definitions as hashes only).
-  bool DefinesHash(uint64_t hash, std::string_view version) const;
-  bool DefinesVersion(const std::string& version) const;
+  const std::vector<const elf::ElfInfo*>& objects() const { return objects_; }
 
  private:
-  struct Def {
-    uint64_t hash;
-    std::string_view version;
-    uint32_t next;     // the next definition of the same name, or kEnd
-    bool hidden;
-    bool versioned;    // its object has version definitions
-  };
-  static constexpr uint32_t kEnd = UINT32_MAX;
-  // The slot of hash: its chain's first Def, or an empty slot where it would go.
-  size_t Slot(uint64_t hash) const;
-  std::vector<const std::vector<std::string>*> verdefs_;
-  std::vector<Def> defs_;
-  // Open addressing, linear probing: first Def + 1, 0 when empty.
-  std::vector<uint32_t> slots_;
+  std::vector<const elf::ElfInfo*> objects_;
+  mutable std::vector<uint32_t> order_;  // indexes into objects_, the last to answer first
 };
 
 // Any of several objects defines the symbol.
-bool AnyDefines(const std::vector<const SymbolIndex*>& scope, std::string_view name,
+bool AnyDefines(const std::vector<const elf::ElfInfo*>& scope, std::string_view name,
                 std::string_view version);
 
-// Reads and caches ELF files (and their symbol indexes) by path; remembers which could
-// not be read. With a trace's facts (elf/facts.h), a file that is missing, or that is no
+// Reads and caches ELF files by path (mapped: their symbols are looked up in place);
+// remembers which could not be read. With a trace's facts (elf/facts.h), a file that is missing, or that is no
 // longer the one traced (another build-id; without one, another size or modification
 // time), is answered from the trace instead.
 //
 // Traces of many hosts (`report host-a/ host-b/ ...`): each host gets a view,
 // Files(&shared), with its own trace's facts, its own errors and changed files; the files
-// read from disk, the ElfInfos made of facts (by path and record content) and their
-// symbol indexes live in `shared`, so a library is read once for all hosts, and a host's
+// read from disk and the ElfInfos made of facts (by path and record content) live in
+// `shared`, so a library is read once for all hosts, and a host's
 // answer for a path depends only on the file here and that host's record of it.
 class Files {
  public:
@@ -78,7 +64,6 @@ class Files {
   void set_trace_facts(const elf::TraceFacts* facts) { facts_ = facts; }
   const elf::TraceFacts* trace_facts() const { return facts_; }
   const elf::ElfInfo* Get(const std::string& path);
-  const SymbolIndex* Symbols(const std::string& path);
   // elf::FindString and elf::FindStrings of the file, or what the trace recorded of them
   // ("" and none when the writer did not look for that needle).
   std::string FindString(const std::string& path, std::string_view needle);
@@ -94,7 +79,7 @@ class Files {
 
  private:
   // The store (this Files, or the shared one): disk reads by path, facts-made ElfInfos
-  // by path and record, symbol indexes by ElfInfo, strings found in disk files.
+  // by path and record, strings found in disk files.
   Files& Store() { return shared_ != nullptr ? *shared_ : *this; }
   struct DiskRead {
     std::unique_ptr<elf::ElfInfo> info;
@@ -108,12 +93,10 @@ class Files {
   std::unordered_set<std::string>* log_ = nullptr;
   // This view's answers.
   std::unordered_map<std::string, const elf::ElfInfo*> answers_;
-  std::unordered_map<std::string, const SymbolIndex*> symbols_;
   std::map<std::string, std::string> errors_, changed_;
   // The store's.
   std::unordered_map<std::string, DiskRead> disk_;
   std::unordered_map<std::string, std::pair<std::unique_ptr<elf::ElfInfo>, std::string>> from_facts_;
-  std::unordered_map<const elf::ElfInfo*, std::unique_ptr<SymbolIndex>> indexes_;
   std::unordered_map<std::string, std::string> disk_string_;                 // path \0 needle
   std::unordered_map<std::string, std::vector<std::string>> disk_strings_;  // path \0 needle
 };

@@ -19,6 +19,7 @@
 #include "analysis/analysis.h"
 #include "analysis/families.h"
 #include "text/escape.h"
+#include "render/words.h"
 
 namespace ldscope::analysis {
 namespace {
@@ -78,7 +79,7 @@ int CompareVersions(const std::string& a, const std::string& b) {
 
 std::string Step(const Obj& o) {
   if (o.load == nullptr || o.load->tried_size() == 0) return "";
-  return o.load->tried(o.load->tried_size() - 1).step();
+  return render::FoundByWord(*o.load);
 }
 
 class Pass {

@@ -10,6 +10,7 @@
 
 #include "analysis/analysis.h"
 #include "text/strings.h"
+#include "render/words.h"
 
 namespace ldscope::analysis {
 namespace {
@@ -37,7 +38,7 @@ void Libraries(Context& ctx, const ProcessIndex& pi, std::map<std::string, Lib>*
     if (libs->count(key)) continue;  // the first copy speaks for the library
     Lib l;
     l.path = NormalPath(o.path);
-    l.step = o.load->tried_size() ? o.load->tried(o.load->tried_size() - 1).step() : "";
+    l.step = render::FoundByWord(*o.load);
     l.version = ctx.VersionOf(o.path, o.soname);
     l.seq = o.open_seq;
     (*libs)[key] = l;
@@ -79,7 +80,10 @@ std::string FindingKey(const v1::Finding& f) {
 v1::Diff DiffTimelines(const v1::Timeline& base, const v1::Timeline& now,
                        const elf::TraceFacts* base_facts, const elf::TraceFacts* now_facts) {
   v1::Diff d;
+  // One context per trace, for the passes and the comparison. The passes run first, so
+  // that what they read (and the notes on it) does not depend on the comparison.
   Context bctx(base, base_facts), nctx(now, now_facts);
+  const v1::Report br = Analyze(bctx), nr = Analyze(nctx);
   // Pair processes by command line, in order of appearance.
   std::map<std::string, std::vector<const ProcessIndex*>> bmap, nmap;
   for (const auto& pi : bctx.processes()) bmap[Command(*pi.p)].push_back(&pi);
@@ -134,7 +138,6 @@ v1::Diff DiffTimelines(const v1::Timeline& base, const v1::Timeline& now,
       if (pd.changes_size() > 0) *d.add_processes() = pd;
     }
   }
-  const v1::Report br = Analyze(base, base_facts), nr = Analyze(now, now_facts);
   std::set<std::string> bkeys, nkeys;
   for (const auto& f : br.findings()) bkeys.insert(FindingKey(f));
   for (const auto& f : nr.findings()) nkeys.insert(FindingKey(f));

@@ -218,6 +218,12 @@ void Append(const v1::Report& from, v1::Report* to) {
 v1::Report Analyze(const v1::Timeline& timeline, const elf::TraceFacts* facts, Files* files,
                    const std::function<void(Context&)>& also, ProcessPassCache* cache) {
   Context ctx(timeline, facts, files);
+  v1::Report r = Analyze(ctx, cache);
+  if (also) also(ctx);
+  return r;
+}
+
+v1::Report Analyze(Context& ctx, ProcessPassCache* cache) {
   v1::Report r;
   std::vector<std::shared_ptr<const ProcessPassCache::Entry>> cached;
   if (cache != nullptr) cached = cache->For(ctx);
@@ -257,7 +263,6 @@ v1::Report Analyze(const v1::Timeline& timeline, const elf::TraceFacts* facts, F
                      if (a.stream() != b.stream()) return a.stream() < b.stream();
                      return a.severity() > b.severity();
                    });
-  if (also) also(ctx);
   return r;
 }
 

@@ -25,6 +25,7 @@
 #include "analysis/families.h"
 #include "render/python_text.h"
 #include "text/escape.h"
+#include "render/words.h"
 
 namespace ldscope::analysis {
 namespace {
@@ -35,10 +36,9 @@ std::string Join(const std::vector<std::string>& v) { return fmt::format("{}", f
 
 // "libfabric.so.1 (found via RUNPATH)"-style: the path, and the step that found it.
 std::string PathFound(const Obj& o) {
-  const std::string step =
-      o.load != nullptr && o.load->tried_size() > 0 ? o.load->tried(o.load->tried_size() - 1).step() : "";
+  const std::string step = o.load != nullptr ? render::FoundByWord(*o.load) : "";
   if (step.empty()) return NormalPath(o.path);
-  if (step == "as given") return fmt::format("{} (opened by its path)", NormalPath(o.path));
+  if (render::FoundBy(*o.load) == v1::STEP_AS_GIVEN) return fmt::format("{} (opened by its path)", NormalPath(o.path));
   return fmt::format("{} (found via {})", NormalPath(o.path), step);
 }
 
@@ -113,7 +113,7 @@ class Pass {
     for (const auto& vn : info->verneeds) {
       const Obj* b = BoundFor(pi, o, vn.file);
       if (b == nullptr) continue;
-      const SymbolIndex* s = ctx_.files().Symbols(b->path);
+      const elf::ElfInfo* s = ctx_.files().Get(b->path);
       if (s == nullptr) {
         *unknown = true;
         return;
@@ -121,10 +121,10 @@ class Pass {
       for (const auto& v : vn.versions)
         if (!s->DefinesVersion(v)) out->push_back({&o, b, vn.file, v, ""});
     }
-    for (const auto& sym : info->symbols) {
+    for (const auto& sym : info->Symbols(elf::ElfInfo::Which::kUndefined)) {
       if (sym.defined || sym.weak || sym.version_file.empty()) continue;
       const Obj* b = BoundFor(pi, o, std::string(sym.version_file));
-      const SymbolIndex* s = b != nullptr ? ctx_.files().Symbols(b->path) : nullptr;
+      const elf::ElfInfo* s = b != nullptr ? ctx_.files().Get(b->path) : nullptr;
       if (s == nullptr) continue;
       // Under a missing version node too: glibc would name the node, but these are the
       // symbols it stands for.
@@ -144,7 +144,7 @@ class Pass {
     for (const auto& m : r.later) files.push_back(m.path);
     for (const auto& f : files) {
       if (Context::SameFile(f, l.bound->path)) continue;
-      const SymbolIndex* s = ctx_.files().Symbols(f);
+      const elf::ElfInfo* s = ctx_.files().Get(f);
       if (s == nullptr) return true;  // unknown: leave it to the passes that say so
       if (l.symbol.empty() ? s->DefinesVersion(l.version) : s->Defines(l.symbol, l.version)) return true;
     }
@@ -266,15 +266,15 @@ class Pass {
 
   // A symbol o leaves undefined and the object outside its lookup scope that defines it.
   struct Found {
-    const elf::Symbol* sym;
+    elf::Symbol sym;  // views into the ElfInfo, which Files keeps
     const Obj* provider;
   };
 
-  // The symbol indexes of scope (the vDSO left out); false when one is unreadable.
-  bool ScopeIndexes(const std::vector<const Obj*>& scope, std::vector<const SymbolIndex*>* idx) {
+  // The object files of scope (the vDSO left out); false when one is unreadable.
+  bool ScopeIndexes(const std::vector<const Obj*>& scope, std::vector<const elf::ElfInfo*>* idx) {
     for (const Obj* s : scope) {
       if (s->load != nullptr && s->load->reason() == v1::LOAD_VDSO) continue;
-      const SymbolIndex* x = ctx_.files().Symbols(s->path);
+      const elf::ElfInfo* x = ctx_.files().Get(s->path);
       if (x == nullptr) return false;  // what it defines is unknown: so is what is missing
       idx->push_back(x);
     }
@@ -286,7 +286,7 @@ class Pass {
                              const std::vector<const Obj*>& scope, const elf::Symbol& s) {
     for (const Obj* a : pi.AliveAt(o.lmid, e.seq() > 0 ? e.seq() - 1 : 0)) {
       if (a->rolled_back || a->path.empty() || std::find(scope.begin(), scope.end(), a) != scope.end()) continue;
-      const SymbolIndex* x = ctx_.files().Symbols(a->path);
+      const elf::ElfInfo* x = ctx_.files().Get(a->path);
       if (x != nullptr && x->Defines(s.name, s.version)) return a;
     }
     return nullptr;
@@ -297,11 +297,11 @@ class Pass {
   // unknown, missing everywhere, or one for the missing-symbol pass).
   std::vector<Found> FindOutOfScope(const ProcessIndex& pi, const v1::Entry& e, const Obj& o,
                                     const elf::ElfInfo& info, const std::vector<const Obj*>& scope) {
-    std::vector<const SymbolIndex*> idx;
+    std::vector<const elf::ElfInfo*> idx;
     if (!ScopeIndexes(scope, &idx)) return {};
     std::vector<Found> found;
-    for (const auto& s : info.symbols) {
-      if (s.defined || s.weak || AnyDefines(idx, s.name, s.version)) continue;
+    for (const auto& s : info.Symbols(elf::ElfInfo::Which::kUndefined)) {
+      if (s.weak || AnyDefines(idx, s.name, s.version)) continue;
       // A symbol that one of o's own NEEDED names should provide (a versioned reference
       // names it; or a file o's own search path finds for a NEEDED defines it) is a
       // story of what that name was bound to: the missing-symbol pass tells it.
@@ -310,7 +310,7 @@ class Pass {
       // A symbol no loaded object defines: the missing-symbol finding tells that story,
       // and this one would tell half of it.
       if (provider == nullptr) return {};
-      found.push_back({&s, provider});
+      found.push_back({s, provider});
     }
     return found;
   }
@@ -323,7 +323,7 @@ class Pass {
     const Obj& p = *found.front().provider;
     std::vector<std::string> names;
     for (const auto& x : found)
-      if (x.provider == &p) names.push_back(x.sym->version.empty() ? std::string(x.sym->name) : fmt::format("{}@{}", x.sym->name, x.sym->version));
+      if (x.provider == &p) names.push_back(x.sym.version.empty() ? std::string(x.sym.name) : fmt::format("{}@{}", x.sym.name, x.sym.version));
     const std::string base = BaseName(o.path), pbase = BaseName(p.path);
     auto f = NewFinding(pi, v1::DLOPEN_OUT_OF_SCOPE, v1::ERROR);
     *f.add_objects() = ctx_.Describe(pi, o);
@@ -332,8 +332,8 @@ class Pass {
     f.add_evidence(p.open_seq);
     for (const auto& x : found) {
       auto* m = f.add_missing();
-      m->set_name(std::string(x.sym->name));
-      m->set_version(std::string(x.sym->version));
+      m->set_name(std::string(x.sym.name));
+      m->set_version(std::string(x.sym.version));
       m->set_needed_by(o.path);
       m->set_provider(NormalPath(x.provider->path));
     }
@@ -403,7 +403,7 @@ class Pass {
       if (!r.path.empty()) files.push_back(r.path);
       for (const auto& m : r.later) files.push_back(m.path);
       for (const auto& f : files) {
-        const SymbolIndex* x = ctx_.files().Symbols(f);
+        const elf::ElfInfo* x = ctx_.files().Get(f);
         if (x == nullptr || x->Defines(s.name, s.version)) return true;
       }
     }
@@ -544,7 +544,7 @@ class Pass {
       loader::Object only = l;
       only.rpath.clear();
       const loader::Result found = loader::Search(name, only, {}, env);
-      if (found.path.empty() || found.step != loader::Step::kRunpath) continue;
+      if (found.path.empty() || found.step != v1::STEP_RUNPATH) continue;
       const std::string file = NormalPath(found.path);
       const std::string lbase = BaseName(l.path), rbase = BaseName(r.path);
       auto f = NewFinding(pi, v1::RUNPATH_NOT_INHERITED, v1::WARNING);

@@ -11,6 +11,7 @@
 
 #include "analysis/analysis.h"
 #include "analysis/families.h"
+#include "render/words.h"
 
 namespace ldscope::analysis {
 namespace {
@@ -22,13 +23,13 @@ std::string Join(const std::vector<std::string>& v) { return fmt::format("{}", f
 std::vector<std::string> Lacking(Context& ctx, const Obj& requester, const Obj& o, const std::string& name) {
   std::vector<std::string> out;
   const elf::ElfInfo* r = ctx.files().Get(requester.path);
-  const SymbolIndex* got = ctx.files().Symbols(o.path);
+  const elf::ElfInfo* got = ctx.files().Get(o.path);
   if (r == nullptr || got == nullptr) return out;
   for (const auto& vn : r->verneeds)
     if (vn.file == name)
       for (const auto& v : vn.versions)
         if (!got->DefinesVersion(v)) out.push_back(fmt::format("version {}", v));
-  for (const auto& s : r->symbols)
+  for (const auto& s : r->Symbols(elf::ElfInfo::Which::kUndefined))
     if (!s.defined && !s.weak && s.version_file == name && !got->Defines(s.name, s.version) &&
         out.size() < 8)
       out.push_back(fmt::format("{}@{}", s.name, s.version));
@@ -72,16 +73,16 @@ void Failure(Context& ctx, const ProcessIndex& pi, const FallThrough& ft,
   f.add_evidence(r.open_seq);
   f.add_evidence(o.open_seq);
   f.set_headline(fmt::format("{} failed: its {} fell through to {} and lacks {}", BaseName(r.path), name,
-                             ft.step, lacking.front()));
+                             render::StepWord(ft.step), lacking.front()));
   layout::Detail(&f, "needed by", fmt::format("{} ({})", NormalPath(r.path), ctx.HowLoaded(pi, r)));
   layout::Detail(&f, "own directories", OwnDirsText(ft, ctx, pi) + fmt::format(" (none holds {})", name));
-  layout::Detail(&f, "bound to", fmt::format("{} (found via {})", NormalPath(o.path), ft.step));
+  layout::Detail(&f, "bound to", fmt::format("{} (found via {})", NormalPath(o.path), render::StepWord(ft.step)));
   layout::Detail(&f, "lacks", Join(lacking));
   const std::string dest = ft.own_dirs.empty() ? std::string("the requester's directory") : ft.own_dirs.front();
   layout::Fix(&f, "install", fmt::format("install the {} that {} was built with into {}, where its {} looks first",
                                          name, BaseName(r.path), dest,
                                          pi.AsRequester(r, ctx.files()).runpath.empty() ? "RPATH" : "RUNPATH"));
-  if (ft.step == "LD_LIBRARY_PATH")
+  if (ft.step == v1::STEP_LD_LIBRARY_PATH)
     layout::Fix(&f, "drop-from-ld-library-path",
                 fmt::format("or remove {} from LD_LIBRARY_PATH if another copy should serve it", DirName(NormalPath(o.path))));
   else
@@ -103,10 +104,10 @@ void Split(Context& ctx, const ProcessIndex& pi, const FallThrough& ft, const Ob
   f.add_evidence(o.open_seq);
   f.add_evidence(sibling.open_seq);
   f.set_headline(fmt::format("{} fell through to {}: its family is split across two installations", name,
-                             ft.step));
+                             render::StepWord(ft.step)));
   layout::Detail(&f, "needed by", fmt::format("{} ({})", NormalPath(r.path), ctx.HowLoaded(pi, r)));
   layout::Detail(&f, "own directories", OwnDirsText(ft, ctx, pi) + fmt::format(" (none holds {})", name));
-  layout::Detail(&f, "bound to", fmt::format("{} (found via {})", NormalPath(o.path), ft.step));
+  layout::Detail(&f, "bound to", fmt::format("{} (found via {})", NormalPath(o.path), render::StepWord(ft.step)));
   layout::Detail(&f, "same family", &sibling == &r ? fmt::format("{} (the requester itself)", NormalPath(sibling.path))
                                                   : fmt::format("{} ({})", NormalPath(sibling.path), ctx.HowLoaded(pi, sibling)));
   if (!sibling.soname.empty() && access((odir + "/" + sibling.soname).c_str(), F_OK) == 0)
@@ -119,7 +120,7 @@ void Split(Context& ctx, const ProcessIndex& pi, const FallThrough& ft, const Ob
                                : ft.own_dirs.front();
   layout::Fix(&f, "install", fmt::format("restore {} in {} (reinstall the package that put {} there, at the "
                                          "same version)", name, dest, BaseName(sibling.path)));
-  if (ft.step == "LD_LIBRARY_PATH")
+  if (ft.step == v1::STEP_LD_LIBRARY_PATH)
     layout::Fix(&f, "drop-from-ld-library-path", fmt::format("or remove {} from LD_LIBRARY_PATH", odir));
   else
     layout::Fix(&f, "preload-by-path", fmt::format("or load {} and {} from one installation (both from {})",

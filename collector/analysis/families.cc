@@ -5,6 +5,7 @@
 #include <regex>
 
 #include "elf/elf_file.h"
+#include "render/words.h"
 
 namespace ldscope::analysis {
 namespace {
@@ -13,19 +14,18 @@ bool StartsWith(const std::string& s, const std::string& p) { return s.rfind(p, 
 
 bool DefinesName(const elf::ElfInfo* e, const std::string& name) {
   if (e == nullptr) return false;
-  const uint64_t hash = elf::NameHash(name);
-  for (const auto& s : e->symbols)
-    if (s.defined && s.hash == hash) return true;
-  return false;
+  return e->Find(elf::SymbolQuery(name, "")).named;
 }
 
 // A defined symbol whose name contains `part` (OpenBLAS builds rename their exports
 // with prefixes and suffixes: scipy_openblas_get_config64_).
 bool DefinesLike(const elf::ElfInfo* e, const std::string& part) {
   if (e == nullptr) return false;
-  for (const auto& s : e->symbols)
-    if (s.defined && s.name.find(part) != std::string::npos) return true;
-  return false;
+  bool found = false;
+  e->ForEachSymbol(elf::ElfInfo::Which::kDefined, [&](const elf::Symbol& s) {
+    found = found || s.name.find(part) != std::string::npos;
+  });
+  return found;
 }
 
 struct CudaName {
@@ -157,8 +157,9 @@ std::vector<FallThrough> FallThroughs(Context& ctx, const ProcessIndex& pi) {
   std::vector<FallThrough> out;
   for (const auto& [id, o] : pi.objects) {
     if (o.load == nullptr || o.load->reason() != v1::LOAD_NEEDED || o.load->tried_size() == 0) continue;
-    const std::string& step = o.load->tried(o.load->tried_size() - 1).step();
-    if (step != "LD_LIBRARY_PATH" && step != "ld.so.cache" && step != "default dirs") continue;
+    const v1::CandidateStep step = render::FoundBy(*o.load);
+    if (step != v1::STEP_LD_LIBRARY_PATH && step != v1::STEP_LD_SO_CACHE && step != v1::STEP_DEFAULT_DIRS)
+      continue;
     auto req = pi.objects.find(o.requester);
     if (req == pi.objects.end()) continue;
     loader::Object r = pi.AsRequester(req->second, ctx.files());
@@ -180,7 +181,7 @@ std::vector<FallThrough> FallThroughs(Context& ctx, const ProcessIndex& pi) {
     // trace (the model's own walk agrees on the answer, not always on the list).
     std::vector<std::string> tried;
     for (const auto& c : o.load->tried())
-      if (c.step() == "RPATH" || c.step() == "RUNPATH") tried.push_back(c.path());
+      if (c.step() == v1::STEP_RPATH || c.step() == v1::STEP_RUNPATH) tried.push_back(c.path());
     if (tried.empty()) tried = res.tried;
     for (const auto& c : tried) {
       if (c.size() <= name.size() || c.compare(c.size() - name.size() - 1, std::string::npos, "/" + name) != 0)

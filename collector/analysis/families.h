@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "analysis/context.h"
+#include "render/words.h"
 
 namespace ldscope::analysis {
 
@@ -43,7 +44,7 @@ std::string DirName(const std::string& path);
 struct FallThrough {
   const Obj* object = nullptr;     // what was bound
   const Obj* requester = nullptr;
-  std::string step;                // the step that found it
+  v1::CandidateStep step = v1::STEP_UNKNOWN;  // the step that found it
   std::vector<std::string> own_dirs;  // the requester's own directories, expanded
 };
 std::vector<FallThrough> FallThroughs(Context& ctx, const ProcessIndex& pi);

@@ -21,6 +21,7 @@
 
 #include "analysis/analysis.h"
 #include "analysis/families.h"
+#include "render/words.h"
 
 namespace ldscope::analysis {
 namespace {
@@ -80,7 +81,7 @@ void Fleet::Add(Context& ctx, const std::string& host) {
   hosts_.push_back(host);
   for (const ProcessIndex& pi : ctx.processes()) {
     const v1::ProcessTimeline& p = *pi.p;
-    if (p.start_reason() != "exec" || p.exe().empty()) continue;
+    if (p.start_reason() != v1::START_EXEC || p.exe().empty()) continue;
     Proc proc;
     proc.host = host_id;
     proc.program = Intern(ProgramKey(p));
@@ -122,7 +123,7 @@ void Fleet::Add(Context& ctx, const std::string& host) {
       if (v == versions_.end()) v = versions_.emplace(o->path, ctx.VersionOf(o->path, o->soname)).first;
       c.version = v->second;
       c.loaded_by = ctx.HowLoaded(pi, *o);
-      if (o->load != nullptr && o->load->tried_size() > 0) c.found_by = o->load->tried(o->load->tried_size() - 1).step();
+      if (o->load != nullptr) c.found_by = render::FoundByWord(*o->load);
       c.preload = o->load != nullptr && o->load->reason() == v1::LOAD_PRELOAD;
       proc.libs.emplace_back(Intern(soname), InternChoice(std::move(c)));
     }
@@ -365,7 +366,7 @@ void Fleet::AddMismatchFixes(v1::Finding* f, const std::vector<Disagreement>& ds
         key = who + " LD_PRELOAD";
         text = fmt::format("start {} without {} in LD_PRELOAD, as the others are started (in the job script or "
                            "the launcher's environment on that host)", who, c.path);
-      } else if (c.found_by == "LD_LIBRARY_PATH" && p->ld_library_path != ref.ld_library_path) {
+      } else if (c.found_by == render::StepWord(v1::STEP_LD_LIBRARY_PATH) && p->ld_library_path != ref.ld_library_path) {
         action = "drop-from-ld-library-path";
         key = who + " LD_LIBRARY_PATH";
         text = fmt::format("give {} the others' LD_LIBRARY_PATH: drop {}", who, DirName(c.path));

@@ -29,13 +29,6 @@ struct GlobalEntry {
   const Obj* root;  // the preload or dlopen that brought it
 };
 
-const elf::Symbol* DefOf(const elf::ElfInfo* e, uint64_t hash) {
-  if (e == nullptr) return nullptr;
-  for (const auto& s : e->symbols)
-    if (s.defined && s.hash == hash) return &s;
-  return nullptr;
-}
-
 class Pass {
  public:
   Pass(Context& ctx, const ProcessIndex& pi, v1::Report* out) : ctx_(ctx), pi_(pi), out_(out) {}
@@ -118,62 +111,32 @@ class Pass {
         for (const Obj* c : closure)
           Add(c, since + 1, ModeOf(*o) == Mode::kGlobal ? Via::kGlobalDlopen : Via::kMaybeGlobalDlopen, o);
       }
-    // name -> the global entries that define it, in scope order: built backwards, each
-    // entry put first in its name's chain.
-    std::vector<const elf::ElfInfo*> files(global_.size());
-    size_t n = 0;
-    for (size_t i = 0; i < global_.size(); ++i)
-      if ((files[i] = ctx_.files().Get(global_[i].o->path)) != nullptr) n += files[i]->symbols.size();
-    size_t cap = 16;
-    while (cap < 2 * n) cap *= 2;
-    slots_.assign(cap, 0);
-    definers_.reserve(n);
-    for (size_t i = global_.size(); i-- > 0;)
-      if (files[i] != nullptr)
-        for (const auto& s : files[i]->symbols) {
-          if (!s.defined) continue;
-          uint32_t& slot = slots_[SlotOf(s.hash)];
-          const bool versioned = !files[i]->verdefs.empty();
-          definers_.push_back({s.hash, versioned ? s.version : std::string_view(), static_cast<uint32_t>(i),
-                               slot == 0 ? kEnd : slot - 1, s.hidden, versioned});
-          slot = static_cast<uint32_t>(definers_.size());
-        }
-  }
-
-  size_t SlotOf(uint64_t hash) const {
-    const size_t mask = slots_.size() - 1;
-    for (size_t i = hash & mask;; i = (i + 1) & mask) {
-      const uint32_t v = slots_[i];
-      if (v == 0 || definers_[v - 1].hash == hash) return i;
-    }
+    files_.resize(global_.size());
+    for (size_t i = 0; i < global_.size(); ++i) files_[i] = ctx_.files().Get(global_[i].o->path);
   }
 
   // The first definer in the global scope as o's relocation saw it; start-up objects
   // that no preload brought sit between the preloads and the RTLD_GLOBAL dlopens.
-  const GlobalEntry* Winner(const Obj& o, uint64_t hash, std::string_view version,
-                            const std::vector<const Obj*>& closure) {
-    const uint32_t head = slots_[SlotOf(hash)];
-    for (uint32_t d = head == 0 ? kEnd : head - 1; d != kEnd;) {
-      // One global entry's definitions of the name lie together in the chain.
-      const uint32_t gi = definers_[d].global;
-      bool defines = false;
-      for (; d != kEnd && definers_[d].global == gi; d = definers_[d].next) {
-        const Definer& x = definers_[d];
-        defines |= version.empty() ? !x.hidden : (!x.versioned || x.version == version);
-      }
+  const GlobalEntry* Winner(const Obj& o, const elf::SymbolQuery& q, const std::vector<const Obj*>& closure) {
+    // The global entries that define the name, whatever the version (a lookup in each
+    // one's own hash table), in scope order.
+    for (size_t gi = 0; gi < global_.size(); ++gi) {
+      if (files_[gi] == nullptr) continue;
+      const elf::Lookup l = files_[gi]->Find(q);
+      if (!l.named) continue;
       const GlobalEntry& g = global_[gi];
       if (g.since > o.open_seq || g.o == &o) continue;
       if (g.via == Via::kGlobalDlopen || g.via == Via::kMaybeGlobalDlopen) {
         // Start-up objects come first in the scope: one of them defining it wins.
-        if (startup_index_ == nullptr) {
+        if (startup_scope_ == nullptr) {
           std::vector<const elf::ElfInfo*> files;
           for (const Obj* s : startup_)
             if (const elf::ElfInfo* e = ctx_.files().Get(s->path)) files.push_back(e);
-          startup_index_ = std::make_unique<SymbolIndex>(files);
+          startup_scope_ = std::make_unique<SymbolScope>(std::move(files));
         }
-        if (startup_index_->DefinesHash(hash, version)) return nullptr;
+        if (startup_scope_->Defines(q)) return nullptr;
       }
-      if (!defines) continue;
+      if (!l.matches) continue;
       if (std::find(closure.begin(), closure.end(), g.o) != closure.end()) return nullptr;
       return &g;
     }
@@ -184,36 +147,43 @@ class Pass {
     const elf::ElfInfo* e = ctx_.files().Get(o.path);
     if (e == nullptr) return;
     std::vector<const Obj*> closure;
-    for (const auto& s : e->symbols) {
-      if (s.defined) continue;
-      if (closure.empty()) closure = Closure(o);
-      const GlobalEntry* w = Winner(o, s.hash, s.version, closure);
-      if (w == nullptr) continue;
+    std::vector<const elf::ElfInfo*> closure_files;  // parallel; nullptr for o and unreadable ones
+    e->ForEachUndefined([&](const elf::Symbol& s, const elf::SymbolQuery& q) {
+      if (closure.empty()) {
+        closure = Closure(o);
+        for (const Obj* c : closure) closure_files.push_back(c != &o ? ctx_.files().Get(c->path) : nullptr);
+      }
+      const GlobalEntry* w = Winner(o, q, closure);
+      if (w == nullptr) return;
       const Obj* loser = nullptr;
-      for (const Obj* c : closure)
-        if (c != &o && ctx_.files().Symbols(c->path) != nullptr &&
-            ctx_.files().Symbols(c->path)->DefinesHash(s.hash, s.version)) {
-          loser = c;
+      for (size_t i = 0; i < closure.size(); ++i)
+        if (closure_files[i] != nullptr && closure_files[i]->Defines(q)) {
+          loser = closure[i];
           break;
         }
       if (loser == nullptr || Context::SameFile(loser->path, w->o->path) ||
           (!loser->soname.empty() && loser->soname == w->o->soname))
-        continue;
+        return;
       // Vague linkage (inline functions, template instantiations, their static data) is
       // weak or unique in both copies and meant to be merged; the executable's copies of
       // library data are copy relocations, also by design.
-      const elf::Symbol* wd = DefOf(ctx_.files().Get(w->o->path), s.hash);
-      const elf::Symbol* ld = DefOf(ctx_.files().Get(loser->path), s.hash);
-      if (wd == nullptr || ld == nullptr || wd->weak || ld->weak || wd->unique || ld->unique) continue;
+      const elf::ElfInfo* we = ctx_.files().Get(w->o->path);
+      const elf::ElfInfo* le = ctx_.files().Get(loser->path);
+      if (we == nullptr || le == nullptr) return;
+      const elf::Lookup wl = we->Find(q), ll = le->Find(q);
+      if (!wl.named || !ll.named) return;
+      const elf::Symbol& wd = wl.first;
+      const elf::Symbol& ld = ll.first;
+      if (wd.weak || ld.weak || wd.unique || ld.unique) return;
       // Programs that replace C library functions (bash's malloc and getenv) do so on
       // purpose; an LD_PRELOAD that does is reported, as information.
-      if (w->via == Via::kExecutable && (wd->data || (IsSystemRuntime(loser->path) && InSystemDir(loser->path))))
-        continue;
+      if (w->via == Via::kExecutable && (wd.data || (IsSystemRuntime(loser->path) && InSystemDir(loser->path))))
+        return;
       auto& g = groups_[{w, loser}];
       const std::string sym = s.version.empty() ? std::string(s.name) : fmt::format("{}@{}", s.name, s.version);
       if (std::find(g.symbols.begin(), g.symbols.end(), sym) == g.symbols.end()) g.symbols.push_back(sym);
       if (std::find(g.requesters.begin(), g.requesters.end(), &o) == g.requesters.end()) g.requesters.push_back(&o);
-    }
+    });
   }
 
   struct Group {
@@ -309,20 +279,9 @@ class Pass {
   std::unordered_set<const Obj*> in_global_;
   std::vector<const Obj*> startup_;
   std::map<const Obj*, const Obj*> preload_closure_;
-  // Who defines a name in the global scope: chains of (name, global_ index), the name a
-  // view into the cached ELF files (Files keeps them for the whole report), found
-  // through slots_ (open addressing: first entry + 1, 0 when empty).
-  struct Definer {
-    uint64_t hash;             // elf::NameHash of the name
-    std::string_view version;  // "" in an object without version definitions
-    uint32_t global, next;
-    bool hidden, versioned;
-  };
-  std::unique_ptr<SymbolIndex> startup_index_;
-  mutable std::unordered_map<const Obj*, std::vector<const Obj*>> needed_bound_;  // the start-up objects' symbols, when needed
-  static constexpr uint32_t kEnd = UINT32_MAX;
-  std::vector<Definer> definers_;
-  std::vector<uint32_t> slots_;
+  std::vector<const elf::ElfInfo*> files_;  // of global_, nullptr where unreadable
+  std::unique_ptr<SymbolScope> startup_scope_;  // the start-up objects, when needed
+  mutable std::unordered_map<const Obj*, std::vector<const Obj*>> needed_bound_;
   std::map<std::pair<const GlobalEntry*, const Obj*>, Group> groups_;
 };
 

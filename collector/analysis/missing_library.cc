@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "analysis/analysis.h"
+#include "render/words.h"
 
 namespace ldscope::analysis {
 namespace {
@@ -26,8 +27,8 @@ const v1::SearchResult* SearchFor(const ProcessIndex& pi, const Obj& o, const st
 std::string Why(const v1::Candidate& c, const loader::Result& model) {
   for (const auto& m : model.why)
     if (m.path == c.path() && !m.owner.empty())
-      return fmt::format("{} of {}", c.step(), BaseName(m.owner));
-  return c.step();
+      return fmt::format("{} of {}", render::CandidateWord(c), BaseName(m.owner));
+  return render::CandidateWord(c);
 }
 
 }  // namespace

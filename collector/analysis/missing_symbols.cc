@@ -10,6 +10,7 @@
 
 #include "analysis/analysis.h"
 #include "render/python_text.h"
+#include "render/words.h"
 
 namespace ldscope::analysis {
 namespace {
@@ -20,11 +21,11 @@ struct Missing {
   std::string name, version, needed_name;  // needed_name: the NEEDED that should provide it
   const Obj* bound = nullptr;
   std::string provider;        // the first file on the requester's path that defines it
-  loader::Step provider_step = loader::Step::kDefault;
+  v1::CandidateStep provider_step = v1::STEP_DEFAULT_DIRS;
   // When the provider is not the path's first match: that first match (which lacks it,
   // and where the loader stopped).
   std::string first_match;
-  loader::Step first_step = loader::Step::kDefault;
+  v1::CandidateStep first_step = v1::STEP_DEFAULT_DIRS;
   bool version_only = false;   // "version V not found" (no symbol name)
   const Obj* out_of_scope = nullptr;  // a loaded object that defines it but is not in scope
 };
@@ -40,15 +41,15 @@ void AddMissing(v1::Finding* f, const Missing& m, const Obj& o) {
 }
 
 // The undefined, non-weak symbols of e that nothing in scope defines.
-void UndefinedIn(const elf::ElfInfo& e, const SymbolIndex& scope, std::vector<Missing>* out) {
-  for (const auto& s : e.symbols) {
-    if (s.defined || s.weak || scope.Defines(s.name, s.version)) continue;
+void UndefinedIn(const elf::ElfInfo& e, const SymbolScope& scope, std::vector<Missing>* out) {
+  e.ForEachUndefined([&](const elf::Symbol& s, const elf::SymbolQuery& q) {
+    if (s.weak || scope.Defines(q)) return;
     Missing m;
     m.name = s.name;
     m.version = s.version;
     m.needed_name = s.version_file;
     out->push_back(m);
-  }
+  });
 }
 
 std::string SymbolList(const std::vector<const Missing*>& ms) {
@@ -98,7 +99,7 @@ class Pass {
   // root (its dependency closure, following what each NEEDED was bound to), plus ld.so.
   // Objects that other dlopens loaded with RTLD_LOCAL are not in it, however many
   // symbols they define: that is how a preloaded copy can fail to help.
-  std::unique_ptr<SymbolIndex> Scope(const ProcessIndex& pi, const Obj& root, uint64_t seq,
+  std::unique_ptr<SymbolScope> Scope(const ProcessIndex& pi, const Obj& root, uint64_t seq,
                                         std::vector<const Obj*>* members,
                                         std::vector<std::string>* unreadable) {
     uint64_t first_dlopen = UINT64_MAX;
@@ -121,14 +122,14 @@ class Pass {
     }
     for (const auto& [id, o] : pi.objects)
       if (o.load != nullptr && o.load->reason() == v1::LOAD_INTERPRETER) add(&o);
-    std::unique_ptr<SymbolIndex> scope = Indexes(queue, unreadable);
+    std::unique_ptr<SymbolScope> scope = Indexes(queue, unreadable);
     *members = std::move(queue);
     return scope;
   }
 
-  // One symbol index over objs; the files that could not be read go to unreadable
+  // One lookup scope over objs; the files that could not be read go to unreadable
   // (their symbols are unknown, not absent).
-  std::unique_ptr<SymbolIndex> Indexes(const std::vector<const Obj*>& objs,
+  std::unique_ptr<SymbolScope> Indexes(const std::vector<const Obj*>& objs,
                                        std::vector<std::string>* unreadable) {
     std::vector<const elf::ElfInfo*> files;
     for (const Obj* o : objs) {
@@ -140,7 +141,7 @@ class Pass {
       else if (std::find(unreadable->begin(), unreadable->end(), NormalPath(o->path)) == unreadable->end())
         unreadable->push_back(NormalPath(o->path));
     }
-    return std::make_unique<SymbolIndex>(files);
+    return std::make_unique<SymbolScope>(std::move(files));
   }
 
   // Fills bound/provider for m from o's NEEDED entries: the first file on o's own
@@ -156,7 +157,7 @@ class Pass {
       std::vector<loader::Match> found = {{own.path, own.step, ""}};
       found.insert(found.end(), own.later.begin(), own.later.end());
       for (size_t i = 0; i < found.size(); ++i) {
-        const SymbolIndex* f = ctx_.files().Symbols(found[i].path);
+        const elf::ElfInfo* f = ctx_.files().Get(found[i].path);
         const bool defines = f != nullptr && (m->version_only ? f->DefinesVersion(m->version)
                                                               : f->Defines(m->name, m->version));
         if (!defines) continue;
@@ -175,7 +176,7 @@ class Pass {
   }
 
   struct BatchScope {
-    std::unique_ptr<SymbolIndex> scope;  // null until the first object needs it
+    std::unique_ptr<SymbolScope> scope;  // null until the first object needs it
     std::vector<const Obj*> members;
     std::vector<std::string> unreadable;
   };
@@ -189,12 +190,12 @@ class Pass {
     for (const auto& n : info->needed)
       if (BoundFor(pi, o, n) == nullptr) return;
     if (batch->scope == nullptr) batch->scope = Scope(pi, root, seq, &batch->members, &batch->unreadable);
-    const SymbolIndex* reach = batch->scope.get();
+    const SymbolScope* reach = batch->scope.get();
     std::vector<Missing> missing;
     // Version needs are checked first by glibc (_dl_check_map_versions).
     for (const auto& vn : info->verneeds) {
       const Obj* bound = BoundFor(pi, o, vn.file);
-      const SymbolIndex* b = bound ? ctx_.files().Symbols(bound->path) : nullptr;
+      const elf::ElfInfo* b = bound ? ctx_.files().Get(bound->path) : nullptr;
       if (b == nullptr) continue;
       for (const auto& v : vn.versions) {
         if (b->DefinesVersion(v)) continue;
@@ -211,7 +212,7 @@ class Pass {
     for (const Obj* other : pi.AliveAt(o.lmid, seq > 0 ? seq - 1 : 0)) {
       if (std::find(batch->members.begin(), batch->members.end(), other) != batch->members.end())
         continue;
-      const SymbolIndex* idx = ctx_.files().Symbols(other->path);
+      const elf::ElfInfo* idx = ctx_.files().Get(other->path);
       if (idx == nullptr) continue;
       for (auto& m : missing)
         if (m.out_of_scope == nullptr && !m.version_only && idx->Defines(m.name, m.version))
@@ -268,7 +269,7 @@ class Pass {
                                "its SONAME matches {}'s DT_NEEDED {}, so {}'s own {} was never searched",
                                SymbolList(ms), m0.needed_name, Label(b), b.at_ms(), b.loaded_by(), base,
                                m0.needed_name, base,
-                               m0.provider.empty() ? "search path" : loader::StepName(m0.provider_step))
+                               m0.provider.empty() ? "search path" : render::StepWord(m0.provider_step))
                  : fmt::format("it needs {}, which {} (its {}{}) does not define", SymbolList(ms),
                                Label(b), m0.needed_name,
                                b.found_by().empty() ? "" : ", found via " + b.found_by());
@@ -282,7 +283,7 @@ class Pass {
         s += fmt::format("; there it would have found {}, which defines {}", Label(p), pronoun);
       else if (!m0.first_match.empty() && m0.first_step != m0.provider_step)
         s += fmt::format("; its own {} holds {}, which defines {}, but {} is searched first",
-                         p.found_by(), Label(p), pronoun, loader::StepName(m0.first_step));
+                         p.found_by(), Label(p), pronoun, render::StepWord(m0.first_step));
       else if (!m0.first_match.empty())
         s += fmt::format("; {} ({}, later on the same path) defines {}, but the loader stops at "
                          "the first match", Label(p), p.found_by(), pronoun);
@@ -305,7 +306,7 @@ class Pass {
     v1::Library p;
     p.set_path(m.provider);
     p.set_version(ctx_.VersionOf(m.provider, m.needed_name));
-    p.set_found_by(loader::StepName(m.provider_step));
+    p.set_found_by(render::StepWord(m.provider_step));
     return p;
   }
 
@@ -341,14 +342,14 @@ class Pass {
                                         "DT_NEEDED {} and does not search: {}'s own {} was never "
                                         "searched", m0.needed_name, base,
                                         m0.provider.empty() ? "search path"
-                                                            : loader::StepName(m0.provider_step)));
+                                                            : render::StepWord(m0.provider_step)));
       } else if (!b.found_by().empty()) {
         AddDetail(f, "found by", b.found_by());
       }
     }
     if (!m0.first_match.empty() && (m0.bound == nullptr || NormalPath(m0.bound->path) != m0.first_match))
       AddDetail(f, "first match", fmt::format("{} ({}), which lacks {}", m0.first_match,
-                                              loader::StepName(m0.first_step), pronoun));
+                                              render::StepWord(m0.first_step), pronoun));
     if (!m0.provider.empty()) {
       const v1::Library p = ProviderLibrary(m0);
       const std::string verb = m0.version_only ? "offers" : "defines";
@@ -357,7 +358,7 @@ class Pass {
       else if (!m0.first_match.empty())
         AddDetail(f, "later on the path", fmt::format(
             "{} via {}, which {} {}: the loader takes the first match ({}) and never reaches it",
-            Label(p), p.found_by(), verb, pronoun, loader::StepName(m0.first_step)));
+            Label(p), p.found_by(), verb, pronoun, render::StepWord(m0.first_step)));
       else
         AddDetail(f, "defined by", fmt::format("{} ({})", Label(p), p.found_by()));
     } else {
@@ -422,22 +423,22 @@ class Pass {
       AddSwapFix(pi, o, *m0.bound, f);
       AddFix(f, "preload-by-path",
              fmt::format("load the copy {}'s {} names before anything loads {}: {}LD_PRELOAD={}",
-                         base, loader::StepName(m0.provider_step), m0.needed_name,
+                         base, render::StepWord(m0.provider_step), m0.needed_name,
                          python ? fmt::format("ctypes.CDLL('{}', mode=ctypes.RTLD_GLOBAL) first, or ",
                                               m0.provider)
                                 : "",
                          m0.provider));
       return;
     }
-    if (m0.first_step == loader::Step::kLdLibraryPath && !m0.first_match.empty()) {
+    if (m0.first_step == v1::STEP_LD_LIBRARY_PATH && !m0.first_match.empty()) {
       const std::string dir = m0.first_match.substr(0, m0.first_match.rfind('/'));
       AddFix(f, "drop-from-ld-library-path",
              fmt::format("drop {} from LD_LIBRARY_PATH (its {} lacks {}){}", dir, m0.needed_name, what,
-                         m0.provider_step == loader::Step::kLdLibraryPath
+                         m0.provider_step == v1::STEP_LD_LIBRARY_PATH
                              ? fmt::format(", or put {} before it",
                                            m0.provider.substr(0, m0.provider.rfind('/')))
                              : fmt::format("; {}'s {} then finds {}", base,
-                                           loader::StepName(m0.provider_step), m0.provider)));
+                                           render::StepWord(m0.provider_step), m0.provider)));
     }
     if (m0.bound != nullptr && NormalPath(m0.bound->path) != m0.provider)
       AddFix(f, "preload-by-path", fmt::format("or preload the copy that {}: LD_PRELOAD={}",
@@ -447,7 +448,7 @@ class Pass {
 
   // Objects that loaded but call functions nothing in their namespace defines.
   struct NamespaceScope {
-    std::unique_ptr<SymbolIndex> scope;
+    std::unique_ptr<SymbolScope> scope;
     std::vector<std::string> unreadable;
   };
 
@@ -508,7 +509,7 @@ class Pass {
                                         self.path(), self.loaded_by()));
     AddDetail(&f, "defined by", provider.empty() ? fmt::format("no file on {}'s search path", base)
                                                  : fmt::format("{} ({}), not loaded", provider,
-                                                               loader::StepName(missing[0].provider_step)));
+                                                               render::StepWord(missing[0].provider_step)));
     if (!provider.empty())
       AddFix(&f, "load-rtld-global",
              fmt::format("load {} with RTLD_GLOBAL before {} (or LD_PRELOAD={})", provider, base, provider));

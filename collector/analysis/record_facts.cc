@@ -85,11 +85,11 @@ RecordedFacts RecordFacts(const std::set<std::string>& paths, int limit_ms) {
   // The names some object leaves undefined: the only names lookups ask for.
   std::unordered_set<uint64_t> wanted;
   for (const auto& f : files)
-    for (const auto& s : f.info->symbols)
-      if (!s.defined) wanted.insert(s.hash);
+    f.info->ForEachSymbol(elf::ElfInfo::Which::kUndefined,
+                          [&](const elf::Symbol& s) { wanted.insert(elf::HashOf(s)); });
   auto keep = [&](const elf::Symbol& s) {
     if (IsMarkerSymbol(s.name)) return elf::Keep::kName;
-    return wanted.count(s.hash) != 0 ? elf::Keep::kHash : elf::Keep::kDrop;
+    return wanted.count(elf::HashOf(s)) != 0 ? elf::Keep::kHash : elf::Keep::kDrop;
   };
   for (const auto& f : files) {
     v1::ObjectFacts r = elf::ToFacts(*f.info, keep, Found(*f.info));

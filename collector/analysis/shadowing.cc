@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "analysis/analysis.h"
+#include "render/words.h"
 
 namespace ldscope::analysis {
 namespace {
@@ -31,8 +32,8 @@ v1::Library FileOnly(Context& ctx, const std::string& path, const char* step) {
 void VersionDetails(Context& ctx, const Obj& requester, const std::string& name,
                     const std::string& got, const std::string& would, v1::Finding* f) {
   const elf::ElfInfo* e = ctx.files().Get(requester.path);
-  const SymbolIndex* g = ctx.files().Symbols(got);
-  const SymbolIndex* w = ctx.files().Symbols(would);
+  const elf::ElfInfo* g = ctx.files().Get(got);
+  const elf::ElfInfo* w = ctx.files().Get(would);
   if (e == nullptr || g == nullptr || w == nullptr) return;
   for (const auto& vn : e->verneeds) {
     if (vn.file != name) continue;
@@ -56,11 +57,11 @@ void ReusedNeeded(Context& ctx, const ProcessIndex& pi, v1::Report* out) {
       // Only a path the requester (or its environment) names says which copy it wants;
       // reusing a preloaded copy instead of the system's (ld.so.cache, default dirs) is
       // how wheels preload their own libraries, not a fault.
-      if (own.step == loader::Step::kCache || own.step == loader::Step::kDefault) continue;
+      if (own.step == v1::STEP_LD_SO_CACHE || own.step == v1::STEP_DEFAULT_DIRS) continue;
       auto f = NewFinding(pi, v1::SHADOWED_DEPENDENCY, o.rolled_back ? v1::ERROR : v1::WARNING);
       const v1::Library shadow = ctx.Describe(pi, used->second);
       const v1::Library req = ctx.Describe(pi, o);
-      const v1::Library would = FileOnly(ctx, own.path, loader::StepName(own.step));
+      const v1::Library would = FileOnly(ctx, own.path, render::StepWord(own.step));
       *f.add_objects() = shadow;
       *f.add_objects() = req;
       *f.add_objects() = would;
@@ -71,10 +72,10 @@ void ReusedNeeded(Context& ctx, const ProcessIndex& pi, v1::Report* out) {
           "an object whose SONAME matches and does not search. {}'s own search ({}) would have "
           "found {}.{}",
           BaseName(o.path), reuse.name(), Label(shadow), shadow.at_ms(), shadow.loaded_by(),
-          BaseName(o.path), loader::StepName(own.step), Label(would),
+          BaseName(o.path), render::StepWord(own.step), Label(would),
           o.rolled_back ? fmt::format(" {} then failed to load.", BaseName(o.path)) : ""));
       f.set_headline(fmt::format("{}'s NEEDED {} got an earlier load's copy, not the one its {} names",
-                                 BaseName(o.path), reuse.name(), loader::StepName(own.step)));
+                                 BaseName(o.path), reuse.name(), render::StepWord(own.step)));
       AddDetail(&f, "requester", fmt::format("{}, loaded {}", req.path(), req.loaded_by()));
       AddDetail(&f, "bound to", Label(shadow));
       AddDetail(&f, "loaded first", fmt::format("{}, at +{:.1f} ms", shadow.loaded_by(), shadow.at_ms()));
@@ -86,7 +87,7 @@ void ReusedNeeded(Context& ctx, const ProcessIndex& pi, v1::Report* out) {
       AddSwapFix(pi, o, used->second, &f);
       AddFix(&f, "preload-by-path",
              fmt::format("load the copy {}'s {} names before anything loads {}: LD_PRELOAD={}{}",
-                         BaseName(o.path), loader::StepName(own.step), reuse.name(), would.path(),
+                         BaseName(o.path), render::StepWord(own.step), reuse.name(), would.path(),
                          o.load->has_python() ? fmt::format(", or ctypes.CDLL('{}', mode=ctypes.RTLD_GLOBAL) first",
                                                             would.path())
                                               : ""));
@@ -98,8 +99,7 @@ void ReusedNeeded(Context& ctx, const ProcessIndex& pi, v1::Report* out) {
 void SearchOrder(Context& ctx, const ProcessIndex& pi, v1::Report* out) {
   for (const auto& [id, o] : pi.objects) {
     if (o.load == nullptr || o.load->tried_size() == 0) continue;
-    const std::string& step = o.load->tried(o.load->tried_size() - 1).step();
-    if (step != "LD_LIBRARY_PATH") continue;
+    if (render::FoundBy(*o.load) != v1::STEP_LD_LIBRARY_PATH) continue;
     auto req = pi.objects.find(o.requester);
     if (req == pi.objects.end()) continue;
     loader::Object r = pi.AsRequester(req->second, ctx.files());

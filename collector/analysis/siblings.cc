@@ -30,6 +30,7 @@
 
 #include "analysis/analysis.h"
 #include "analysis/families.h"
+#include "render/words.h"
 
 namespace ldscope::analysis {
 namespace {
@@ -160,8 +161,7 @@ void Report(Context& ctx, const std::vector<const ProcessIndex*>& group, const s
   for (const Disagreement& d : ds)
     for (const Vote& v : d.odd) {
       const std::string who = ShortWho(*v.pi->p);
-      const std::string step =
-          v.o->load != nullptr && v.o->load->tried_size() > 0 ? v.o->load->tried(v.o->load->tried_size() - 1).step() : "";
+      const v1::CandidateStep step = v.o->load != nullptr ? render::FoundBy(*v.o->load) : v1::STEP_UNKNOWN;
       const std::string want = NormalPath(d.reference.front().o->path);
       std::string key, text, action;
       if (v.o->load != nullptr && v.o->load->reason() == v1::LOAD_PRELOAD &&
@@ -170,7 +170,7 @@ void Report(Context& ctx, const std::vector<const ProcessIndex*>& group, const s
         key = who + " LD_PRELOAD";
         text = fmt::format("start {} without {} in LD_PRELOAD, as the others are started (in the launcher, or the "
                            "wrapper script that sets up that rank)", who, NormalPath(v.o->path));
-      } else if (step == "LD_LIBRARY_PATH" && EnvOf(*v.pi->p, "LD_LIBRARY_PATH") != EnvOf(ref, "LD_LIBRARY_PATH")) {
+      } else if (step == v1::STEP_LD_LIBRARY_PATH && EnvOf(*v.pi->p, "LD_LIBRARY_PATH") != EnvOf(ref, "LD_LIBRARY_PATH")) {
         action = "drop-from-ld-library-path";
         key = who + " LD_LIBRARY_PATH";
         text = fmt::format("give {} the others' LD_LIBRARY_PATH: drop {}", who, DirName(NormalPath(v.o->path)));
@@ -203,7 +203,7 @@ void FindSiblingMismatch(Context& ctx, v1::Report* out) {
   const auto& procs = ctx.processes();
   for (size_t i = 0; i < procs.size(); ++i) {
     const v1::ProcessTimeline& p = *procs[i].p;
-    if (p.start_reason() != "exec" || p.exe().empty()) continue;
+    if (p.start_reason() != v1::START_EXEC || p.exe().empty()) continue;
     groups[ProgramKey(p)].emplace_back(i, &procs[i]);
   }
   for (const auto& [key, members] : groups) {

@@ -1,48 +1,39 @@
 // Reads the parts of an ELF shared object that the loader uses, from disk: dynamic
-// section, dynamic symbols with binding and version, version definitions and needs,
-// build-id. Every read is bounds-checked; a malformed file gives an error, never a
-// crash. Files are mapped, not read, so a 1 GB libtorch_cuda.so costs only the pages
-// actually looked at.
+// section, version definitions and needs, build-id, and views of the dynamic symbol
+// table, its string table, .gnu.version and the symbol hash table. Every read is
+// bounds-checked; a malformed file gives an error, never a crash. Files are mapped and
+// stay mapped while their ElfInfo lives, so a 1 GB libtorch_cuda.so costs only the
+// pages actually looked at: symbols are never copied out, a definition is looked up
+// through the object's own DT_GNU_HASH table (DT_HASH, or a scan where it has neither),
+// as ld.so's do_lookup does.
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "text/result.h"
 
 namespace ldscope::elf {
 
-// The text of an object's symbols (names and version names), in chunks that never
-// move: Symbol's views point into it. Shared, so that copies of an ElfInfo stay valid.
-class StringArena {
- public:
-  std::string_view Add(std::string_view s);
-  // Room for n more bytes in one chunk (a new chunk when the current one lacks it).
-  void Reserve(size_t n);
-
- private:
-  std::vector<std::unique_ptr<char[]>> chunks_;
-  size_t used_ = 0, cap_ = 0;
-};
-
 // A stable 64-bit hash of a symbol name (as escaped text): the same on every machine
 // and in every build, because traces carry it (elf/facts.h) for names they do not keep.
 uint64_t NameHash(std::string_view name);
 
-// Names are views into the owning ElfInfo's arena: valid while any copy of it lives.
+// One dynamic symbol (never a local one, never one without a name). Names and versions
+// are escaped text, views into the mapped file or into the ElfInfo: valid while it lives.
 struct Symbol {
   std::string_view name;  // "" when only the hash is known (facts from a trace)
-  uint64_t hash = 0;      // NameHash(name)
+  uint64_t hash = 0;      // NameHash(name), set only when name is "" (see HashOf)
   bool defined = false;   // st_shndx != SHN_UNDEF
   bool weak = false;      // STB_WEAK
-  bool global = false;    // STB_GLOBAL or STB_GNU_UNIQUE
-  bool function = false;  // STT_FUNC or STT_GNU_IFUNC
   bool unique = false;    // STB_GNU_UNIQUE (vague-linkage data, one copy by design)
   bool data = false;      // STT_OBJECT or STT_TLS
   std::string_view version;    // version name, "" when unversioned
@@ -50,31 +41,64 @@ struct Symbol {
   std::string_view version_file;  // for undefined: the library the version is needed from
 };
 
+inline uint64_t HashOf(const Symbol& s) { return s.name.empty() ? s.hash : NameHash(s.name); }
+
+// A name to look up, with its hashes computed once for all the objects it is looked up
+// in (GNU's for files, NameHash for facts from a trace).
+class SymbolQuery {
+ public:
+  // name and version: escaped text; version "" for an unversioned reference.
+  SymbolQuery(std::string_view name, std::string_view version);
+  // The same with GNU's hash of the name's bytes already known.
+  SymbolQuery(std::string_view name, std::string_view version, uint32_t gnu_hash);
+  std::string_view name() const { return name_; }
+  std::string_view version() const { return version_; }
+  std::string_view raw() const { return raw_; }  // the name's bytes in the file
+  uint32_t gnu_hash() const { return gnu_; }
+  uint32_t sysv_hash() const;
+  uint64_t name_hash() const;
+
+ private:
+  std::string_view name_, version_, raw_;
+  std::string raw_storage_;
+  uint32_t gnu_ = 0;
+  mutable uint32_t sysv_ = 0;
+  mutable uint64_t fnv_ = 0;
+  mutable bool have_sysv_ = false, have_fnv_ = false;
+};
+
+// What looking one name up in one object found.
+struct Lookup {
+  bool named = false;    // some definition carries the name, whatever its version
+  // One of them satisfies the reference by glibc's rule: a versioned reference matches
+  // that version, or any definition in an object without version definitions; an
+  // unversioned one matches a default (non-hidden) definition.
+  bool matches = false;
+  Symbol first;          // the first definition of the name in .dynsym order (if named)
+};
+
 struct VersionNeed {
   std::string file;
   std::vector<std::string> versions;
 };
 
-struct ElfInfo {
+class ElfInfo {
+ public:
   std::string path;
   dev_t dev = 0;
   ino_t ino = 0;
   uint16_t machine = 0;
-  bool is64 = true;
   std::string soname;
   std::vector<std::string> needed;
   std::string rpath, runpath;
   uint64_t flags_1 = 0;
   std::string build_id;   // raw bytes
-  std::vector<Symbol> symbols;
-  std::shared_ptr<StringArena> strings = std::make_shared<StringArena>();  // symbols' text
   std::vector<std::string> verdefs;  // version names this object defines
   std::vector<VersionNeed> verneeds;
-  std::vector<std::string> warnings;  // damaged parts that were skipped
   uint64_t size = 0;      // of the file, and its modification time, when read from disk
   int64_t mtime_ns = 0;
   // Set when these facts come from a trace (elf/facts.h) rather than from the file.
-  // Then symbols lists every undefined symbol but, unless defined_complete, only the
+  // Then the symbols are every undefined symbol but, unless defined_complete, only the
   // definitions of names some object of that trace leaves undefined (and marker names):
   // every lookup the analysis makes is for such a name. found holds what the writer
   // found in the file's bytes, by needle (FindString/FindStrings); a needle it did not
@@ -82,14 +106,108 @@ struct ElfInfo {
   bool from_trace = false;
   bool defined_complete = true;
   std::map<std::string, std::vector<std::string>> found;
+
+  // The definitions of q's name in this object (by hash only for facts from a trace).
+  Lookup Find(const SymbolQuery& q) const;
+  bool Defines(const SymbolQuery& q) const { return Find(q).matches; }
+  bool Defines(std::string_view name, std::string_view version) const {
+    return Defines(SymbolQuery(name, version));
+  }
+  bool DefinesVersion(std::string_view version) const;
+
+  // Building one from a trace's facts (elf/facts.cc): text kept with the object, and
+  // its symbols (from_trace must be set), whose definitions this indexes by hash.
+  std::string_view Keep(std::string s);
+  void SetTraceSymbols(std::vector<Symbol> symbols);
+
+  enum class Which { kUndefined, kDefined, kAll };
+  // Calls f(const Symbol&) for each symbol of that kind, in .dynsym order. Undefined
+  // symbols' names are read; a definition's name only when f asks for definitions.
+  template <typename F>
+  void ForEachSymbol(Which w, F&& f) const {
+    Symbol s;
+    for (size_t i = 0, n = SymbolSlots(); i < n; ++i)
+      if (SymbolAt(i, w, &s)) f(s);
+  }
+  // Calls f(const Symbol&, const SymbolQuery&) for each undefined symbol, with the query
+  // that looks it up elsewhere. The first call notes the undefined symbols' indexes,
+  // their names' sizes and GNU hashes (12 bytes each), so later passes skip the
+  // definitions, the hashing and the search for each name's end.
+  template <typename F>
+  void ForEachUndefined(F&& f) const {
+    if (from_trace) {
+      ForEachSymbol(Which::kUndefined, [&](const Symbol& s) { f(s, SymbolQuery(s.name, s.version)); });
+      return;
+    }
+    if (!undefined_indexed_) IndexUndefined();
+    Symbol s;
+    for (const UndefinedRef& r : undefined_) {
+      UndefinedAt(r, &s);
+      f(s, SymbolQuery(s.name, s.version, r.gnu_hash));
+    }
+  }
+  // The same as a list (for loops that stop early; the hot ones use ForEachSymbol).
+  std::vector<Symbol> Symbols(Which w) const {
+    std::vector<Symbol> out;
+    ForEachSymbol(w, [&](const Symbol& s) { out.push_back(s); });
+    return out;
+  }
+
+ private:
+  friend class Parser;
+
+  size_t SymbolSlots() const { return from_trace ? facts_.size() : nsyms_; }
+  bool SymbolAt(size_t i, Which w, Symbol* out) const;
+  void IndexUndefined() const;
+  struct UndefinedRef;
+  void UndefinedAt(const UndefinedRef& r, Symbol* out) const;
+  // The text of the symbol table's string at off, escaped; false when out of range.
+  bool NameAt(uint32_t off, std::string_view* out) const;
+  bool RawNameIs(uint32_t off, std::string_view raw) const;
+  // Fills the version fields of a symbol from .gnu.version entry i.
+  void VersionOf(size_t i, Symbol* s) const;
+  // Adds the definition at .dynsym index i to l when it carries q's name.
+  void Consider(size_t i, const SymbolQuery& q, Lookup* l, size_t* first) const;
+
+  // The file, mapped (or the bytes ParseElf was given), kept while views point into it.
+  std::shared_ptr<const void> bytes_;
+  std::string_view dynsym_, dynstr_, versym_;
+  size_t nsyms_ = 0;
+  // DT_GNU_HASH (the ELF64 layout): bloom words, buckets, chain values.
+  std::string_view gnu_bloom_, gnu_buckets_, gnu_chain_;
+  uint32_t gnu_nbuckets_ = 0, gnu_symoffset_ = 0, gnu_shift_ = 0;
+  // DT_HASH.
+  std::string_view sysv_buckets_, sysv_chain_;
+  uint32_t sysv_nbucket_ = 0, sysv_nchain_ = 0;
+  // .gnu.version index -> (version name, file it is needed from), escaped.
+  std::vector<std::pair<std::string_view, std::string_view>> versions_;
+  std::deque<std::string> text_;  // escaped strings the views above point into
+  // Names that escaping changes, by string table offset (filled as they are read).
+  mutable std::unordered_map<uint32_t, std::string> escaped_;
+  struct UndefinedRef {
+    uint32_t index, gnu_hash;
+    uint32_t name_size;  // of the name's bytes; kEscaped set when escaping changes them
+  };
+  static constexpr uint32_t kEscaped = 0x80000000u;
+  mutable std::vector<UndefinedRef> undefined_;  // filled by the first ForEachUndefined
+  mutable bool undefined_indexed_ = false;
+  // Facts from a trace: the symbols, and (NameHash, index) of the definitions, sorted.
+  std::vector<Symbol> facts_;
+  std::vector<std::pair<uint64_t, uint32_t>> facts_defs_;
 };
 
 // Paths given and names returned are escaped text (text/escape.h), as in the model.
 // Reads path. An error (naming the file) when it is not a readable ELF shared object
 // or executable; the value is never nullptr.
 Result<std::unique_ptr<ElfInfo>> ReadElf(const std::string& path);
-// The same from memory (for tests and fuzzing).
+// The same from memory (for tests and fuzzing); the bytes are copied.
 Result<std::unique_ptr<ElfInfo>> ParseElf(std::string_view data, const std::string& name);
+
+// The machine ld.so itself is built for (EM_X86_64, EM_AARCH64): objects of another
+// e_machine are skipped by its search.
+uint16_t HostMachine();
+// The e_machine of the 64-bit ELF file at path (escaped text), 0 when it is not one.
+uint16_t MachineOf(const std::string& path);
 
 // Every NUL-terminated string in the file that starts with `needle` (at most `limit`).
 std::vector<std::string> FindStrings(const std::string& path, std::string_view needle,

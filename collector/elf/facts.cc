@@ -11,9 +11,9 @@
 namespace ldscope::elf {
 namespace {
 
+// kGlobal (4) and kFunction (8) were written by earlier versions and are ignored.
 enum Flag : uint8_t {
-  kDefined = 1, kWeak = 2, kGlobal = 4, kFunction = 8, kUnique = 16, kData = 32, kHidden = 64,
-  kNamed = 128,
+  kDefined = 1, kWeak = 2, kUnique = 16, kData = 32, kHidden = 64, kNamed = 128,
 };
 
 std::string Raw(std::string_view escaped) { return text::Unescape(std::string(escaped)); }
@@ -60,7 +60,6 @@ v1::ObjectFacts ToFacts(const ElfInfo& e, const std::function<Keep(const Symbol&
     n->set_file(Raw(vn.file));
     for (const auto& v : vn.versions) n->add_versions(Raw(v));
   }
-  for (const auto& w : e.warnings) f.add_warnings(w);
   for (const auto& [needle, strings] : found) {
     auto* x = f.add_found();
     x->set_needle(needle);
@@ -69,18 +68,17 @@ v1::ObjectFacts ToFacts(const ElfInfo& e, const std::function<Keep(const Symbol&
   v1::SymbolFacts s;
   std::map<std::pair<std::string_view, std::string_view>, uint32_t> version_index;
   std::string flags;
-  for (const Symbol& sym : e.symbols) {
+  e.ForEachSymbol(ElfInfo::Which::kAll, [&](const Symbol& sym) {
     const Keep k = sym.defined ? keep(sym) : Keep::kName;
-    if (k == Keep::kDrop) continue;
-    uint8_t b = (sym.defined ? kDefined : 0) | (sym.weak ? kWeak : 0) | (sym.global ? kGlobal : 0) |
-                (sym.function ? kFunction : 0) | (sym.unique ? kUnique : 0) | (sym.data ? kData : 0) |
-                (sym.hidden ? kHidden : 0) | (k == Keep::kName ? kNamed : 0);
+    if (k == Keep::kDrop) return;
+    uint8_t b = (sym.defined ? kDefined : 0) | (sym.weak ? kWeak : 0) | (sym.unique ? kUnique : 0) |
+                (sym.data ? kData : 0) | (sym.hidden ? kHidden : 0) | (k == Keep::kName ? kNamed : 0);
     flags.push_back(static_cast<char>(b));
     if (k == Keep::kName) s.add_names(Raw(sym.name));
-    else s.add_hashes(sym.hash);
+    else s.add_hashes(HashOf(sym));
     if (sym.version.empty()) {
       s.add_version(0);
-      continue;
+      return;
     }
     auto [it, inserted] = version_index.try_emplace({sym.version, sym.version_file},
                                                     static_cast<uint32_t>(version_index.size()));
@@ -90,7 +88,7 @@ v1::ObjectFacts ToFacts(const ElfInfo& e, const std::function<Keep(const Symbol&
       v->set_file(Raw(sym.version_file));
     }
     s.add_version(it->second + 1);
-  }
+  });
   s.set_flags(std::move(flags));
   s.set_defined_complete(false);
   const std::string bytes = s.SerializeAsString();
@@ -131,7 +129,6 @@ Result<std::unique_ptr<ElfInfo>> FromFacts(const v1::ObjectFacts& f, const std::
     for (const auto& v : vn.versions()) n.versions.push_back(text::Escape(v));
     e->verneeds.push_back(std::move(n));
   }
-  for (const auto& w : f.warnings()) e->warnings.push_back(w);
   for (const auto& x : f.found()) {
     auto& list = e->found[x.needle()];
     for (const auto& s : x.strings()) list.push_back(text::Escape(s));
@@ -145,28 +142,27 @@ Result<std::unique_ptr<ElfInfo>> FromFacts(const v1::ObjectFacts& f, const std::
   e->defined_complete = s.defined_complete();
   std::vector<std::pair<std::string_view, std::string_view>> versions;
   for (const auto& v : s.versions())
-    versions.emplace_back(e->strings->Add(text::Escape(v.name())), e->strings->Add(text::Escape(v.file())));
+    versions.emplace_back(e->Keep(text::Escape(v.name())), e->Keep(text::Escape(v.file())));
   const std::string& flags = s.flags();
   if (static_cast<size_t>(s.version_size()) != flags.size()) {
     return Error{"the trace's facts of this file are damaged (symbol versions)"};
   }
   int name = 0, hash = 0;
-  e->symbols.reserve(flags.size());
+  std::vector<Symbol> symbols;
+  symbols.reserve(flags.size());
   for (size_t i = 0; i < flags.size(); ++i) {
     const auto b = static_cast<uint8_t>(flags[i]);
     Symbol sym;
     if (b & kNamed) {
       if (name >= s.names_size()) break;
-      sym.name = e->strings->Add(text::Escape(s.names(name++)));
-      sym.hash = NameHash(sym.name);
+      sym.name = e->Keep(text::Escape(s.names(name++)));
+      if (sym.name.empty()) sym.hash = NameHash(sym.name);
     } else {
       if (hash >= s.hashes_size()) break;
       sym.hash = s.hashes(hash++);
     }
     sym.defined = b & kDefined;
     sym.weak = b & kWeak;
-    sym.global = b & kGlobal;
-    sym.function = b & kFunction;
     sym.unique = b & kUnique;
     sym.data = b & kData;
     sym.hidden = b & kHidden;
@@ -175,8 +171,9 @@ Result<std::unique_ptr<ElfInfo>> FromFacts(const v1::ObjectFacts& f, const std::
       sym.version = versions[v - 1].first;
       sym.version_file = versions[v - 1].second;
     }
-    e->symbols.push_back(sym);
+    symbols.push_back(sym);
   }
+  e->SetTraceSymbols(std::move(symbols));
   return e;
 }
 

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "elf/elf_file.h"
 #include "text/escape.h"
 
 namespace ldscope::loader {
@@ -43,8 +44,10 @@ std::string Expand(const std::string& dir, const Object& owner, const Environmen
 }
 
 // glibc accepts a candidate only if it opens and is an ELF object of the right class
-// and machine; anything else is skipped and the search goes on.
-bool Loadable(const std::string& path) {
+// and of the process's machine (open_verify in dl-load.c: elf_machine_matches_host);
+// anything else is skipped and the search goes on.
+bool Loadable(const std::string& path, const Environment& env) {
+  const uint16_t machine = env.machine != 0 ? env.machine : elf::HostMachine();
   // Non-blocking and regular files only: a FIFO or device there must not hang us.
   const int fd = open(text::Unescape(path).c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return false;
@@ -53,7 +56,7 @@ bool Loadable(const std::string& path) {
   const bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
                   read(fd, &eh, sizeof eh) == sizeof eh &&
                   std::memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
-                  eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_machine == EM_X86_64;
+                  eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_machine == machine;
   close(fd);
   return ok;
 }
@@ -61,7 +64,7 @@ bool Loadable(const std::string& path) {
 // One directory list of one step; dirs[i] came from owners[i] ("" for the
 // environment and system steps). True when the first match was found here.
 bool TryDirs(const std::vector<std::string>& dirs, const std::vector<std::string>& owners,
-             const std::string& name, const Environment& env, Step step, bool keep_going,
+             const std::string& name, const Environment& env, v1::CandidateStep step, bool keep_going,
              Result* r) {
   for (size_t i = 0; i < dirs.size(); ++i) {
     std::vector<std::string> candidates;
@@ -70,12 +73,12 @@ bool TryDirs(const std::vector<std::string>& dirs, const std::vector<std::string
     const std::string owner = i < owners.size() ? owners[i] : "";
     for (const auto& c : candidates) {
       if (!r->path.empty()) {
-        if (Loadable(c)) r->later.push_back({c, step, owner});
+        if (Loadable(c, env)) r->later.push_back({c, step, owner});
         continue;
       }
       r->tried.push_back(c);
       r->why.push_back({c, step, owner});
-      if (!Loadable(c)) continue;
+      if (!Loadable(c, env)) continue;
       r->path = c;
       r->step = step;
       if (!keep_going) return true;
@@ -92,33 +95,21 @@ std::vector<const Object*> Chain(const Object& requester, const std::vector<Obje
 }
 
 // The ld.so.cache step: its one candidate (if the cache names one).
-bool TryCache(const std::string& p, bool keep_going, Result* r) {
+bool TryCache(const std::string& p, const Environment& env, bool keep_going, Result* r) {
   if (p.empty()) return false;
   if (!r->path.empty()) {
-    if (Loadable(p)) r->later.push_back({p, Step::kCache, ""});
+    if (Loadable(p, env)) r->later.push_back({p, v1::STEP_LD_SO_CACHE, ""});
     return false;
   }
   r->tried.push_back(p);
-  r->why.push_back({p, Step::kCache, ""});
-  if (!Loadable(p)) return false;
+  r->why.push_back({p, v1::STEP_LD_SO_CACHE, ""});
+  if (!Loadable(p, env)) return false;
   r->path = p;
-  r->step = Step::kCache;
+  r->step = v1::STEP_LD_SO_CACHE;
   return !keep_going;
 }
 
 }  // namespace
-
-const char* StepName(Step s) {
-  switch (s) {
-    case Step::kAsGiven: return "as given";
-    case Step::kRpath: return "RPATH";
-    case Step::kLdLibraryPath: return "LD_LIBRARY_PATH";
-    case Step::kRunpath: return "RUNPATH";
-    case Step::kCache: return "ld.so.cache";
-    case Step::kDefault: return "default dirs";
-  }
-  return "?";
-}
 
 std::vector<std::string> SplitPath(const std::string& list, const char* seps) {
   std::vector<std::string> out;
@@ -173,10 +164,10 @@ Result Search(const std::string& name, const Object& requester,
   Result r;
   if (name.find('/') != std::string::npos) {
     r.tried.push_back(name);
-    r.why.push_back({name, Step::kAsGiven, ""});
-    if (Loadable(name)) {
+    r.why.push_back({name, v1::STEP_AS_GIVEN, ""});
+    if (Loadable(name, env)) {
       r.path = name;
-      r.step = Step::kAsGiven;
+      r.step = v1::STEP_AS_GIVEN;
     }
     return r;
   }
@@ -187,20 +178,20 @@ Result Search(const std::string& name, const Object& requester,
         dirs.push_back(Expand(d, *o, env));
         owners.push_back(o->path);
       }
-    if (TryDirs(dirs, owners, name, env, Step::kRpath, keep_going, &r)) return r;
+    if (TryDirs(dirs, owners, name, env, v1::STEP_RPATH, keep_going, &r)) return r;
   }
-  if (TryDirs(env.ld_library_path, {}, name, env, Step::kLdLibraryPath, keep_going, &r)) return r;
+  if (TryDirs(env.ld_library_path, {}, name, env, v1::STEP_LD_LIBRARY_PATH, keep_going, &r)) return r;
   if (!requester.runpath.empty()) {
     std::vector<std::string> dirs, owners;
     for (const auto& d : SplitPath(requester.runpath)) {
       dirs.push_back(Expand(d, requester, env));
       owners.push_back(requester.path);
     }
-    if (TryDirs(dirs, owners, name, env, Step::kRunpath, keep_going, &r)) return r;
+    if (TryDirs(dirs, owners, name, env, v1::STEP_RUNPATH, keep_going, &r)) return r;
   }
   if (requester.nodeflib) return r;
-  if (env.cache != nullptr && TryCache(env.cache->Lookup(name), keep_going, &r)) return r;
-  TryDirs(env.default_dirs, {}, name, env, Step::kDefault, keep_going, &r);
+  if (env.cache != nullptr && TryCache(env.cache->Lookup(name), env, keep_going, &r)) return r;
+  TryDirs(env.default_dirs, {}, name, env, v1::STEP_DEFAULT_DIRS, keep_going, &r);
   return r;
 }
 

@@ -7,13 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "ldscope_proto/timeline.pb.h"
 #include "loader/ld_cache.h"
 
 namespace ldscope::loader {
 
-// How a candidate was found, in glibc's order.
-enum class Step { kAsGiven, kRpath, kLdLibraryPath, kRunpath, kCache, kDefault };
-const char* StepName(Step s);
+// How a candidate was found: timeline.proto's CandidateStep (render/words.h has the
+// words).
 
 struct Object {
   std::string path;      // as loaded (for $ORIGIN)
@@ -31,19 +31,22 @@ struct Environment {
   std::vector<std::string> default_dirs;      // the loader's built-in system dirs
   std::string lib = "lib/x86_64-linux-gnu";   // $LIB
   std::string platform = "x86_64";            // $PLATFORM
+  // The process's e_machine (its executable's): candidates of another machine are
+  // skipped. 0: the machine ldscope runs on.
+  uint16_t machine = 0;
 };
 
 // A loadable file the search reached, and the step (and, for RPATH/RUNPATH, the
 // object whose dynamic section named the directory) that produced it.
 struct Match {
   std::string path;
-  Step step = Step::kDefault;
+  v1::CandidateStep step = v1::STEP_DEFAULT_DIRS;
   std::string owner;
 };
 
 struct Result {
   std::string path;      // "" when not found
-  Step step = Step::kDefault;
+  v1::CandidateStep step = v1::STEP_DEFAULT_DIRS;
   std::vector<std::string> tried;
   std::vector<Match> why;   // parallel to tried: each candidate's step and owner
   // With keep_going: every loadable file after the first, in glibc's order. The loader

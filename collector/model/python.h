@@ -11,18 +11,45 @@
 
 namespace ldscope::model {
 
-// What attribution needs to know about an entry beyond the entry itself: the name the
-// dlopen (or search) it belongs to asked for ("" for start-up loads and unloads).
-struct EntryRequest {
-  std::string name;
-};
-
 // One hook connection's events (sorted by seq; the first is its PyStart).
 using PyStream = std::vector<const v1::Event*>;
 
-// Fills p's python info, imports, and the python cause of its loads, failed dlopens
-// and searches. requests[i] belongs to p->entries(i).
-void AttachPython(v1::ProcessTimeline* p, const std::vector<EntryRequest>& requests,
-                  const std::vector<const PyStream*>& streams);
+// Python attribution for one process image. The import spans and ctypes dlopens of its
+// hook streams are computed first (the constructor, which also fills p's python info
+// and imports); the model then attributes each entry as it creates it.
+class PyAttribution {
+ public:
+  PyAttribution(v1::ProcessTimeline* p, const std::vector<const PyStream*>& streams);
+  // Sets the python cause of a new load, search or failed dlopen (and a load's dlopen
+  // mode) from its thread and time; request is the name its dlopen or search asked for
+  // ("" for start-up loads). Nothing without hook streams.
+  void Attribute(v1::Entry* en, const std::string& request);
+
+ private:
+  struct Span {
+    uint64_t start = 0, end = 0;  // mono_ns; end 0: never ended
+    uint32_t tid = 0;
+    int parent = -1;
+    v1::PyImportSpan* out = nullptr;
+    int64_t dlopen_flags = -1;  // sys.getdlopenflags() at its start (-1: not sent)
+  };
+  struct Dlopen {
+    uint64_t at = 0;
+    uint32_t tid = 0;
+    const v1::PyDlopen* ev = nullptr;
+  };
+  void Info(const std::vector<const PyStream*>& streams);
+  void Spans(std::vector<const v1::Event*> events);
+  // The cause of a load at `at` on tid; *mode: the dlopen mode behind it (-1: unknown).
+  v1::PyCause CauseAt(uint64_t at, uint32_t tid, const std::string& request, int64_t* mode) const;
+  bool IsHookModule(const std::string& path) const;
+
+  v1::ProcessTimeline* p_;
+  bool active_ = false;
+  std::vector<std::string> hook_modules_;
+  uint64_t hook_ready_ns_ = UINT64_MAX;  // first PyStart: the hook's own imports came before
+  std::vector<Span> spans_;
+  std::vector<Dlopen> dlopens_;
+};
 
 }  // namespace ldscope::model

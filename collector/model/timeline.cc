@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -31,6 +32,9 @@ struct Obj {
   uint64_t batch = 0;
   bool is_open = true;
   int load_entry = -1;               // index into entries, -1 if inherited
+  bool inherited = false;            // over fork, from the parent image
+  bool ended = false;                // an Unload or FailedDlopen entry ended it
+  uint64_t end_seq = 0;              // that entry's seq
 };
 
 struct PendingSearch {
@@ -55,8 +59,10 @@ struct CloseGroup {
 // Builds one process image's timeline from its events (sorted by seq).
 class ProcessBuilder {
  public:
-  ProcessBuilder(v1::ProcessTimeline* out, uint64_t image_start_ns)
-      : out_(out), start_ns_(image_start_ns) {}
+  // py: the image's Python attribution, applied to each entry as it is made (used
+  // until Finish).
+  ProcessBuilder(v1::ProcessTimeline* out, uint64_t image_start_ns, PyAttribution* py)
+      : out_(out), start_ns_(image_start_ns), py_(py) {}
 
   void Inherit(const flat_map<uint64_t, Obj>& parent_objects, uint64_t before_seq,
                const std::map<uint64_t, uint64_t>& parent_open,
@@ -70,6 +76,8 @@ class ProcessBuilder {
       copy.is_open = true;
       copy.load_entry = -1;
       copy.batch = 0;  // loaded before this process image's first operation
+      copy.inherited = true;
+      copy.ended = false;
       objects_[id] = copy;
       // Open here from the start: a fork of this process inherits it in turn.
       open_seq[id] = 0;
@@ -122,11 +130,10 @@ class ProcessBuilder {
     if (batch_open_) EndBatch();
     for (const auto& [id, o] : objects_)
       if (o.is_open) *out_->add_loaded_at_end() = Ref(id);
+    EmitObjects();
   }
 
   const flat_map<uint64_t, Obj>& objects() const { return objects_; }
-  // Per entry: the name its dlopen or search asked for (for Python attribution).
-  const std::vector<EntryRequest>& requests() const { return requests_; }
   std::map<uint64_t, uint64_t> open_seq, close_seq;  // for fork children
 
  private:
@@ -142,9 +149,26 @@ class ProcessBuilder {
     return r;
   }
 
+  // The object table (timeline.proto's LoadedObject), in id order.
+  void EmitObjects() {
+    for (const auto& [id, o] : objects_) {
+      v1::LoadedObject* lo = out_->add_objects();
+      *lo->mutable_object() = Ref(id);
+      lo->set_inherited(o.inherited);
+      if (o.ended) lo->set_close_seq(o.end_seq);
+      if (o.load_entry < 0) continue;
+      const v1::Entry& en = out_->entries(o.load_entry);
+      const v1::Load& l = en.load();
+      lo->set_load_entry(static_cast<uint32_t>(o.load_entry + 1));
+      lo->set_open_seq(en.seq());
+      lo->set_requester(l.requester().id());
+      lo->set_rolled_back(l.rolled_back());
+      if (l.tried_size() > 0) lo->set_found_by(l.tried(l.tried_size() - 1).step());
+    }
+  }
+
   v1::Entry* NewEntry(uint64_t seq, uint64_t mono_ns, uint32_t tid) {
     v1::Entry* en = out_->add_entries();
-    requests_.push_back({batch_open_ || closes_.unrelocated ? batch_request_.first : ""});
     en->set_seq(seq);
     en->set_offset_ns(mono_ns >= start_ns_ ? mono_ns - start_ns_ : 0);
     en->set_tid(tid);
@@ -170,7 +194,7 @@ class ProcessBuilder {
         if (pending_.name.find('/') != std::string::npos) {
           v1::Candidate c;
           c.set_path(pending_.name);
-          c.set_step("as given");
+          c.set_step(v1::STEP_AS_GIVEN);
           pending_.tried.push_back(c);
         }
         return;
@@ -181,7 +205,8 @@ class ProcessBuilder {
     const bool has_runpath = req != objects_.end() && !req->second.open.runpath().empty();
     v1::Candidate c;
     c.set_path(s.candidate());
-    c.set_step(StepName(s.flag(), has_runpath));
+    c.set_step(StepOf(s.flag(), has_runpath));
+    if (c.step() == v1::STEP_UNKNOWN) c.set_flag(s.flag());
     pending_.tried.push_back(c);
   }
 
@@ -257,6 +282,7 @@ class ProcessBuilder {
     obj.load_entry = out_->entries_size() - 1;
     objects_[o.id()] = std::move(obj);
     *l->mutable_object() = Ref(o.id());
+    py_->Attribute(en, batch_open_ ? batch_request_.first : "");
     open_seq[o.id()] = e.seq();
     batch_objects_.push_back(o.id());
   }
@@ -297,11 +323,11 @@ class ProcessBuilder {
     last_request_ = {pending_.name, pending_.requester};
     v1::Entry* en = NewEntry(pending_.seq, pending_.mono_ns, pending_.tid);
     en->set_truncated(pending_.truncated);
-    requests_.back().name = pending_.name;
     v1::SearchResult* s = en->mutable_search();
     s->set_requested_name(pending_.name);
     *s->mutable_requester() = Ref(pending_.requester);
     for (const auto& c : pending_.tried) *s->add_tried() = c;
+    py_->Attribute(en, pending_.name);
     if (pending_.interrupted) {
       s->set_outcome("unknown: events after this search were lost, so whether it mapped an "
                      "object is not known");
@@ -376,6 +402,7 @@ class ProcessBuilder {
         if (it != objects_.end() && !it->second.aliases.empty())
           f->set_requested_name(it->second.aliases.front());
       }
+      py_->Attribute(en, batch_request_.first);
     } else {
       for (size_t i = 0; i < closes_.ids.size(); ++i) {
         const v1::Event* e = closes_.events[i];
@@ -384,15 +411,19 @@ class ProcessBuilder {
         en->mutable_unload()->set_at_exit(at_exit);
       }
     }
-    for (uint64_t id : closes_.ids) {
-      auto it = objects_.find(id);
-      if (it != objects_.end()) it->second.is_open = false;
+    for (size_t i = 0; i < closes_.ids.size(); ++i) {
+      // An id first seen here (its open was lost) still gets a row in the table.
+      Obj& o = objects_[closes_.ids[i]];
+      o.is_open = false;
+      o.ended = true;
+      o.end_seq = closes_.unrelocated ? first->seq() : closes_.events[i]->seq();
     }
     closes_ = CloseGroup{};
   }
 
   v1::ProcessTimeline* out_;
   uint64_t start_ns_;
+  PyAttribution* py_;
   uint64_t next_seq_ = 0;      // the sequence number expected next
   uint64_t dropped_seen_ = 0;  // the highest drop count received so far
   bool lossy_ = false;
@@ -407,7 +438,6 @@ class ProcessBuilder {
   bool startup_done_ = false;
   std::pair<std::string, uint64_t> last_request_, batch_request_;
   CloseGroup closes_;
-  std::vector<EntryRequest> requests_;
 };
 
 // The collector's notes, by image (pid, image_start_ns).
@@ -431,68 +461,85 @@ void AddNotes(const v1::CollectorNotes& n, v1::Timeline* tl, Notes* notes) {
   for (const auto& r : n.python_hook_silent()) notes->python_hook_silent.insert({r.pid(), r.image_start_ns()});
 }
 
-std::string ReasonText(uint32_t r) {
-  switch (r) {
-    case v1::START_EXEC: return "exec";
-    case v1::START_FORK: return "fork";
-    case v1::START_RECONNECT: return "reconnect";
-    default: return "unknown";
+// The glibc-hwcaps subdirectories and the default directories glibc tried, learnt from
+// the candidate paths of the loads (the first search that went through several
+// directories shows the subdirectories).
+void LearnSearchDirs(v1::ProcessTimeline* p) {
+  std::vector<std::string> subdirs, defaults;
+  for (const auto& e : p->entries()) {
+    if (!e.has_load()) continue;
+    const auto& l = e.load();
+    if (subdirs.empty() && l.tried_size() > 1 && l.requested_name().find('/') == std::string::npos) {
+      std::vector<std::string> tried;
+      for (const auto& c : l.tried()) tried.push_back(c.path());
+      subdirs = loader::SubdirsFromCandidates(tried, l.requested_name());
+    }
+    for (const auto& c : l.tried()) {
+      if (c.step() != v1::STEP_DEFAULT_DIRS) continue;
+      std::string dir = c.path().substr(0, c.path().rfind('/'));
+      for (const auto& sub : subdirs)
+        if (dir.size() > sub.size() && dir.compare(dir.size() - sub.size(), sub.size(), sub) == 0)
+          dir = dir.substr(0, dir.size() - sub.size() - 1);
+      if (std::find(defaults.begin(), defaults.end(), dir) == defaults.end()) defaults.push_back(dir);
+    }
   }
+  for (auto& s : subdirs) p->add_hwcaps_subdirs(std::move(s));
+  for (auto& d : defaults) p->add_default_dirs(std::move(d));
 }
 
-}  // namespace
-
-std::string StepName(uint32_t flag, bool requester_has_runpath) {
-  if (flag & LA_SER_ORIG) return "as given";
-  if (flag & LA_SER_LIBPATH) return "LD_LIBRARY_PATH";
-  if (flag & LA_SER_RUNPATH) return requester_has_runpath ? "RUNPATH" : "RPATH";
-  if (flag & LA_SER_CONFIG) return "ld.so.cache";
-  if (flag & LA_SER_DEFAULT) return "default dirs";
-  return fmt::format("flag {:#x}", flag);
-}
-
-v1::Timeline BuildTimeline(const store::TraceSet& traces) {
-  v1::Timeline tl;
+// A trace set's events by stream, with what the headers and the collector said.
+struct Streams {
   std::map<uint32_t, std::vector<const v1::Event*>> by_stream;
   std::map<uint32_t, uint64_t> writer_ns;  // stream -> its trace writer's pid namespace
   Notes notes;
+};
+
+Streams ReadStreams(const store::TraceSet& traces, v1::Timeline* tl) {
+  Streams s;
   for (const auto& f : traces.files) {
     if (!f.ok()) {
-      auto* p = tl.add_problems();
+      auto* p = tl->add_problems();
       p->set_file(f.problem->file);
       p->set_offset(f.problem->offset);
       p->set_message(f.problem->message);
     }
-    if (tl.pid_namespace() == 0) tl.set_pid_namespace(f.header.pid_namespace());
-    if (tl.nvidia_driver_source().empty() && !f.header.nvidia_driver_source().empty()) {
-      tl.set_nvidia_driver_source(f.header.nvidia_driver_source());
-      tl.set_nvidia_driver_version(f.header.nvidia_driver_version());
+    if (tl->pid_namespace() == 0) tl->set_pid_namespace(f.header.pid_namespace());
+    if (tl->nvidia_driver_source().empty() && !f.header.nvidia_driver_source().empty()) {
+      tl->set_nvidia_driver_source(f.header.nvidia_driver_source());
+      tl->set_nvidia_driver_version(f.header.nvidia_driver_version());
     }
     for (const auto& e : f.events) {
       if (e.has_collector()) {
-        AddNotes(e.collector(), &tl, &notes);
+        AddNotes(e.collector(), tl, &s.notes);
         continue;
       }
-      by_stream[e.stream()].push_back(&e);
-      writer_ns[e.stream()] = f.header.pid_namespace();
+      s.by_stream[e.stream()].push_back(&e);
+      s.writer_ns[e.stream()] = f.header.pid_namespace();
     }
   }
-  for (const auto& err : traces.errors) tl.add_problems()->set_message(err);
+  for (const auto& err : traces.errors) tl->add_problems()->set_message(err);
+  return s;
+}
 
-  struct Image {
-    uint32_t stream = 0;
-    const v1::ProcessStart* start = nullptr;
-    uint32_t pid = 0;
-    uint64_t first_ns = 0;
-    std::vector<const v1::Event*> events;
-  };
+// One process image: a stream of the audit library's events.
+struct Image {
+  uint32_t stream = 0;
+  const v1::ProcessStart* start = nullptr;
+  uint32_t pid = 0;
+  uint64_t first_ns = 0;
+  std::vector<const v1::Event*> events;
+};
+
+// The audit library's streams as images, parents before children (by start time); the
+// Python hook's streams go to py_streams. Sorts each stream by seq.
+std::vector<Image> Images(std::map<uint32_t, std::vector<const v1::Event*>>* by_stream,
+                          std::vector<std::pair<uint32_t, const PyStream*>>* py_streams) {
   std::vector<Image> images;
-  std::vector<std::pair<uint32_t, const PyStream*>> py_streams;  // (pid, events)
-  for (auto& [stream, evs] : by_stream) {
+  for (auto& [stream, evs] : *by_stream) {
     std::stable_sort(evs.begin(), evs.end(),
                      [](const v1::Event* a, const v1::Event* b) { return a->seq() < b->seq(); });
     if (evs.front()->has_py_start()) {
-      py_streams.emplace_back(evs.front()->pid(), &evs);
+      py_streams->emplace_back(evs.front()->pid(), &evs);
       continue;
     }
     Image img;
@@ -500,6 +547,7 @@ v1::Timeline BuildTimeline(const store::TraceSet& traces) {
     img.events = evs;
     img.pid = evs.front()->pid();
     img.first_ns = evs.front()->mono_ns();
+    // The image's start event: the first that is not a reconnect's, else the first.
     for (const auto* e : evs)
       if (e->has_process_start() && e->process_start().reason() != v1::START_RECONNECT) {
         img.start = &e->process_start();
@@ -515,51 +563,92 @@ v1::Timeline BuildTimeline(const store::TraceSet& traces) {
       img.first_ns = img.start->image_start_ns();
     images.push_back(std::move(img));
   }
-  // Parents before children: by start time.
   std::stable_sort(images.begin(), images.end(),
                    [](const Image& a, const Image& b) { return a.first_ns < b.first_ns; });
+  return images;
+}
 
+// The Python hook's connections of each image: of its pid, and begun in it (the latest
+// image of the pid that started before the connection; a forked child's image is only
+// seen at its first loader event, which can come later than the hook's, so with no such
+// image the pid's first).
+std::vector<std::vector<const PyStream*>> PyStreamsOf(
+    const std::vector<Image>& images, const std::vector<std::pair<uint32_t, const PyStream*>>& py_streams) {
+  std::map<uint32_t, std::vector<size_t>> of_pid;  // pid -> its images, in start order
+  for (size_t i = 0; i < images.size(); ++i) of_pid[images[i].pid].push_back(i);
+  std::vector<std::vector<const PyStream*>> out(images.size());
+  for (const auto& [pid, evs] : py_streams) {
+    auto it = of_pid.find(pid);
+    if (it == of_pid.end()) continue;
+    size_t home = it->second.front();
+    for (size_t i : it->second)
+      if (images[i].first_ns <= evs->front()->mono_ns()) home = i;
+    out[home].push_back(evs);
+  }
+  return out;
+}
+
+// A process's fields from its start event and the collector's notes.
+void StartProcess(const Image& img, const Streams& streams, v1::ProcessTimeline* p) {
+  p->set_stream(img.stream);
+  p->set_pid(img.pid);
+  if (img.start != nullptr) {
+    const auto& s = *img.start;
+    p->set_ppid(s.ppid());
+    p->set_exe(s.exe());
+    for (const auto& a : s.argv()) p->add_argv(a);
+    p->set_cwd(s.cwd());
+    p->set_glibc_version(s.glibc_version());
+    p->set_start_reason(s.reason());
+    for (const auto& ev : s.env())
+      if (!ev.redacted()) (*p->mutable_env())[ev.name()] = ev.value();
+    for (const auto* e : img.events)
+      if (e->has_process_start() && &e->process_start() == img.start) p->set_start_truncated(e->truncated());
+    if (s.pid_namespace() != 0 && s.pid_namespace() != streams.writer_ns.at(img.stream))
+      p->set_pid_namespace(s.pid_namespace());
+  }
+  // A forked child's memory image is its parent's: its offsets count from the parent
+  // image's start, not from the child's first event.
+  const bool forked = img.start != nullptr && img.start->reason() == v1::START_FORK &&
+                      img.start->parent_image_start_ns() != 0 &&
+                      img.start->parent_image_start_ns() <= img.first_ns;
+  p->set_start_mono_ns(forked ? img.start->parent_image_start_ns() : img.first_ns);
+  const std::pair<uint32_t, uint64_t> key{img.pid, img.start ? img.start->image_start_ns() : 0};
+  p->set_still_running(streams.notes.still_running.count(key) != 0);
+  p->set_python_hook_silent(streams.notes.python_hook_silent.count(key) != 0);
+  if (auto u = streams.notes.untraced_after.find(key); u != streams.notes.untraced_after.end()) {
+    p->set_untraced_after(true);
+    p->set_exe_after(u->second);
+  }
+}
+
+}  // namespace
+
+v1::CandidateStep StepOf(uint32_t flag, bool requester_has_runpath) {
+  if (flag & LA_SER_ORIG) return v1::STEP_AS_GIVEN;
+  if (flag & LA_SER_LIBPATH) return v1::STEP_LD_LIBRARY_PATH;
+  if (flag & LA_SER_RUNPATH) return requester_has_runpath ? v1::STEP_RUNPATH : v1::STEP_RPATH;
+  if (flag & LA_SER_CONFIG) return v1::STEP_LD_SO_CACHE;
+  if (flag & LA_SER_DEFAULT) return v1::STEP_DEFAULT_DIRS;
+  return v1::STEP_UNKNOWN;
+}
+
+v1::Timeline BuildTimeline(const store::TraceSet& traces) {
+  v1::Timeline tl;
+  Streams streams = ReadStreams(traces, &tl);
+  std::vector<std::pair<uint32_t, const PyStream*>> py_streams;  // (pid, events)
+  const std::vector<Image> images = Images(&streams.by_stream, &py_streams);
+  const std::vector<std::vector<const PyStream*>> py_of = PyStreamsOf(images, py_streams);
   std::map<std::pair<uint32_t, uint64_t>, size_t> image_index;  // (pid, start) -> index
   std::vector<std::unique_ptr<ProcessBuilder>> builders;
   for (size_t i = 0; i < images.size(); ++i) {
     const Image& img = images[i];
     v1::ProcessTimeline* p = tl.add_processes();
-    p->set_stream(img.stream);
-    p->set_pid(img.pid);
-    if (img.start != nullptr) {
-      const auto& s = *img.start;
-      p->set_ppid(s.ppid());
-      p->set_exe(s.exe());
-      for (const auto& a : s.argv()) p->add_argv(a);
-      p->set_cwd(s.cwd());
-      p->set_glibc_version(s.glibc_version());
-      p->set_start_reason(ReasonText(s.reason()));
-      for (const auto& ev : s.env())
-        if (!ev.redacted()) (*p->mutable_env())[ev.name()] = ev.value();
-      for (const auto* e : img.events)
-        if (e->has_process_start() && &e->process_start() == img.start)
-          p->set_start_truncated(e->truncated());
-      image_index[{img.pid, s.image_start_ns()}] = i;
-    }
-    // A forked child's memory image is its parent's: its offsets count from the
-    // parent image's start, not from the child's first event.
-    const bool forked = img.start != nullptr && img.start->reason() == v1::START_FORK &&
-                        img.start->parent_image_start_ns() != 0 &&
-                        img.start->parent_image_start_ns() <= img.first_ns;
-    const uint64_t time_base = forked ? img.start->parent_image_start_ns() : img.first_ns;
-    p->set_start_mono_ns(time_base);
-    std::pair<uint32_t, uint64_t> key{img.pid, img.start ? img.start->image_start_ns() : 0};
-    const bool cut = notes.still_running.count(key) != 0;
-    p->set_still_running(cut);
-    p->set_python_hook_silent(notes.python_hook_silent.count(key) != 0);
-    if (auto u = notes.untraced_after.find(key); u != notes.untraced_after.end()) {
-      p->set_untraced_after(true);
-      p->set_exe_after(u->second);
-    }
-    if (img.start != nullptr && img.start->pid_namespace() != 0 &&
-        img.start->pid_namespace() != writer_ns[img.stream])
-      p->set_pid_namespace(img.start->pid_namespace());
-    auto b = std::make_unique<ProcessBuilder>(p, time_base);
+    StartProcess(img, streams, p);
+    if (img.start != nullptr) image_index[{img.pid, img.start->image_start_ns()}] = i;
+    // Import spans first: each entry is attributed as it is made.
+    PyAttribution py(p, py_of[i]);
+    auto b = std::make_unique<ProcessBuilder>(p, p->start_mono_ns(), &py);
     if (img.start != nullptr && img.start->reason() == v1::START_FORK) {
       auto it = image_index.find({static_cast<uint32_t>(img.start->parent_pid()),
                                   img.start->parent_image_start_ns()});
@@ -570,8 +659,7 @@ v1::Timeline BuildTimeline(const store::TraceSet& traces) {
                    parent.close_seq);
       }
     }
-    uint64_t max_seq = 0;
-    uint64_t dropped = 0;
+    uint64_t max_seq = 0, dropped = 0;
     std::set<uint64_t> seen;
     for (const auto* e : img.events) {
       max_seq = std::max(max_seq, e->seq());
@@ -579,21 +667,8 @@ v1::Timeline BuildTimeline(const store::TraceSet& traces) {
       seen.insert(e->seq());
       b->Add(*e);
     }
-    b->Finish(cut);
-    // The Python hook's connections that belong to this image: of its pid, and begun
-    // in it (the latest image of the pid that started before the connection; a forked
-    // child's image is only seen at its first loader event, which can come later than
-    // the hook's, so with no such image the pid's first).
-    std::vector<const PyStream*> py;
-    for (const auto& [pid, evs] : py_streams) {
-      if (pid != img.pid) continue;
-      const Image* home = nullptr;
-      for (const Image& other : images)
-        if (other.pid == pid && (home == nullptr || other.first_ns <= evs->front()->mono_ns()))
-          home = &other;
-      if (home == &img) py.push_back(evs);
-    }
-    AttachPython(p, b->requests(), py);
+    b->Finish(p->still_running());
+    LearnSearchDirs(p);
     p->set_events(img.events.size());
     p->set_dropped(dropped);
     p->set_missing_seqs(max_seq + 1 - seen.size());

@@ -12,7 +12,8 @@ namespace ldscope::model {
 v1::Timeline BuildTimeline(const store::TraceSet& traces);
 
 // glibc reports RPATH and RUNPATH candidates alike (LA_SER_RUNPATH); which one it was
-// follows from whether the requester has a DT_RUNPATH.
-std::string StepName(uint32_t flag, bool requester_has_runpath);
+// follows from whether the requester has a DT_RUNPATH. The one place LA_SER_* flags
+// become steps (STEP_UNKNOWN: a flag this code does not know).
+v1::CandidateStep StepOf(uint32_t flag, bool requester_has_runpath);
 
 }  // namespace ldscope::model

@@ -9,6 +9,7 @@
 
 #include "render/render.h"
 #include "text/strings.h"
+#include "render/words.h"
 
 namespace ldscope::render {
 namespace {
@@ -145,11 +146,11 @@ class ProcessSpans {
   void AddProcessSpan(const std::string& parent_span, uint64_t last,
                       google::protobuf::RepeatedPtrField<trace::Span>* out) {
     trace::Span* proc = NewSpan(out, ProcessSpanId(), parent_span,
-                                fmt::format("{} {}", p_.start_reason().empty() ? "process" : p_.start_reason(),
+                                fmt::format("{} {}", p_.start_reason() == v1::START_REASON_UNSPECIFIED ? "process" : StartWord(p_.start_reason()),
                                             text::BaseName(p_.exe())),
                                 0, std::max<uint64_t>(last, 1000));
     auto* pa = proc->mutable_attributes();
-    Attr(pa, "ldscope.process.start_reason", p_.start_reason());
+    Attr(pa, "ldscope.process.start_reason", StartWord(p_.start_reason()));
     AttrInt(pa, "ldscope.process.stream", p_.stream());
     AttrInt(pa, "ldscope.process.events", static_cast<int64_t>(p_.events()));
     AttrInt(pa, "ldscope.process.dropped_events", static_cast<int64_t>(p_.dropped()));
@@ -324,7 +325,7 @@ class ProcessSpans {
       Attr(a, "ldscope.load.reason", ReasonName(l.reason()));
       if (!l.requested_name().empty()) Attr(a, "ldscope.load.requested", l.requested_name());
       if (!l.requester().path().empty()) Attr(a, "ldscope.load.requester", l.requester().path());
-      if (!l.tried().empty()) Attr(a, "ldscope.load.found_by", l.tried(l.tried_size() - 1).step());
+      if (!l.tried().empty()) Attr(a, "ldscope.load.found_by", FoundByWord(l));
       if (l.object().lmid() != 0) AttrInt(a, "ldscope.object.namespace", l.object().lmid());
       if (!l.build_id().empty()) Attr(a, "ldscope.object.build_id", l.build_id());
       if (l.rolled_back()) AttrBool(a, "ldscope.load.rolled_back", true);

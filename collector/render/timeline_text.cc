@@ -9,6 +9,7 @@
 #include "render/render.h"
 #include "text/escape.h"
 #include "text/strings.h"
+#include "render/words.h"
 
 namespace ldscope::render {
 namespace {
@@ -45,7 +46,7 @@ const char* ReasonWord(v1::LoadReason r) {
 void Tried(std::string& out, const google::protobuf::RepeatedPtrField<v1::Candidate>& tried,
            const TextOptions& opt) {
   for (const auto& c : tried)
-    out += fmt::format("{}      tried  {:<16} {}\n", Pad(opt), c.step(), c.path());
+    out += fmt::format("{}      tried  {:<16} {}\n", Pad(opt), CandidateWord(c), c.path());
 }
 
 // The Python side of an entry, when the hook saw one.
@@ -116,10 +117,10 @@ void RenderHeader(std::string& out, const v1::ProcessTimeline& p) {
     argv += text::ShellQuote(a);
   }
   std::string origin;
-  if (p.start_reason() == "fork")
+  if (p.start_reason() == v1::START_FORK)
     origin = fmt::format("forked from pid {}", p.ppid());
   else
-    origin = fmt::format("{} (parent pid {})", p.start_reason(), p.ppid());
+    origin = fmt::format("{} (parent pid {})", StartWord(p.start_reason()), p.ppid());
   out += fmt::format("process {}: {}\n", p.pid(), p.exe().empty() ? "(unknown)" : p.exe());
   out += fmt::format("  argv: {}\n", argv);
   if (p.start_truncated())

@@ -1,6 +1,8 @@
 // See escape.h.
 #include "text/escape.h"
 
+#include <cstring>
+
 #include <cstdint>
 
 namespace ldscope::text {
@@ -73,8 +75,23 @@ size_t BlankAt(std::string_view s, size_t i) {
 }  // namespace
 
 bool PlainAscii(std::string_view raw) {
-  for (char ch : raw) {
-    const auto c = static_cast<uint8_t>(ch);
+  // Eight bytes at a time (symbol names run to hundreds of bytes): a byte fails when its
+  // high bit is set, when its low seven bits are 0x7f (DEL), below 0x20, or when it is
+  // a backslash. No test carries into the next byte.
+  constexpr uint64_t k01 = 0x0101010101010101ull, k7f = 0x7f7f7f7f7f7f7f7full, k80 = ~k7f;
+  size_t i = 0;
+  for (; i + 8 <= raw.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, raw.data() + i, 8);
+    const uint64_t low = w & k7f;
+    const uint64_t del = low + k01;                  // 0x80 where the low bits are 0x7f
+    const uint64_t ctl = ~(low + 0x60 * k01);        // 0x80 where they are below 0x20
+    const uint64_t x = w ^ (0x5c * k01);             // zero where a backslash is
+    const uint64_t bs = ~(((x & k7f) + k7f) | x);    // 0x80 where x is zero
+    if (((w | del | ctl | bs) & k80) != 0) return false;
+  }
+  for (; i < raw.size(); ++i) {
+    const auto c = static_cast<uint8_t>(raw[i]);
     if (c < 0x20 || c >= 0x7f || c == '\\') return false;
   }
   return true;

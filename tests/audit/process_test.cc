@@ -25,15 +25,14 @@ namespace ldscope {
 namespace {
 
 TEST(AuditLibrary, NeedsNoOtherObject) {
-  std::string err;
-  const auto lib = elf::ReadElf(AUDIT_LIB, &err);
-  ASSERT_NE(lib, nullptr) << err;
+  const auto read = elf::ReadElf(AUDIT_LIB);
+  ASSERT_TRUE(read.ok()) << read.error();
+  const auto& lib = *read;
   EXPECT_EQ(lib->needed, std::vector<std::string>{});
   std::vector<std::string> undefined, exported;
-  for (const auto& s : lib->symbols) {
-    if (s.name.empty()) continue;
+  lib->ForEachSymbol(elf::ElfInfo::Which::kAll, [&](const elf::Symbol& s) {
     (s.defined ? exported : undefined).emplace_back(s.name);
-  }
+  });
   EXPECT_EQ(undefined, std::vector<std::string>{});
   std::sort(exported.begin(), exported.end());
   EXPECT_EQ(exported, (std::vector<std::string>{"la_activity", "la_objclose", "la_objopen",

@@ -338,6 +338,11 @@ TEST(Lock, RootsAndFormat) {
       l->mutable_object()->set_path(path);
       l->mutable_object()->set_soname(soname);
       l->set_build_id("abcd");
+      // The model's object table row (timeline.proto's LoadedObject), which analysis reads.
+      auto* o = p->add_objects();
+      *o->mutable_object() = l->object();
+      o->set_load_entry(static_cast<uint32_t>(p->entries_size()));
+      o->set_open_seq(seq);
     };
     load(v1::LOAD_EXECUTABLE, "/usr/bin/python3.11", "");
     load(v1::LOAD_INTERPRETER, "/lib64/ld-linux-x86-64.so.2", "ld-linux-x86-64.so.2");

@@ -254,7 +254,7 @@ TEST(Otlp, DeadEndpointDropsAndCounts) {
   const v1::Timeline t = testing::TimelineOf({c.trace});
   ASSERT_EQ(t.processes_size(), 3);
   for (const auto& p : t.processes()) {
-    EXPECT_EQ(p.exited(), p.start_reason() == "exec") << p.pid() << " " << p.start_reason();
+    EXPECT_EQ(p.exited(), p.start_reason() == v1::START_EXEC) << p.pid() << " " << p.start_reason();
     EXPECT_EQ(p.dropped(), 0u);
     EXPECT_EQ(p.missing_seqs(), 0u);
   }

@@ -38,7 +38,7 @@ TEST(Processes, ForkWithoutExecInheritsAndRecords) {
   ASSERT_EQ(t.processes_size(), 2);
   const auto& parent = t.processes(0);
   const auto& child = t.processes(1);
-  EXPECT_EQ(child.start_reason(), "fork");
+  EXPECT_EQ(child.start_reason(), v1::START_FORK);
   EXPECT_EQ(child.ppid(), static_cast<int32_t>(parent.pid()));
   EXPECT_EQ(child.parent_stream(), parent.stream());
   EXPECT_EQ(child.exe(), DLPROBE);
@@ -61,6 +61,55 @@ TEST(Processes, ForkWithoutExecInheritsAndRecords) {
     if (e.has_unload() && e.unload().at_exit() && e.unload().object().path() == kLibB)
       ++inherited_unloads;
   EXPECT_EQ(inherited_unloads, 1);
+}
+
+// The model's object table (ProcessTimeline.objects), which analysis indexes: every load
+// once with its entry, and the child's inherited objects as rows of their own.
+const v1::LoadedObject* Row(const v1::ProcessTimeline& p, const std::string& path) {
+  for (const auto& o : p.objects())
+    if (o.object().path() == path) return &o;
+  return nullptr;
+}
+
+TEST(Processes, ObjectTableAcrossFork) {
+  const auto dir = testing::ScratchDir("proc_fork_table");
+  const auto trace = dir + "/t.ldscope";
+  auto r = RunCmd({LDSCOPE_BIN, "run", "-q", "-o", trace, "--", DLPROBE, "open", kLibB, "fork",
+                "open", kLibA});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto t = testing::TimelineOf({trace});
+  ASSERT_EQ(t.processes_size(), 2);
+  for (const auto& p : t.processes()) {
+    size_t loads = 0;
+    for (const auto& e : p.entries()) loads += e.has_load();
+    size_t with_entry = 0;
+    for (const auto& o : p.objects()) {
+      if (o.load_entry() == 0) continue;
+      ++with_entry;
+      ASSERT_LE(o.load_entry(), static_cast<uint32_t>(p.entries_size()));
+      const v1::Entry& e = p.entries(static_cast<int>(o.load_entry() - 1));
+      ASSERT_TRUE(e.has_load());
+      EXPECT_EQ(e.load().object().id(), o.object().id());
+      EXPECT_EQ(o.open_seq(), e.seq());
+      EXPECT_EQ(o.requester(), e.load().requester().id());
+      EXPECT_FALSE(o.inherited());
+    }
+    EXPECT_EQ(with_entry, loads) << "every load has its row";
+  }
+  const v1::LoadedObject* b_parent = Row(t.processes(0), kLibB);
+  ASSERT_NE(b_parent, nullptr);
+  EXPECT_GT(b_parent->load_entry(), 0u);
+  EXPECT_EQ(b_parent->found_by(), v1::STEP_AS_GIVEN);  // dlprobe opens it by its path
+  EXPECT_TRUE(b_parent->has_close_seq());               // unloaded at exit
+  const v1::LoadedObject* b_child = Row(t.processes(1), kLibB);
+  ASSERT_NE(b_child, nullptr);
+  EXPECT_TRUE(b_child->inherited());
+  EXPECT_EQ(b_child->load_entry(), 0u);
+  EXPECT_TRUE(b_child->has_close_seq());
+  const v1::LoadedObject* a_child = Row(t.processes(1), kLibA);
+  ASSERT_NE(a_child, nullptr);
+  EXPECT_FALSE(a_child->inherited());
+  EXPECT_GT(a_child->load_entry(), 0u);
 }
 
 TEST(Processes, ShellPipeline) {
@@ -108,7 +157,7 @@ TEST(Processes, ExecChain) {
   EXPECT_TRUE(t.processes(2).exited());
   for (const auto& p : t.processes()) {
     ExpectComplete(p);
-    EXPECT_EQ(p.start_reason(), "exec");
+    EXPECT_EQ(p.start_reason(), v1::START_EXEC);
   }
 }
 

@@ -65,7 +65,7 @@ std::string Normalize(std::string s) {
 
 const v1::ProcessTimeline* Main(const v1::Timeline& t) {
   for (const auto& p : t.processes())
-    if (p.start_reason() == "exec") return &p;
+    if (p.start_reason() == v1::START_EXEC) return &p;
   return nullptr;
 }
 
@@ -254,7 +254,7 @@ TEST(Python, ThreadsForkAndImportModule) {
 
     const v1::ProcessTimeline* child = nullptr;
     for (const auto& p : t.processes())
-      if (p.start_reason() == "fork") child = &p;
+      if (p.start_reason() == v1::START_FORK) child = &p;
     ASSERT_NE(child, nullptr);
     const v1::Load* ext = LoadOf(*child, "_C.abi3.so");
     ASSERT_NE(ext, nullptr);

@@ -152,7 +152,7 @@ TEST(Resilience, PythonHookWithStoppedOrKilledCollector) {
     const auto t = testing::TimelineOf({c.trace});
     const v1::ProcessTimeline* p = nullptr;
     for (const auto& q : t.processes())
-      if (q.start_reason() == "exec") p = &q;
+      if (q.start_reason() == v1::START_EXEC) p = &q;
     ASSERT_NE(p, nullptr);
     EXPECT_GT(p->python().dropped(), 0u) << "the queue overflowed while the collector was stopped";
     EXPECT_EQ(p->python().dropped(), p->python().missing_seqs()) << "every drop counted exactly";

@@ -3,7 +3,12 @@
 // never a crash.
 #include <gtest/gtest.h>
 
+#include <elf.h>
+
 #include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <optional>
 #include <random>
 
 #include "elf/elf_file.h"
@@ -14,10 +19,13 @@
 namespace ldscope {
 namespace {
 
-const elf::Symbol* Find(const elf::ElfInfo& e, const std::string& name) {
-  for (const auto& s : e.symbols)
-    if (s.name == name) return &s;
-  return nullptr;
+// The symbol of that name, by a scan of the symbol table (not the hash table).
+std::optional<elf::Symbol> Find(const elf::ElfInfo& e, const std::string& name) {
+  std::optional<elf::Symbol> out;
+  e.ForEachSymbol(elf::ElfInfo::Which::kAll, [&](const elf::Symbol& s) {
+    if (!out && s.name == name) out = s;
+  });
+  return out;
 }
 
 // The facts record a trace carries (elf/facts.h) gives back what the reader read: every
@@ -46,20 +54,25 @@ TEST(Elf, FactsRoundTrip) {
     EXPECT_EQ(back->verneeds[i].versions, e->verneeds[i].versions);
   }
   EXPECT_EQ(back->found, (std::map<std::string, std::vector<std::string>>{{"NCCL version ", {}}}));
-  std::vector<const elf::Symbol*> want;
-  for (const auto& s : e->symbols)
-    if (!s.defined || s.name == "torch_cuda_init") want.push_back(&s);
-  ASSERT_EQ(back->symbols.size(), want.size());
+  std::vector<elf::Symbol> want;
+  for (const auto& s : e->Symbols(elf::ElfInfo::Which::kAll))
+    if (!s.defined || s.name == "torch_cuda_init") want.push_back(s);
+  const std::vector<elf::Symbol> got = back->Symbols(elf::ElfInfo::Which::kAll);
+  ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) {
-    const elf::Symbol& a = *want[i];
-    const elf::Symbol& b = back->symbols[i];
+    const elf::Symbol& a = want[i];
+    const elf::Symbol& b = got[i];
     EXPECT_EQ(b.name, a.defined ? "" : a.name);
-    EXPECT_EQ(b.hash, a.hash);
+    EXPECT_EQ(elf::HashOf(b), elf::HashOf(a));
     EXPECT_EQ(b.version, a.version);
     EXPECT_EQ(b.version_file, a.version_file);
-    EXPECT_EQ(std::make_tuple(b.defined, b.weak, b.global, b.function, b.unique, b.data, b.hidden),
-              std::make_tuple(a.defined, a.weak, a.global, a.function, a.unique, a.data, a.hidden));
+    EXPECT_EQ(std::make_tuple(b.defined, b.weak, b.unique, b.data, b.hidden),
+              std::make_tuple(a.defined, a.weak, a.unique, a.data, a.hidden));
   }
+  // Lookups answer from the kept definitions' hashes, as from the file.
+  EXPECT_TRUE(back->Defines("torch_cuda_init", ""));
+  EXPECT_TRUE(e->Defines("torch_cuda_init", ""));
+  EXPECT_FALSE(back->Find(elf::SymbolQuery("ncclCommRegister", "")).named);
   v1::ObjectFacts damaged = f;
   damaged.set_symbols_zlib(f.symbols_zlib().substr(0, f.symbols_zlib().size() / 2));
   const auto bad = elf::FromFacts(damaged, e->path);
@@ -112,15 +125,14 @@ TEST(Elf, ReadsDynamicSectionAndSymbols) {
   EXPECT_EQ(e->rpath, "$ORIGIN/../../nvidia/nccl/lib");
   EXPECT_EQ(e->runpath, "");
   EXPECT_EQ(e->build_id.size(), 20u);
-  const auto* u = Find(*e, "ncclCommRegister");
-  ASSERT_NE(u, nullptr);
+  const auto u = Find(*e, "ncclCommRegister");
+  ASSERT_TRUE(u);
   EXPECT_FALSE(u->defined);
   EXPECT_FALSE(u->weak);
-  EXPECT_TRUE(u->function);
-  const auto* d = Find(*e, "torch_cuda_init");
-  ASSERT_NE(d, nullptr);
+  const auto d = Find(*e, "torch_cuda_init");
+  ASSERT_TRUE(d);
   EXPECT_TRUE(d->defined);
-  EXPECT_TRUE(d->global);
+  EXPECT_FALSE(d->weak);
 }
 
 TEST(Elf, ReadsSymbolVersions) {
@@ -128,7 +140,7 @@ TEST(Elf, ReadsSymbolVersions) {
   ASSERT_TRUE(lib_read.ok()) << lib_read.error();
   const auto& lib = *lib_read;
   EXPECT_EQ(lib->verdefs, (std::vector<std::string>{"VER_1", "VER_2"}));
-  ASSERT_NE(Find(*lib, "ver_b"), nullptr);
+  ASSERT_TRUE(Find(*lib, "ver_b"));
   EXPECT_EQ(Find(*lib, "ver_b")->version, "VER_2");
   EXPECT_EQ(Find(*lib, "ver_a")->version, "VER_1");
   auto user_read = elf::ReadElf(FIXTURES "/ver/app/libveruser.so");
@@ -138,8 +150,8 @@ TEST(Elf, ReadsSymbolVersions) {
                                  [](const elf::VersionNeed& v) { return v.file == "libver.so.1"; });
   ASSERT_NE(need, user->verneeds.end());
   EXPECT_EQ(need->versions, (std::vector<std::string>{"VER_2"}));
-  const auto* ref = Find(*user, "ver_b");
-  ASSERT_NE(ref, nullptr);
+  const auto ref = Find(*user, "ver_b");
+  ASSERT_TRUE(ref);
   EXPECT_FALSE(ref->defined);
   EXPECT_EQ(ref->version, "VER_2");
   EXPECT_EQ(ref->version_file, "libver.so.1");
@@ -178,7 +190,12 @@ TEST(Elf, DamagedFilesNeverCrash) {
     for (int k = 0; k < flips; ++k) bad[rng() % bad.size()] = static_cast<char>(rng());
     const auto e = elf::ParseElf(bad, "fuzz");
     if (e.ok()) {
-      EXPECT_LE((*e)->symbols.size(), bad.size());
+      size_t n = 0;
+      (*e)->ForEachSymbol(elf::ElfInfo::Which::kAll, [&](const elf::Symbol&) { ++n; });
+      EXPECT_LE(n, bad.size());
+      // Lookups walk the (possibly damaged) hash table: bounded, never a crash.
+      (*e)->Find(elf::SymbolQuery("ver_user", ""));
+      (*e)->Find(elf::SymbolQuery("ver_b", "VER_2"));
     }
   }
   // Absurd counts in the headers.
@@ -188,6 +205,107 @@ TEST(Elf, DamagedFilesNeverCrash) {
   const auto h = elf::ParseElf(huge, "huge");
   EXPECT_FALSE(h.ok());
   EXPECT_NE(h.error().find("outside the file"), std::string::npos) << h.error();
+}
+
+// The library's symbol table in the lookup's terms, with the hash table it has (DT_GNU_HASH,
+// DT_HASH, or none: a scan).
+void ExpectLookups(const elf::ElfInfo& e) {
+  SCOPED_TRACE(e.path);
+  auto find = [&](const char* name, const char* version) { return e.Find(elf::SymbolQuery(name, version)); };
+  // Present, by default version: an unversioned reference or its version matches, another does not.
+  EXPECT_TRUE(find("lk_plain", "").named);
+  EXPECT_TRUE(find("lk_plain", "").matches);
+  EXPECT_TRUE(find("lk_plain", "LK_1").matches);
+  EXPECT_TRUE(find("lk_plain", "LK_2").named);
+  EXPECT_FALSE(find("lk_plain", "LK_2").matches);
+  EXPECT_EQ(find("lk_plain", "").first.version, "LK_1");
+  // One name in two versions: each matches its own reference; the default one comes first.
+  EXPECT_TRUE(find("lk_twice", "").matches);
+  EXPECT_TRUE(find("lk_twice", "LK_1").matches);
+  EXPECT_TRUE(find("lk_twice", "LK_2").matches);
+  EXPECT_FALSE(find("lk_twice", "LK_3").matches);
+  // Only a non-default (hidden) version: a versioned reference finds it, an unversioned one does not.
+  EXPECT_TRUE(find("lk_oldonly", "LK_1").matches);
+  EXPECT_TRUE(find("lk_oldonly", "").named);
+  EXPECT_FALSE(find("lk_oldonly", "").matches);
+  EXPECT_TRUE(find("lk_oldonly", "").first.hidden);
+  // Kinds of definition DefOf-style checks read.
+  EXPECT_TRUE(find("lk_weak", "").first.weak);
+  EXPECT_FALSE(find("lk_plain", "").first.weak);
+  EXPECT_TRUE(find("lk_data", "").first.data);
+  EXPECT_FALSE(find("lk_plain", "").first.data);
+  // Absent: never defined, only referenced, hidden visibility, made local by the script.
+  for (const char* absent : {"lk_absent", "lk_undefined", "lk_hidden", "lk_scripted_local", "lk_twice_old", ""})
+    EXPECT_FALSE(find(absent, "").named) << absent;
+  const auto u = Find(e, "lk_undefined");
+  ASSERT_TRUE(u);
+  EXPECT_FALSE(u->defined);
+  // Every definition the table lists is found through the hash table, and first.
+  e.ForEachSymbol(elf::ElfInfo::Which::kDefined, [&](const elf::Symbol& s) {
+    const elf::Lookup l = e.Find(elf::SymbolQuery(s.name, s.version));
+    EXPECT_TRUE(l.named && l.matches) << s.name << "@" << s.version;
+  });
+}
+
+// The same bytes with the hash sections' types blanked: no table, a scan stands in.
+std::string WithoutHashTables(std::string bytes) {
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, bytes.data(), sizeof eh);
+  for (size_t i = 0; i < eh.e_shnum; ++i) {
+    Elf64_Shdr sh;
+    const size_t off = eh.e_shoff + i * sizeof sh;
+    std::memcpy(&sh, bytes.data() + off, sizeof sh);
+    if (sh.sh_type == SHT_GNU_HASH || sh.sh_type == SHT_HASH) {
+      sh.sh_type = SHT_PROGBITS;
+      std::memcpy(bytes.data() + off, &sh, sizeof sh);
+    }
+  }
+  return bytes;
+}
+
+// Looking a definition up the way ld.so's do_lookup does: the object's own DT_GNU_HASH
+// table (bloom filter, bucket, chain), DT_HASH where that is all it has, a scan where it
+// has neither; all three give one answer, with glibc's version rule.
+TEST(Elf, LooksDefinitionsUpThroughTheHashTable) {
+  for (const char* style : {"gnu", "sysv", "both"}) {
+    auto e = elf::ReadElf(std::string(FIXTURES "/lookup/") + style + "/liblookup.so");
+    ASSERT_TRUE(e.ok()) << e.error();
+    ExpectLookups(**e);
+    auto scanned = elf::ParseElf(WithoutHashTables(testing::ReadFile((*e)->path)), (*e)->path + " (no hash table)");
+    ASSERT_TRUE(scanned.ok()) << scanned.error();
+    ExpectLookups(**scanned);
+  }
+  // A versioned reference matches any definition of an object without version definitions.
+  auto plain = elf::ReadElf(FIXTURES "/lib/libfix_b.so");
+  ASSERT_TRUE(plain.ok()) << plain.error();
+  EXPECT_TRUE((*plain)->Defines("fix_b", "SOME_1"));
+  EXPECT_FALSE((*plain)->Defines("fix_a", ""));
+}
+
+// Every fixture library and the C library (hidden versions, IFUNCs, thousands of
+// symbols): each definition a scan of .dynsym lists is the one the hash table finds first.
+TEST(Elf, HashLookupsAgreeWithAScan) {
+  std::vector<std::string> paths = {"/lib/x86_64-linux-gnu/libc.so.6", "/lib/aarch64-linux-gnu/libc.so.6"};
+  for (const auto& f : std::filesystem::recursive_directory_iterator(FIXTURES))
+    if (f.is_regular_file() && f.path().string().find(".so") != std::string::npos) paths.push_back(f.path());
+  size_t checked = 0;
+  for (const auto& p : paths) {
+    auto read = elf::ReadElf(p);
+    if (!read.ok()) continue;
+    const auto& e = *read;
+    std::map<std::string, elf::Symbol> first;  // by name: the first definition in .dynsym
+    e->ForEachSymbol(elf::ElfInfo::Which::kDefined, [&](const elf::Symbol& s) {
+      first.try_emplace(std::string(s.name), s);
+    });
+    for (const auto& [name, s] : first) {
+      const elf::Lookup l = e->Find(elf::SymbolQuery(name, ""));
+      ASSERT_TRUE(l.named) << p << ": " << name;
+      EXPECT_EQ(std::make_tuple(l.first.version, l.first.hidden, l.first.weak, l.first.data),
+                std::make_tuple(s.version, s.hidden, s.weak, s.data)) << p << ": " << name;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 1000u);
 }
 
 TEST(LdCache, ReadsTheMachinesCache) {

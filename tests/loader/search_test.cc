@@ -4,7 +4,14 @@
 // glibc mapped, found by the same step.
 #include <gtest/gtest.h>
 
+#include <elf.h>
+
+#include <cstddef>
+#include <cstring>
+#include <filesystem>
+
 #include "analysis/context.h"
+#include "render/words.h"
 #include "support/test_support.h"
 
 namespace ldscope {
@@ -55,8 +62,8 @@ TEST(LoaderModel, AgreesWithGlibcOnEverySearchedLoad) {
         EXPECT_TRUE(analysis::Context::SameFile(model.path, o.path))
             << name << " requested by " << req->second.path << ": glibc mapped " << o.path
             << ", the model says " << model.path;
-        const std::string glibc_step = o.load->tried(o.load->tried_size() - 1).step();
-        EXPECT_EQ(loader::StepName(model.step), glibc_step) << name << " -> " << o.path;
+        const std::string glibc_step = render::FoundByWord(*o.load);
+        EXPECT_EQ(render::StepWord(model.step), glibc_step) << name << " -> " << o.path;
         ++steps[glibc_step];
         ++checked;
       }
@@ -65,6 +72,35 @@ TEST(LoaderModel, AgreesWithGlibcOnEverySearchedLoad) {
   EXPECT_GE(checked, 40u) << "enough real cases";
   for (const char* s : {"RPATH", "RUNPATH", "LD_LIBRARY_PATH", "ld.so.cache"})
     EXPECT_GT(steps[s], 0) << "a case found by " << s;
+}
+
+// ld.so skips a candidate built for another machine (open_verify: the ELF header's
+// e_machine against its own) and searches on; the model does the same with the traced
+// process's machine (its executable's), x86-64 and aarch64 alike.
+TEST(LoaderModel, SkipsCandidatesOfAnotherMachine) {
+  const std::string dir = testing::ScratchDir("loader_machine");
+  const std::string x86 = testing::ReadFile(FIXTURES "/lib/libfix_b.so");
+  std::string arm = x86;
+  const uint16_t aarch64 = EM_AARCH64;
+  std::memcpy(arm.data() + offsetof(Elf64_Ehdr, e_machine), &aarch64, sizeof aarch64);
+  std::filesystem::create_directories(dir + "/arm");
+  std::filesystem::create_directories(dir + "/x86");
+  testing::WriteFile(dir + "/arm/libfix_b.so", arm);
+  testing::WriteFile(dir + "/x86/libfix_b.so", x86);
+  loader::Environment env;
+  env.ld_library_path = {dir + "/arm", dir + "/x86"};
+  loader::Object requester;
+  requester.path = dir + "/app";
+  auto found = [&](uint16_t machine) {
+    env.machine = machine;
+    const loader::Result r = loader::Search("libfix_b.so", requester, {}, env, /*keep_going=*/true);
+    std::string later;
+    for (const auto& m : r.later) later += " " + m.path;
+    return r.path + later;
+  };
+  EXPECT_EQ(found(EM_X86_64), dir + "/x86/libfix_b.so");
+  EXPECT_EQ(found(EM_AARCH64), dir + "/arm/libfix_b.so");
+  EXPECT_EQ(found(0), dir + "/" + (elf::HostMachine() == EM_AARCH64 ? "arm" : "x86") + "/libfix_b.so");
 }
 
 }  // namespace

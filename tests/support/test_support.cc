@@ -188,8 +188,8 @@ void ExpectOpenForkOpen(const Proc& r, const v1::Timeline& t, const std::string&
   EXPECT_EQ(r.out, "open " + lib_a + ": ok\nchild\nopen " + lib_b + ": ok\nparent\nopen " + lib_b + ": ok\n");
   EXPECT_EQ(t.problems_size(), 0);
   ASSERT_EQ(t.processes_size(), 2);
-  EXPECT_EQ(t.processes(0).start_reason(), "exec");
-  EXPECT_EQ(t.processes(1).start_reason(), "fork");
+  EXPECT_EQ(t.processes(0).start_reason(), v1::START_EXEC);
+  EXPECT_EQ(t.processes(1).start_reason(), v1::START_FORK);
   EXPECT_EQ(t.processes(1).parent_stream(), t.processes(0).stream());
   for (const auto& p : t.processes()) {
     if (!glibc_version.empty()) {
