@@ -325,8 +325,8 @@ Context::Context(const v1::Timeline& t, const elf::TraceFacts* facts, Files* fil
     if (added.exe != nullptr) {
       added.env.machine = elf::MachineOf(added.exe->path);
       const elf::TraceFacts* tf = files_->trace_facts();
-      const v1::ObjectFacts* rec = tf != nullptr ? tf->ForPath(added.exe->path) : nullptr;
-      if (added.env.machine == 0 && rec != nullptr) added.env.machine = static_cast<uint16_t>(rec->machine());
+      const elf::FactsRecord* rec = tf != nullptr ? tf->ForPath(added.exe->path) : nullptr;
+      if (added.env.machine == 0 && rec != nullptr) added.env.machine = static_cast<uint16_t>(rec->machine);
     }
   }
 }

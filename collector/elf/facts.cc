@@ -202,6 +202,8 @@ bool ScanFacts(std::string bytes, FactsRecord* out) {
       uint64_t v = 0;
       ok = in.ReadVarint64(&v);
       r.mtime_ns = static_cast<int64_t>(v);
+    } else if (field == 8 && type == WireFormatLite::WIRETYPE_VARINT) {
+      ok = in.ReadVarint32(&r.machine);
     } else if (field == 7 && type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED)
       ok = read_bytes(&r.unreadable) && WireFormatLite::VerifyUtf8String(r.unreadable.data(),
                                                                            static_cast<int>(r.unreadable.size()),

@@ -46,6 +46,7 @@ struct FactsRecord {
   uint64_t size = 0;
   int64_t mtime_ns = 0;
   std::string unreadable;
+  uint32_t machine = 0;            // e_machine
   // The whole record; false when its bytes do not parse.
   bool Decode(v1::ObjectFacts* out) const;
 };

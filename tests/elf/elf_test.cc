@@ -95,6 +95,7 @@ TEST(Elf, TraceFactsFromBytes) {
   a.set_mtime_ns(-5);
   a.add_needed("libc.so.6");
   a.set_symbols_zlib("zz");
+  a.set_machine(62);
   v1::ObjectFacts b = elf::UnreadableFacts("/lib/liby.so", "/lib/liby.so: Permission denied");
   elf::TraceFacts facts;
   ASSERT_TRUE(facts.Add(a.SerializeAsString()));
@@ -105,7 +106,8 @@ TEST(Elf, TraceFactsFromBytes) {
   ASSERT_NE(r, nullptr);
   EXPECT_EQ(facts.ForPath("/odd/lib\\x01x.so"), r);  // by the escaped path, as the model names it
   EXPECT_EQ(facts.ForBuildId(std::string("\xab\xcd", 2)), r);
-  EXPECT_EQ(std::make_tuple(r->size, r->mtime_ns, r->unreadable), std::make_tuple(uint64_t{42}, int64_t{-5}, std::string()));
+  EXPECT_EQ(std::make_tuple(r->size, r->mtime_ns, r->unreadable, r->machine),
+            std::make_tuple(uint64_t{42}, int64_t{-5}, std::string(), uint32_t{62}));
   v1::ObjectFacts whole;
   ASSERT_TRUE(r->Decode(&whole));
   EXPECT_EQ(whole.SerializeAsString(), a.SerializeAsString());
