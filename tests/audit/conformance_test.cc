@@ -105,6 +105,23 @@ v1::Event EncodeAndParse(F&& encode, size_t cap = 65536, bool* truncated = nullp
   return e;
 }
 
+// A forked python3.11's start (reason 2: fork) with the given command line and
+// environment, as both ProcessStart tests encode it.
+audit::ProcessStartInfo SampleStart(const char* cmdline, size_t len, char** env) {
+  audit::ProcessStartInfo p;
+  p.reason = 2;
+  p.ppid = 1;
+  p.exe = "/usr/bin/python3.11";
+  p.cmdline = cmdline;
+  p.cmdline_len = len;
+  p.cwd = "/work";
+  p.glibc_version = "2.36";
+  p.environ = env;
+  p.image_start_ns = 555;
+  p.lav_version = 2;
+  return p;
+}
+
 TEST(Conformance, Search) {
   auto e = EncodeAndParse([](wire::Writer& w) {
     audit::SearchInfo s;
@@ -271,17 +288,7 @@ TEST(Conformance, SameMessagesAsLibprotobuf) {
     char e1[] = "LD_PRELOAD=/opt/libx.so";
     char e2[] = "HOME=/root";
     char* env[] = {e1, e2, nullptr};
-    audit::ProcessStartInfo p;
-    p.reason = 2;
-    p.ppid = 1;
-    p.exe = "/usr/bin/python3.11";
-    p.cmdline = cmdline;
-    p.cmdline_len = sizeof cmdline - 1;
-    p.cwd = "/work";
-    p.glibc_version = "2.36";
-    p.environ = env;
-    p.image_start_ns = 555;
-    p.lav_version = 2;
+    audit::ProcessStartInfo p = SampleStart(cmdline, sizeof cmdline - 1, env);
     auto got = EncodeAndParse([&](wire::Writer& w) { audit::EncodeProcessStart(w, Head(), p); });
     v1::Event want = HeadMessage();
     auto* s = want.mutable_process_start();
@@ -319,16 +326,7 @@ TEST(Conformance, ProcessStartKeepsOnlyLoaderRelevantValues) {
   char e4[] = "NCCL_DEBUG=INFO";
   char e5[] = "PATHOLOGICAL=nope";
   char* env[] = {e1, e2, e3, e4, e5, nullptr};
-  audit::ProcessStartInfo p;
-  p.reason = 2;
-  p.ppid = 1;
-  p.exe = "/usr/bin/python3.11";
-  p.cmdline = cmdline;
-  p.cmdline_len = sizeof cmdline - 1;
-  p.cwd = "/work";
-  p.glibc_version = "2.36";
-  p.environ = env;
-  p.image_start_ns = 555;
+  audit::ProcessStartInfo p = SampleStart(cmdline, sizeof cmdline - 1, env);
   p.parent_pid = 4000;
   p.parent_image_start_ns = 444;
   p.parent_seq_at_fork = 12;

@@ -28,13 +28,17 @@ bool Loaded(const v1::ProcessTimeline& p, const std::string& path) {
   return false;
 }
 
-TEST(Processes, ForkWithoutExecInheritsAndRecords) {
-  const auto dir = testing::ScratchDir("proc_fork");
-  const auto trace = dir + "/t.ldscope";
+// dlprobe opens libfix_b, forks, and each process then opens libfix_a.
+v1::Timeline ForkTimeline(const std::string& name) {
+  const auto trace = testing::ScratchDir(name) + "/t.ldscope";
   auto r = RunCmd({LDSCOPE_BIN, "run", "-q", "-o", trace, "--", DLPROBE, "open", kLibB, "fork",
                 "open", kLibA});
-  ASSERT_EQ(r.code, 0) << r.err;
-  const auto t = testing::TimelineOf({trace});
+  EXPECT_EQ(r.code, 0) << r.err;
+  return testing::TimelineOf({trace});
+}
+
+TEST(Processes, ForkWithoutExecInheritsAndRecords) {
+  const auto t = ForkTimeline("proc_fork");
   ASSERT_EQ(t.processes_size(), 2);
   const auto& parent = t.processes(0);
   const auto& child = t.processes(1);
@@ -72,12 +76,7 @@ const v1::LoadedObject* Row(const v1::ProcessTimeline& p, const std::string& pat
 }
 
 TEST(Processes, ObjectTableAcrossFork) {
-  const auto dir = testing::ScratchDir("proc_fork_table");
-  const auto trace = dir + "/t.ldscope";
-  auto r = RunCmd({LDSCOPE_BIN, "run", "-q", "-o", trace, "--", DLPROBE, "open", kLibB, "fork",
-                "open", kLibA});
-  ASSERT_EQ(r.code, 0) << r.err;
-  const auto t = testing::TimelineOf({trace});
+  const auto t = ForkTimeline("proc_fork_table");
   ASSERT_EQ(t.processes_size(), 2);
   for (const auto& p : t.processes()) {
     size_t loads = 0;
