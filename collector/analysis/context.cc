@@ -285,8 +285,9 @@ Context::Context(const v1::Timeline& t, const elf::TraceFacts* facts, Files* fil
     ProcessIndex pi;
     pi.p = &p;
     // The model's object table (timeline.proto's LoadedObject), indexed by id.
+    pi.objects.reserve(static_cast<size_t>(p.objects_size()));
     for (const auto& lo : p.objects()) {
-      Obj& o = pi.objects[lo.object().id()];
+      Obj& o = pi.objects.try_emplace(pi.objects.end(), lo.object().id())->second;
       o.id = lo.object().id();
       o.path = lo.object().path();
       o.soname = lo.object().soname();

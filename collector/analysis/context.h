@@ -11,6 +11,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include <boost/container/flat_map.hpp>
+
 #include "elf/elf_file.h"
 #include "elf/facts.h"
 #include "text/strings.h"
@@ -118,7 +120,9 @@ struct Obj {
 
 struct ProcessIndex {
   const v1::ProcessTimeline* p = nullptr;
-  std::map<uint64_t, Obj> objects;
+  // By id. The model's table arrives in id order, so each insertion is an append, and a
+  // contiguous array is what every pass walks (most walk all objects).
+  boost::container::flat_map<uint64_t, Obj> objects;
   loader::Environment env;
   // Lookups over objects (in id order), built once all objects are known (Index()), so
   // that a trace of a million dlopens is not searched object by object per object.
