@@ -29,14 +29,17 @@ const Files::DiskRead& Files::ReadDisk(const std::string& path) {
   return it->second;
 }
 
-Result<const elf::ElfInfo*> Files::MadeFromFacts(const std::string& path, const v1::ObjectFacts& rec) {
-  // Keyed by the record's content: hosts whose traces recorded the same facts share one.
+Result<const elf::ElfInfo*> Files::MadeFromFacts(const std::string& path, const elf::FactsRecord& rec) {
+  // Keyed by the record's content: hosts whose traces recorded the same facts share one,
+  // and only the first decodes the record.
   std::string key = path;
   key += '\0';
-  rec.AppendToString(&key);
+  key += rec.bytes;
   auto [it, fresh] = from_facts_.try_emplace(std::move(key));
   if (fresh) {
-    Result<std::unique_ptr<elf::ElfInfo>> made = elf::FromFacts(rec, path);
+    v1::ObjectFacts whole;
+    Result<std::unique_ptr<elf::ElfInfo>> made = Error{"the trace's ELF facts of it are corrupt"};
+    if (rec.Decode(&whole)) made = elf::FromFacts(whole, path);
     if (made.ok())
       it->second.first = std::move(made).value();
     else
@@ -54,13 +57,13 @@ const elf::ElfInfo* Files::Get(const std::string& path) {
   const DiskRead& disk = Store().ReadDisk(path);
   const elf::ElfInfo* info = disk.info.get();
   std::string err = disk.error;
-  const v1::ObjectFacts* rec = facts_ != nullptr ? facts_->ForPath(path) : nullptr;
-  if (rec != nullptr && rec->unreadable().empty()) {
+  const elf::FactsRecord* rec = facts_ != nullptr ? facts_->ForPath(path) : nullptr;
+  if (rec != nullptr && rec->unreadable.empty()) {
     std::string changed;
-    if (info != nullptr && !rec->build_id().empty() && info->build_id != rec->build_id())
+    if (info != nullptr && !rec->build_id.empty() && info->build_id != rec->build_id)
       changed = info->build_id.empty() ? "no build-id now" : "another build-id now";
-    else if (info != nullptr && rec->build_id().empty() &&
-             (info->size != rec->size() || info->mtime_ns != rec->mtime_ns()))
+    else if (info != nullptr && rec->build_id.empty() &&
+             (info->size != rec->size || info->mtime_ns != rec->mtime_ns))
       changed = "another size or modification time now";
     if (info == nullptr || !changed.empty()) {
       if (const Result<const elf::ElfInfo*> from_trace = Store().MadeFromFacts(path, *rec); from_trace.ok()) {
@@ -323,8 +326,8 @@ Context::Context(const v1::Timeline& t, const elf::TraceFacts* facts, Files* fil
     if (added.exe != nullptr) {
       added.env.machine = elf::MachineOf(added.exe->path);
       const elf::TraceFacts* tf = files_->trace_facts();
-      const v1::ObjectFacts* rec = tf != nullptr ? tf->ForPath(added.exe->path) : nullptr;
-      if (added.env.machine == 0 && rec != nullptr) added.env.machine = static_cast<uint16_t>(rec->machine());
+      const elf::FactsRecord* rec = tf != nullptr ? tf->ForPath(added.exe->path) : nullptr;
+      if (added.env.machine == 0 && rec != nullptr) added.env.machine = static_cast<uint16_t>(rec->machine);
     }
   }
 }

@@ -88,7 +88,7 @@ class Files {
     std::string error;
   };
   const DiskRead& ReadDisk(const std::string& path);
-  Result<const elf::ElfInfo*> MadeFromFacts(const std::string& path, const v1::ObjectFacts& rec);
+  Result<const elf::ElfInfo*> MadeFromFacts(const std::string& path, const elf::FactsRecord& rec);
 
   Files* shared_ = nullptr;
   const elf::TraceFacts* facts_ = nullptr;

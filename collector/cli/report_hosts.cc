@@ -128,9 +128,8 @@ int ReportHosts(const ReportOptions& opt, std::vector<HostInput> hosts, const st
         std::string facts_bytes;
         for (const auto& f : traces.files)
           for (const auto& rec : f.facts) {
-            const std::string b = rec.SerializeAsString();
-            facts_bytes += fmt::format("{}\n", b.size());
-            facts_bytes += b;
+            facts_bytes += fmt::format("{}\n", rec.size());
+            facts_bytes += rec;
           }
         pass_cache.SetFacts(facts_bytes);
         r = analysis::Analyze(timeline, &facts, &view, [&](analysis::Context& ctx) { fleet.Add(ctx, host.label); },

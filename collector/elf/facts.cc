@@ -3,6 +3,9 @@
 
 #include <zlib.h>
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
+
 #include "text/escape.h"
 
 namespace ldscope::elf {
@@ -174,19 +177,65 @@ Result<std::unique_ptr<ElfInfo>> FromFacts(const v1::ObjectFacts& f, const std::
   return e;
 }
 
-void TraceFacts::Add(v1::ObjectFacts f) {
-  records_.push_back(std::make_unique<v1::ObjectFacts>(std::move(f)));
-  const v1::ObjectFacts* r = records_.back().get();
-  for (const auto& p : r->paths()) by_path_[text::Escape(p)] = r;
-  if (!r->build_id().empty()) by_build_id_[r->build_id()] = r;
+bool FactsRecord::Decode(v1::ObjectFacts* out) const { return out->ParseFromString(bytes); }
+
+bool ScanFacts(std::string bytes, FactsRecord* out) {
+  using google::protobuf::internal::WireFormatLite;
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            static_cast<int>(bytes.size()));
+  FactsRecord r;
+  auto read_bytes = [&](std::string* s) {
+    uint32_t len = 0;
+    return in.ReadVarint32(&len) && in.ReadString(s, static_cast<int>(len));
+  };
+  while (uint32_t tag = in.ReadTag()) {
+    const int field = WireFormatLite::GetTagFieldNumber(tag);
+    const auto type = WireFormatLite::GetTagWireType(tag);
+    bool ok = true;
+    if (field == 1 && type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED)
+      ok = read_bytes(&r.paths.emplace_back());
+    else if (field == 2 && type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED)
+      ok = read_bytes(&r.build_id);
+    else if (field == 3 && type == WireFormatLite::WIRETYPE_VARINT)
+      ok = in.ReadVarint64(&r.size);
+    else if (field == 4 && type == WireFormatLite::WIRETYPE_VARINT) {
+      uint64_t v = 0;
+      ok = in.ReadVarint64(&v);
+      r.mtime_ns = static_cast<int64_t>(v);
+    } else if (field == 8 && type == WireFormatLite::WIRETYPE_VARINT) {
+      ok = in.ReadVarint32(&r.machine);
+    } else if (field == 7 && type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED)
+      ok = read_bytes(&r.unreadable) && WireFormatLite::VerifyUtf8String(r.unreadable.data(),
+                                                                           static_cast<int>(r.unreadable.size()),
+                                                                           WireFormatLite::PARSE, "unreadable");
+    else
+      ok = WireFormatLite::SkipField(&in, tag);
+    if (!ok) return false;
+  }
+  if (!in.ConsumedEntireMessage() || in.CurrentPosition() != static_cast<int>(bytes.size())) return false;
+  r.bytes = std::move(bytes);
+  *out = std::move(r);
+  return true;
 }
 
-const v1::ObjectFacts* TraceFacts::ForPath(const std::string& path) const {
+void TraceFacts::Add(const v1::ObjectFacts& f) { Add(f.SerializeAsString()); }
+
+bool TraceFacts::Add(std::string bytes) {
+  auto r = std::make_unique<FactsRecord>();
+  if (!ScanFacts(std::move(bytes), r.get())) return false;
+  records_.push_back(std::move(r));
+  const FactsRecord* rec = records_.back().get();
+  for (const auto& p : rec->paths) by_path_[text::Escape(p)] = rec;
+  if (!rec->build_id.empty()) by_build_id_[rec->build_id] = rec;
+  return true;
+}
+
+const FactsRecord* TraceFacts::ForPath(const std::string& path) const {
   auto it = by_path_.find(path);
   return it == by_path_.end() ? nullptr : it->second;
 }
 
-const v1::ObjectFacts* TraceFacts::ForBuildId(const std::string& raw_build_id) const {
+const FactsRecord* TraceFacts::ForBuildId(const std::string& raw_build_id) const {
   auto it = by_build_id_.find(raw_build_id);
   return it == by_build_id_.end() ? nullptr : it->second;
 }

@@ -35,19 +35,41 @@ v1::ObjectFacts UnreadableFacts(const std::string& path, const std::string& erro
 // decoded.
 Result<std::unique_ptr<ElfInfo>> FromFacts(const v1::ObjectFacts& f, const std::string& path);
 
+// One record as a trace holds it: its bytes, kept as they are, and the few fields a
+// lookup checks (decoded when the record is read). The whole record (most of it the
+// symbols, the needed names, the strings found) is decoded only when a file must be made
+// of it (Decode): a file missing or changed on the reading machine.
+struct FactsRecord {
+  std::string bytes;               // the ObjectFacts message
+  std::vector<std::string> paths;  // raw bytes, as recorded
+  std::string build_id;            // raw
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  std::string unreadable;
+  uint32_t machine = 0;            // e_machine
+  // The whole record; false when its bytes do not parse.
+  bool Decode(v1::ObjectFacts* out) const;
+};
+// The fields above from an ObjectFacts message's bytes (moved into out->bytes); false
+// when the bytes are not a well-formed message at their top level or unreadable is not
+// UTF-8. The nested messages are checked only when the record is decoded.
+bool ScanFacts(std::string bytes, FactsRecord* out);
+
 // The records of one or more traces, by path (escaped text, as in the model) and by
 // build-id. Later records of a path replace earlier ones.
 class TraceFacts {
  public:
-  void Add(v1::ObjectFacts f);
-  const v1::ObjectFacts* ForPath(const std::string& path) const;
-  const v1::ObjectFacts* ForBuildId(const std::string& raw_build_id) const;
+  void Add(const v1::ObjectFacts& f);
+  // A record's bytes (a trace's); false (and nothing added) when ScanFacts refuses them.
+  bool Add(std::string bytes);
+  const FactsRecord* ForPath(const std::string& path) const;
+  const FactsRecord* ForBuildId(const std::string& raw_build_id) const;
   size_t size() const { return records_.size(); }
   bool empty() const { return records_.empty(); }
 
  private:
-  std::vector<std::unique_ptr<v1::ObjectFacts>> records_;
-  std::unordered_map<std::string, const v1::ObjectFacts*> by_path_, by_build_id_;
+  std::vector<std::unique_ptr<FactsRecord>> records_;
+  std::unordered_map<std::string, const FactsRecord*> by_path_, by_build_id_;
 };
 
 }  // namespace ldscope::elf

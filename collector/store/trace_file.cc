@@ -15,6 +15,9 @@
 
 #include <fmt/format.h>
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
+
 #include "text/escape.h"
 #include "wire.h"
 
@@ -129,6 +132,64 @@ void EscapeStrings(v1::Event* e) {
   }
 }
 
+// An event record holding an ObjectFacts record (field 31): the facts are kept as bytes,
+// not parsed (most of a trace's bytes, needed only for a file missing or changed here).
+struct FactsScan {
+  enum Kind { kOther, kFacts, kCorrupt } kind = kOther;
+  size_t offset = 0, size = 0;  // the ObjectFacts message within the record
+};
+
+FactsScan ScanFactsEvent(const uint8_t* data, size_t len) {
+  using google::protobuf::internal::WireFormatLite;
+  constexpr int kPid = v1::Event::kPidFieldNumber, kFactsField = v1::Event::kObjectFactsFieldNumber;
+  FactsScan out;
+  google::protobuf::io::CodedInputStream in(data, static_cast<int>(len));
+  uint64_t pid = 0;
+  bool facts = false;
+  while (uint32_t tag = in.ReadTag()) {
+    const int field = WireFormatLite::GetTagFieldNumber(tag);
+    const auto type = WireFormatLite::GetTagWireType(tag);
+    if (field == kFactsField && type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+      uint32_t n = 0;
+      if (!in.ReadVarint32(&n)) return {FactsScan::kCorrupt};
+      // Several occurrences of a message field merge; leave that rare case to the parser.
+      if (facts) return {};
+      facts = true;
+      out.offset = static_cast<size_t>(in.CurrentPosition());
+      out.size = n;
+      if (!in.Skip(static_cast<int>(n))) return {FactsScan::kCorrupt};
+    } else if (field == kPid && type == WireFormatLite::WIRETYPE_VARINT) {
+      if (!in.ReadVarint64(&pid)) return {FactsScan::kCorrupt};
+    } else if (!WireFormatLite::SkipField(&in, tag)) {
+      return {FactsScan::kCorrupt};
+    }
+  }
+  if (!facts) return {};
+  if (!in.ConsumedEntireMessage() || static_cast<size_t>(in.CurrentPosition()) != len ||
+      static_cast<uint32_t>(pid) == 0)
+    return {FactsScan::kCorrupt};
+  // The record must be well formed at its top level, its one string field UTF-8 (what
+  // elf::ScanFacts reads; the nested messages are checked when the record is decoded).
+  google::protobuf::io::CodedInputStream rec(data + out.offset, static_cast<int>(out.size));
+  while (uint32_t tag = rec.ReadTag()) {
+    if (tag == WireFormatLite::MakeTag(v1::ObjectFacts::kUnreadableFieldNumber,
+                                       WireFormatLite::WIRETYPE_LENGTH_DELIMITED)) {
+      std::string s;
+      uint32_t n = 0;
+      if (!rec.ReadVarint32(&n) || !rec.ReadString(&s, static_cast<int>(n)) ||
+          !WireFormatLite::VerifyUtf8String(s.data(), static_cast<int>(s.size()), WireFormatLite::PARSE,
+                                            "unreadable"))
+        return {FactsScan::kCorrupt};
+    } else if (!WireFormatLite::SkipField(&rec, tag)) {
+      return {FactsScan::kCorrupt};
+    }
+  }
+  if (!rec.ConsumedEntireMessage() || static_cast<size_t>(rec.CurrentPosition()) != out.size)
+    return {FactsScan::kCorrupt};
+  out.kind = FactsScan::kFacts;
+  return out;
+}
+
 }  // namespace
 
 TraceFile ParseTrace(const std::string& name, const uint8_t* data, size_t size) {
@@ -165,15 +226,18 @@ TraceFile ParseTrace(const std::string& name, const uint8_t* data, size_t size) 
       }
       have_header = true;
     } else {
-      v1::Event e;
-      if (!e.ParseFromArray(data + pos, static_cast<int>(len)) || e.pid() == 0) {
-        fail("corrupt event record");
-        break;
-      }
-      if (e.has_object_facts())
-        t.facts.push_back(std::move(*e.mutable_object_facts()));
-      else
+      const FactsScan facts = ScanFactsEvent(data + pos, len);
+      if (facts.kind == FactsScan::kFacts) {
+        t.facts.emplace_back(reinterpret_cast<const char*>(data + pos + facts.offset), facts.size);
+      } else {
+        v1::Event e;
+        if (facts.kind == FactsScan::kCorrupt || !e.ParseFromArray(data + pos, static_cast<int>(len)) ||
+            e.pid() == 0) {
+          fail("corrupt event record");
+          break;
+        }
         t.events.push_back(std::move(e));
+      }
     }
     pos += len;
   }

@@ -31,9 +31,10 @@ struct TraceFile {
   std::string path;
   v1::TraceHeader header;
   std::vector<v1::Event> events;
-  // The collector's ObjectFacts records (events.proto), taken out of events; their byte
-  // strings are left as the file's bytes (elf::FromFacts escapes them).
-  std::vector<v1::ObjectFacts> facts;
+  // The collector's ObjectFacts records (events.proto), taken out of events, as the
+  // message bytes the file holds (not decoded here: elf::TraceFacts decodes what a lookup
+  // needs; their byte strings are the file's, elf::FromFacts escapes them).
+  std::vector<std::string> facts;
   std::optional<ReadProblem> problem;  // where reading stopped; none when it read to the end
   bool ok() const { return !problem.has_value(); }
 };

@@ -83,6 +83,41 @@ TEST(Elf, FactsRoundTrip) {
   EXPECT_EQ(unreadable.error(), "/x.so: Permission denied");
 }
 
+// A trace's records are looked up by path and build-id from their bytes: the fields a
+// lookup checks are read, the record decoded whole only when asked (Decode), and gives
+// back the very record; later records of a path replace earlier ones.
+TEST(Elf, TraceFactsFromBytes) {
+  v1::ObjectFacts a;
+  a.add_paths("/lib/libx.so.1");
+  a.add_paths("/odd/lib\x01x.so");
+  a.set_build_id(std::string("\xab\xcd", 2));
+  a.set_size(42);
+  a.set_mtime_ns(-5);
+  a.add_needed("libc.so.6");
+  a.set_symbols_zlib("zz");
+  a.set_machine(62);
+  v1::ObjectFacts b = elf::UnreadableFacts("/lib/liby.so", "/lib/liby.so: Permission denied");
+  elf::TraceFacts facts;
+  ASSERT_TRUE(facts.Add(a.SerializeAsString()));
+  facts.Add(b);
+  EXPECT_FALSE(facts.Add(std::string("\x0a\x05" "ab", 4)));  // a length past the end
+  EXPECT_EQ(facts.size(), 2u);
+  const elf::FactsRecord* r = facts.ForPath("/lib/libx.so.1");
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(facts.ForPath("/odd/lib\\x01x.so"), r);  // by the escaped path, as the model names it
+  EXPECT_EQ(facts.ForBuildId(std::string("\xab\xcd", 2)), r);
+  EXPECT_EQ(std::make_tuple(r->size, r->mtime_ns, r->unreadable, r->machine),
+            std::make_tuple(uint64_t{42}, int64_t{-5}, std::string(), uint32_t{62}));
+  v1::ObjectFacts whole;
+  ASSERT_TRUE(r->Decode(&whole));
+  EXPECT_EQ(whole.SerializeAsString(), a.SerializeAsString());
+  ASSERT_NE(facts.ForPath("/lib/liby.so"), nullptr);
+  EXPECT_EQ(facts.ForPath("/lib/liby.so")->unreadable, "/lib/liby.so: Permission denied");
+  a.set_size(43);
+  facts.Add(a);
+  EXPECT_EQ(facts.ForPath("/lib/libx.so.1")->size, 43u);
+}
+
 TEST(Elf, ReadsDynamicSectionAndSymbols) {
   auto read = elf::ReadElf(FIXTURES "/site-packages/torch/lib/libtorch_cuda.so");
   ASSERT_TRUE(read.ok()) << read.error();

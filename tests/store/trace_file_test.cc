@@ -64,6 +64,62 @@ TEST(TraceFile, EveryTruncationKeepsThePrefixAndNamesTheOffset) {
   }
 }
 
+// The ELF facts records are kept as the file's bytes (decoded when a lookup needs one):
+// a record comes back byte for byte, the events around it are read, and a record that is
+// not a well-formed message at its top level stops reading at its offset, as any corrupt
+// event does.
+TEST(TraceFile, FactsRecordsKeptAsBytesAndCheckedAtTheTop) {
+  v1::TraceHeader h;
+  h.set_format_version(1);
+  h.set_host("h");
+  v1::ObjectFacts facts;
+  facts.add_paths("/lib/libx.so.1");
+  facts.set_build_id(std::string("\x01\x02\x03", 3));
+  facts.set_size(1234);
+  facts.add_needed("libc.so.6");
+  facts.add_verneeds()->set_file("libc.so.6");
+  auto record = [](const std::string& bytes) {
+    std::string out;
+    for (uint64_t n = bytes.size(); ; n >>= 7) {
+      out += static_cast<char>((n & 0x7f) | (n >= 0x80 ? 0x80 : 0));
+      if (n < 0x80) break;
+    }
+    return out + bytes;
+  };
+  v1::Event before, with_facts, after;
+  before.set_pid(10);
+  before.mutable_search()->set_name("libx.so.1");
+  with_facts.set_pid(10);
+  *with_facts.mutable_object_facts() = facts;
+  after.set_pid(10);
+  after.mutable_search()->set_name("liby.so.1");
+  const std::string head = record(h.SerializeAsString()) + record(before.SerializeAsString());
+  std::string file = head + record(with_facts.SerializeAsString()) + record(after.SerializeAsString());
+  auto t = store::ParseTrace("x", reinterpret_cast<const uint8_t*>(file.data()), file.size());
+  ASSERT_TRUE(t.ok()) << t.problem->message;
+  ASSERT_EQ(t.events.size(), 2u);
+  EXPECT_EQ(t.events[1].search().name(), "liby.so.1");
+  ASSERT_EQ(t.facts.size(), 1u);
+  EXPECT_EQ(t.facts[0], facts.SerializeAsString());
+
+  // A facts record whose last field's length runs past its end.
+  std::string bad = facts.SerializeAsString();
+  bad += std::string("\x0a\x05" "ab", 4);  // paths, 5 bytes declared, 2 present
+  v1::Event bad_event;
+  bad_event.set_pid(10);
+  std::string bad_record = bad_event.SerializeAsString();
+  bad_record += static_cast<char>(((31 << 3 | 2) & 0x7f) | 0x80);
+  bad_record += static_cast<char>((31 << 3 | 2) >> 7);
+  bad_record += record(bad);
+  file = head + record(bad_record) + record(after.SerializeAsString());
+  t = store::ParseTrace("x", reinterpret_cast<const uint8_t*>(file.data()), file.size());
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.problem->message, "corrupt event record");
+  EXPECT_EQ(t.problem->offset, head.size());
+  EXPECT_EQ(t.events.size(), 1u);
+  EXPECT_TRUE(t.facts.empty());
+}
+
 TEST(TraceFile, GarbageIsReportedNotFatal) {
   const auto dir = testing::ScratchDir("trace_garbage");
   std::string data = testing::ReadFile(WriteSample(dir, 3));
