@@ -59,48 +59,15 @@ void AddSearchDetails(Context& ctx, const ProcessIndex& pi, const Obj& requester
 // Runs every pass over the context's timeline; findings ordered by process, then
 // severity. One Context serves every pass and whatever else reads the same trace (the
 // diff's library comparison, a host's fleet summary): ld.so.cache and each ELF file are
-// read once per trace. cache (may be nullptr): see ProcessPassCache below.
-class ProcessPassCache;
-v1::Report Analyze(Context& ctx, ProcessPassCache* cache = nullptr);
+// read once per trace.
+v1::Report Analyze(Context& ctx);
 // The same over a context of its own.
 // facts: the ELF facts the traces recorded (FactsOf), for files gone or changed.
 v1::Report Analyze(const v1::Timeline& timeline, const elf::TraceFacts* facts = nullptr);
-
-// The findings and notes of the per-process passes that read nothing but one process's
-// timeline and the files (missing symbols, interposition), kept across the timelines of
-// one `report` over many hosts: a homogeneous fleet runs them once. The key is the whole
-// process as the passes can see it (its timeline with the environment cut to the
-// loader's LD_* variables, serialized) and the facts its host's traces recorded; on a
-// miss the passes run on that very cut-down process, so a hit gives what they would
-// give. Bounded: past max_bytes of keys and results, nothing more is kept.
-class ProcessPassCache {
- public:
-  explicit ProcessPassCache(size_t max_bytes = size_t{256} << 20) : max_bytes_(max_bytes) {}
-  // The host's facts, as the bytes of its records in order ("" for none): part of the
-  // key of the processes analysed next.
-  void SetFacts(const std::string& facts_bytes);
-  size_t hits() const { return hits_; }
-  size_t misses() const { return misses_; }
-
-  struct Entry {
-    v1::Report missing_symbols, interposition;
-    std::vector<std::string> paths;  // asked of Files while computing (replayed on a hit)
-  };
-  // The results for each process of ctx, in order (computed where not known).
-  std::vector<std::shared_ptr<const Entry>> For(Context& ctx);
-
- private:
-  size_t max_bytes_, bytes_ = 0, hits_ = 0, misses_ = 0;
-  std::unordered_map<std::string, uint32_t> facts_ids_;
-  uint32_t facts_id_ = 0;
-  std::unordered_map<std::string, std::shared_ptr<const Entry>> entries_;
-};
-
 // The same with a file cache shared across timelines; `also` (if set) is called with the
 // context once the passes have run (`report` over many hosts summarises each host).
-// cache (may be nullptr): see ProcessPassCache.
 v1::Report Analyze(const v1::Timeline& timeline, const elf::TraceFacts* facts, Files* files,
-                   const std::function<void(Context&)>& also, ProcessPassCache* cache = nullptr);
+                   const std::function<void(Context&)>& also);
 // The ELF facts (events.proto's ObjectFacts) of every file of a trace set.
 elf::TraceFacts FactsOf(const store::TraceSet& traces);
 

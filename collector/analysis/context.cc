@@ -51,7 +51,6 @@ Result<const elf::ElfInfo*> Files::MadeFromFacts(const std::string& path, const 
 
 const elf::ElfInfo* Files::Get(const std::string& path) {
   if (path.empty() || path.front() != '/') return nullptr;
-  if (log_ != nullptr) log_->insert(path);
   auto it = answers_.find(path);
   if (it != answers_.end()) return it->second;
   const DiskRead& disk = Store().ReadDisk(path);

@@ -73,11 +73,6 @@ class Files {
   const std::map<std::string, std::string>& errors() const { return errors_; }
   // Paths answered from the trace because the file had changed: path -> how.
   const std::map<std::string, std::string>& changed() const { return changed_; }
-  // While set, every path asked for (Get, Symbols, FindString) is added to *log: a cache
-  // of results computed from this view replays them on a hit (Touch), so that errors()
-  // and changed() end up as if the results had been computed again.
-  void set_log(std::unordered_set<std::string>* log) { log_ = log; }
-  void Touch(const std::string& path) { Get(path); }
 
  private:
   // The store (this Files, or the shared one): disk reads by path, facts-made ElfInfos
@@ -92,7 +87,6 @@ class Files {
 
   Files* shared_ = nullptr;
   const elf::TraceFacts* facts_ = nullptr;
-  std::unordered_set<std::string>* log_ = nullptr;
   // This view's answers.
   std::unordered_map<std::string, const elf::ElfInfo*> answers_;
   std::map<std::string, std::string> errors_, changed_;

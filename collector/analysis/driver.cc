@@ -5,8 +5,6 @@
 #include <tuple>
 
 #include <fmt/format.h>
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include "analysis/analysis.h"
 #include "text/strings.h"
@@ -154,84 +152,18 @@ v1::Report Analyze(const v1::Timeline& timeline, const elf::TraceFacts* facts) {
   return Analyze(timeline, facts, nullptr, {});
 }
 
-void ProcessPassCache::SetFacts(const std::string& facts_bytes) {
-  auto [it, added] = facts_ids_.emplace(facts_bytes, static_cast<uint32_t>(facts_ids_.size()));
-  if (added) bytes_ += facts_bytes.size();
-  facts_id_ = it->second;
-}
-
-std::vector<std::shared_ptr<const ProcessPassCache::Entry>> ProcessPassCache::For(Context& ctx) {
-  std::vector<std::shared_ptr<const Entry>> out;
-  for (const ProcessIndex& pi : ctx.processes()) {
-    // The process as the passes may see it: they read no environment variable but
-    // LD_LIBRARY_PATH (context.cc); the rank and job variables differ on every host.
-    v1::Timeline one;
-    v1::ProcessTimeline& q = *one.add_processes();
-    q = *pi.p;
-    for (auto it = q.mutable_env()->begin(); it != q.mutable_env()->end();)
-      it = it->first.rfind("LD_", 0) == 0 ? std::next(it) : q.mutable_env()->erase(it);
-    std::string key(reinterpret_cast<const char*>(&facts_id_), sizeof facts_id_);
-    {
-      google::protobuf::io::StringOutputStream s(&key);
-      google::protobuf::io::CodedOutputStream c(&s);
-      c.SetSerializationDeterministic(true);
-      q.SerializeToCodedStream(&c);
-    }
-    auto it = entries_.find(key);
-    if (it != entries_.end()) {
-      ++hits_;
-      for (const auto& path : it->second->paths) ctx.files().Touch(path);
-      out.push_back(it->second);
-      continue;
-    }
-    ++misses_;
-    auto e = std::make_shared<Entry>();
-    {
-      std::unordered_set<std::string> paths;
-      Context sub(one, ctx.files().trace_facts(), &ctx.files());
-      ctx.files().set_log(&paths);
-      FindMissingSymbols(sub, &e->missing_symbols);
-      FindInterposition(sub, &e->interposition);
-      ctx.files().set_log(nullptr);
-      e->paths.assign(paths.begin(), paths.end());
-    }
-    size_t size = key.size() + e->missing_symbols.ByteSizeLong() + e->interposition.ByteSizeLong();
-    for (const auto& p : e->paths) size += p.size() + sizeof p;
-    if (bytes_ + size <= max_bytes_) {
-      bytes_ += size;
-      entries_.emplace(std::move(key), e);
-    }
-    out.push_back(std::move(e));
-  }
-  return out;
-}
-
-namespace {
-
-void Append(const v1::Report& from, v1::Report* to) {
-  for (const auto& f : from.findings()) *to->add_findings() = f;
-  for (const auto& n : from.notes()) to->add_notes(n);
-}
-
-}  // namespace
-
 v1::Report Analyze(const v1::Timeline& timeline, const elf::TraceFacts* facts, Files* files,
-                   const std::function<void(Context&)>& also, ProcessPassCache* cache) {
+                   const std::function<void(Context&)>& also) {
   Context ctx(timeline, facts, files);
-  v1::Report r = Analyze(ctx, cache);
+  v1::Report r = Analyze(ctx);
   if (also) also(ctx);
   return r;
 }
 
-v1::Report Analyze(Context& ctx, ProcessPassCache* cache) {
+v1::Report Analyze(Context& ctx) {
   v1::Report r;
-  std::vector<std::shared_ptr<const ProcessPassCache::Entry>> cached;
-  if (cache != nullptr) cached = cache->For(ctx);
   // Symbols no object in scope defines: why a dlopen or import failed.
-  if (cache != nullptr)
-    for (const auto& e : cached) Append(e->missing_symbols, &r);
-  else
-    FindMissingSymbols(ctx, &r);
+  FindMissingSymbols(ctx, &r);
   // NEEDED libraries found nowhere: a program that could not start, a failed dlopen.
   FindMissingLibraries(ctx, &r);
   // Import-order effects: NEEDED names satisfied by an earlier object, search order.
@@ -243,10 +175,7 @@ v1::Report Analyze(Context& ctx, ProcessPassCache* cache) {
   // One runtime (OpenMP, BLAS, libstdc++, CUDA) from several files, across SONAMEs.
   FindRuntimeFamilies(ctx, &r);
   // Symbols bound to the executable, a preload or an RTLD_GLOBAL dlopen over the own copy.
-  if (cache != nullptr)
-    for (const auto& e : cached) Append(e->interposition, &r);
-  else
-    FindInterposition(ctx, &r);
+  FindInterposition(ctx, &r);
   // Failed dlopens explained: a plugin rejected, absent, not found because a RUNPATH is
   // not inherited, or failed on a symbol that a loaded object outside its scope defines.
   FindFailedDlopens(ctx, &r);

@@ -103,7 +103,6 @@ int ReportHosts(const ReportOptions& opt, std::vector<HostInput> hosts, const st
   // Each object file is read once for all hosts (`files`); each host answers from its own
   // traces' facts where the file here is missing or another (a view of its own).
   analysis::Files files;
-  analysis::ProcessPassCache pass_cache;
   analysis::Fleet fleet;
   v1::Report all;
   std::vector<std::string> skipped;
@@ -125,15 +124,7 @@ int ReportHosts(const ReportOptions& opt, std::vector<HostInput> hosts, const st
         analysis::Context ctx(timeline, &facts, &view);
         fleet.Add(ctx, host.label);
       } else {
-        std::string facts_bytes;
-        for (const auto& f : traces.files)
-          for (const auto& rec : f.facts) {
-            facts_bytes += fmt::format("{}\n", rec.size());
-            facts_bytes += rec;
-          }
-        pass_cache.SetFacts(facts_bytes);
-        r = analysis::Analyze(timeline, &facts, &view, [&](analysis::Context& ctx) { fleet.Add(ctx, host.label); },
-                              &pass_cache);
+        r = analysis::Analyze(timeline, &facts, &view, [&](analysis::Context& ctx) { fleet.Add(ctx, host.label); });
       }
       unreadable.insert(view.errors().begin(), view.errors().end());
     }
