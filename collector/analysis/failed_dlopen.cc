@@ -93,7 +93,10 @@ class Pass {
     // (_dl_check_map_versions in dl-version.c, called from dl_open_worker).
     std::vector<Lack> lacks;
     bool unknown = false;
-    for (const Obj* o : batch) Lacking(pi, *o, &lacks, &unknown);
+    std::vector<const elf::ElfInfo*> scope;  // the dlopen's lookup scope, as files (those read)
+    for (const Obj* s : Scope(pi, root, e.seq()))
+      if (const elf::ElfInfo* info = ctx_.files().Get(s->path)) scope.push_back(info);
+    for (const Obj* o : batch) Lacking(pi, *o, scope, &lacks, &unknown);
     if (unknown) return;
     if (!lacks.empty()) {
       Rejected(pi, e, root, batch, lacks);
@@ -104,7 +107,8 @@ class Pass {
 
   // The versions (and versioned symbols) o requires from the libraries its NEEDED names
   // were bound to and that those do not offer.
-  void Lacking(const ProcessIndex& pi, const Obj& o, std::vector<Lack>* out, bool* unknown) {
+  void Lacking(const ProcessIndex& pi, const Obj& o, const std::vector<const elf::ElfInfo*>& scope,
+               std::vector<Lack>* out, bool* unknown) {
     const elf::ElfInfo* info = ctx_.files().Get(o.path);
     if (info == nullptr) {
       *unknown = true;
@@ -127,8 +131,11 @@ class Pass {
       const elf::ElfInfo* s = b != nullptr ? ctx_.files().Get(b->path) : nullptr;
       if (s == nullptr) continue;
       // Under a missing version node too: glibc would name the node, but these are the
-      // symbols it stands for.
-      if (!s->Defines(sym.name, sym.version)) out->push_back({&o, b, std::string(sym.version_file), std::string(sym.version), std::string(sym.name)});
+      // symbols it stands for. A symbol is looked up in the whole scope, by version, not in
+      // the file the version names (glibc 2.34's libpthread.so.0 keeps GLIBC_2.2.5 while
+      // libc.so.6 defines pthread_join@GLIBC_2.2.5): lacking only where nothing defines it.
+      if (s->Defines(sym.name, sym.version) || AnyDefines(scope, sym.name, sym.version)) continue;
+      out->push_back({&o, b, std::string(sym.version_file), std::string(sym.version), std::string(sym.name)});
     }
   }
 

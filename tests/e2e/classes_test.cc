@@ -79,6 +79,10 @@ std::vector<Scenario> Scenarios() {
        {DLPROBE, "open", "libnccl-net.so", "open", "libnccl-net.so", "open", "libcutensor.so.2"}, {}},
       // libframework.so's constructor dlopens libbackend.so, which only libapp.so's
       // RUNPATH holds.
+      // A versioned symbol whose version's library became a stub (glibc 2.34's
+      // libpthread.so.0): another object of the scope defines it, so the dlopen fails only
+      // on its truly undefined symbol; the stub does not reject it.
+      {"failed_dlopen_version_stub", {DLPROBE, "open", kFx + "/classes/stub/plugin/libstubuser.so"}, {}},
       {"failed_dlopen_runpath_not_inherited", {DLPROBE, "open", kFx + "/classes/runpath/app/libapp.so"}, {}},
       // provider_fn is in libprovider.so, loaded by an earlier dlopen of unknown mode.
       {"failed_dlopen_out_of_scope",
