@@ -90,11 +90,18 @@ Status CheckInterpreter(const std::string& python) {
   return Status::Ok();
 }
 
-// Runs argv, returning its exit status and stderr.
-int Capture(const std::vector<std::string>& argv, std::string* err) {
+// Runs argv, returning its exit status (an error when it could not be started) and its
+// stderr.
+Result<int> Capture(const std::vector<std::string>& argv, std::string* err) {
   int pipefd[2];
-  if (pipe2(pipefd, O_CLOEXEC) != 0) return -1;
+  if (pipe2(pipefd, O_CLOEXEC) != 0) return Error{fmt::format("cannot make a pipe: {}", std::strerror(errno))};
   const pid_t pid = fork();
+  if (pid < 0) {
+    const int e = errno;
+    close(pipefd[0]);
+    close(pipefd[1]);
+    return Error{fmt::format("cannot start {}: {}", argv[0], std::strerror(e))};
+  }
   if (pid == 0) {
     dup2(pipefd[1], 2);
     const int devnull = open("/dev/null", O_WRONLY);
@@ -110,7 +117,8 @@ int Capture(const std::vector<std::string>& argv, std::string* err) {
   for (ssize_t n; (n = read(pipefd[0], buf, sizeof buf)) > 0;) err->append(buf, static_cast<size_t>(n));
   close(pipefd[0]);
   int st = 0;
-  waitpid(pid, &st, 0);
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
@@ -204,7 +212,13 @@ bool RunOrders(const ImportsOptions& opt, const std::string& self, const std::st
     std::vector<std::string> argv = {self, "run", "-q", "--no-report", "-o", trace, "--",
                                      opt.python, "-c", Program()};
     argv.insert(argv.end(), order.begin(), order.end());
-    const int rc = Capture(argv, &err);
+    const Result<int> ran = Capture(argv, &err);
+    if (!ran.ok()) {
+      Complain("imports: " + ran.error());
+      rmdir(dir.c_str());
+      return false;
+    }
+    const int rc = *ran;
     if (const MarkedLine missing = FindMarked(err, kMissing); missing.found) {
       Complain(fmt::format("imports: module {} not found by {} ({})", missing.module,
                            opt.python, missing.message));
