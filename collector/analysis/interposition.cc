@@ -36,10 +36,28 @@ class Pass {
   void Run() {
     BuildGlobal();
     if (global_.empty()) return;
+    std::vector<const Obj*> objs;
     for (const auto& [id, o] : pi_.objects)
       if (!o.rolled_back && o.load != nullptr && o.lmid == 0 && o.load->reason() != v1::LOAD_VDSO &&
           o.load->reason() != v1::LOAD_INTERPRETER)
-        Check(o);
+        objs.push_back(&o);
+    std::stable_sort(objs.begin(), objs.end(), [](const Obj* a, const Obj* b) { return a->open_seq < b->open_seq; });
+    // A sweep in load order keeps alive_ to the global entries in scope when each object
+    // was relocated (joined at or before it, not closed before it), so that a trace of
+    // many dlopens and dlcloses is not looked up entry by entry for every symbol.
+    std::vector<size_t> by_since(global_.size()), by_close(global_.size());
+    for (size_t i = 0; i < global_.size(); ++i) by_since[i] = by_close[i] = i;
+    std::stable_sort(by_since.begin(), by_since.end(), [&](size_t a, size_t b) { return global_[a].since < global_[b].since; });
+    std::stable_sort(by_close.begin(), by_close.end(),
+                     [&](size_t a, size_t b) { return global_[a].o->close_seq < global_[b].o->close_seq; });
+    size_t joined = 0, left = 0;
+    for (const Obj* o : objs) {
+      for (; joined < by_since.size() && global_[by_since[joined]].since <= o->open_seq; ++joined)
+        if (global_[by_since[joined]].o->close_seq > o->open_seq) alive_.insert(by_since[joined]);
+      for (; left < by_close.size() && global_[by_close[left]].o->close_seq <= o->open_seq; ++left)
+        alive_.erase(by_close[left]);
+      Check(*o);
+    }
     for (auto& [key, g] : groups_) Report(key.first, key.second, g);
   }
 
@@ -120,7 +138,7 @@ class Pass {
   const GlobalEntry* Winner(const Obj& o, const elf::SymbolQuery& q, const std::vector<const Obj*>& closure) {
     // The global entries that define the name, whatever the version (a lookup in each
     // one's own hash table), in scope order.
-    for (size_t gi = 0; gi < global_.size(); ++gi) {
+    for (size_t gi : alive_) {
       if (files_[gi] == nullptr) continue;
       const elf::Lookup l = files_[gi]->Find(q);
       if (!l.named) continue;
@@ -276,6 +294,7 @@ class Pass {
   const ProcessIndex& pi_;
   v1::Report* out_;
   std::vector<GlobalEntry> global_;
+  std::set<size_t> alive_;  // indexes into global_, in scope order (see Run)
   std::unordered_set<const Obj*> in_global_;
   std::vector<const Obj*> startup_;
   std::map<const Obj*, const Obj*> preload_closure_;
