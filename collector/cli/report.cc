@@ -142,10 +142,11 @@ int Report(const ReportCommandOptions& opt) {
   std::vector<std::string> errors;
   std::vector<HostInput> hosts = GroupByHost(opt.traces, &errors);
   if (hosts.size() > 1) return ReportHosts(ropt, std::move(hosts), errors);
-  const store::TraceSet traces = store::LoadTraces(opt.traces);
+  store::TraceSet traces = store::LoadTraces(opt.traces);
   const v1::Timeline timeline = model::BuildTimeline(traces);
   ropt.trace_of_stream = store::TraceFilesByStream(traces);
   const elf::TraceFacts facts = analysis::FactsOf(traces);
+  store::DropEvents(&traces);  // all the timeline, the streams and the facts needed of them
   ropt.facts = &facts;
   for (const auto& p : timeline.problems()) ComplainDamage(p.file(), p.offset(), p.message(), "analysing");
   if (!store::AnyReadable(traces)) return NoTrace();

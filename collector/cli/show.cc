@@ -10,8 +10,9 @@
 namespace ldscope::cli {
 
 int Show(const ShowOptions& opt) {
-  const store::TraceSet traces = store::LoadTraces(opt.traces);
+  store::TraceSet traces = store::LoadTraces(opt.traces);
   const v1::Timeline timeline = model::BuildTimeline(traces);
+  store::DropEvents(&traces);  // all the timeline needed of them
   bool written = true;
   if (opt.format == "json") {
     written = Print(stdout, render::Json(timeline));

@@ -11,6 +11,8 @@
 #include <link.h>
 
 #include <algorithm>
+#include <deque>
+#include <optional>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -49,9 +51,15 @@ struct PendingSearch {
   bool truncated = false;  // one of its events had a string cut
 };
 
+// What an entry needs of an event (the events are decoded one at a time: none is kept).
+struct EventWhen {
+  uint64_t seq = 0, mono_ns = 0;
+  uint32_t tid = 0;
+};
+
 struct CloseGroup {
   std::vector<uint64_t> ids;
-  std::vector<const v1::Event*> events;
+  std::vector<EventWhen> events;
   bool unrelocated = false;
 };
 
@@ -290,7 +298,7 @@ class ProcessBuilder {
   void OnClose(const v1::Event& e) {
     FlushSearch();
     closes_.ids.push_back(e.objclose().id());
-    closes_.events.push_back(&e);
+    closes_.events.push_back({e.seq(), e.mono_ns(), e.tid()});
     closes_.unrelocated |= e.objclose().unrelocated();
     close_seq[e.objclose().id()] = e.seq();
   }
@@ -384,9 +392,9 @@ class ProcessBuilder {
 
   void FlushCloses(bool at_exit) {
     if (closes_.ids.empty()) return;
-    const v1::Event* first = closes_.events.front();
+    const EventWhen first = closes_.events.front();
     if (closes_.unrelocated) {
-      v1::Entry* en = NewEntry(first->seq(), first->mono_ns(), first->tid());
+      v1::Entry* en = NewEntry(first.seq, first.mono_ns, first.tid);
       v1::FailedDlopen* f = en->mutable_failed_dlopen();
       // The dlopen that failed is the request that started the batch.
       f->set_requested_name(batch_request_.first);
@@ -405,8 +413,8 @@ class ProcessBuilder {
       py_->Attribute(en, batch_request_.first);
     } else {
       for (size_t i = 0; i < closes_.ids.size(); ++i) {
-        const v1::Event* e = closes_.events[i];
-        v1::Entry* en = NewEntry(e->seq(), e->mono_ns(), e->tid());
+        const EventWhen& e = closes_.events[i];
+        v1::Entry* en = NewEntry(e.seq, e.mono_ns, e.tid);
         *en->mutable_unload()->mutable_object() = Ref(closes_.ids[i]);
         en->mutable_unload()->set_at_exit(at_exit);
       }
@@ -416,7 +424,7 @@ class ProcessBuilder {
       Obj& o = objects_[closes_.ids[i]];
       o.is_open = false;
       o.ended = true;
-      o.end_seq = closes_.unrelocated ? first->seq() : closes_.events[i]->seq();
+      o.end_seq = closes_.unrelocated ? first.seq : closes_.events[i].seq;
     }
     closes_ = CloseGroup{};
   }
@@ -487,9 +495,91 @@ void LearnSearchDirs(v1::ProcessTimeline* p) {
   for (auto& d : defaults) p->add_default_dirs(std::move(d));
 }
 
+// One stream's events in seq order (equal seqs in file order): a file's decoded events,
+// or the indexed records of one or more of a file's streams (LoadTraces gives streams
+// 0 and 1 of a file one number), decoded one at a time as they are read.
+class StreamEvents {
+ public:
+  void Add(const v1::Event* e) { decoded_.push_back(e); }
+  void Add(const store::TraceFile* f, const store::EventStream* s) {
+    file_ = f;  // LoadTraces numbers the streams of each file apart
+    groups_.push_back(s);
+  }
+  // Sorts decoded events; merges several indexed streams.
+  void Seal() {
+    std::stable_sort(decoded_.begin(), decoded_.end(),
+                     [](const v1::Event* a, const v1::Event* b) { return a->seq() < b->seq(); });
+    if (groups_.size() < 2) return;
+    for (uint32_t g = 0; g < groups_.size(); ++g)
+      for (uint32_t i = 0; i < groups_[g]->records.size(); ++i) merged_.emplace_back(g, i);
+    // Each stream is in seq order already, equal seqs in file order: so all of them.
+    std::stable_sort(merged_.begin(), merged_.end(), [&](const auto& a, const auto& b) {
+      const store::EventRecord& ra = Rec(a);
+      const store::EventRecord& rb = Rec(b);
+      return ra.seq != rb.seq ? ra.seq < rb.seq : ra.at < rb.at;
+    });
+  }
+  size_t size() const {
+    if (groups_.empty()) return decoded_.size();
+    return decoded_.size() + (groups_.size() == 1 ? groups_[0]->records.size() : merged_.size());
+  }
+  // fn(const v1::Event&) for each event in order; the event lives during the call.
+  template <class F>
+  void ForEach(F fn) const {
+    for (const v1::Event* e : decoded_) fn(*e);
+    if (groups_.empty()) return;
+    v1::Event scratch;
+    std::vector<store::EventDecoder> decoders;
+    for (const auto* g : groups_) decoders.emplace_back(*file_, *g);
+    if (groups_.size() == 1) {
+      for (const auto& r : groups_[0]->records) {
+        decoders[0].Decode(r, &scratch);
+        fn(static_cast<const v1::Event&>(scratch));
+      }
+      return;
+    }
+    for (const auto& m : merged_) {
+      decoders[m.first].Decode(Rec(m), &scratch);
+      fn(static_cast<const v1::Event&>(scratch));
+    }
+  }
+  // The first event (there is one).
+  v1::Event First() const {
+    if (!decoded_.empty()) return *decoded_.front();
+    if (groups_.size() == 1) return store::DecodeAlone(*file_, *groups_[0], groups_[0]->records.front());
+    return store::DecodeAlone(*file_, *groups_[merged_.front().first], Rec(merged_.front()));
+  }
+  // The ProcessStart events, in order (exact alone: see store::DecodeAlone).
+  std::vector<v1::Event> Starts() const {
+    std::vector<v1::Event> out;
+    for (const v1::Event* e : decoded_)
+      if (e->has_process_start()) out.push_back(*e);
+    if (groups_.size() == 1) {
+      for (uint32_t i : groups_[0]->starts)
+        out.push_back(store::DecodeAlone(*file_, *groups_[0], groups_[0]->records[i]));
+    } else if (groups_.size() > 1) {
+      std::set<std::pair<uint32_t, uint32_t>> starts;
+      for (uint32_t g = 0; g < groups_.size(); ++g)
+        for (uint32_t i : groups_[g]->starts) starts.emplace(g, i);
+      for (const auto& m : merged_)
+        if (starts.count(m) != 0) out.push_back(store::DecodeAlone(*file_, *groups_[m.first], Rec(m)));
+    }
+    return out;
+  }
+
+ private:
+  const store::EventRecord& Rec(const std::pair<uint32_t, uint32_t>& m) const {
+    return groups_[m.first]->records[m.second];
+  }
+  std::vector<const v1::Event*> decoded_;
+  const store::TraceFile* file_ = nullptr;
+  std::vector<const store::EventStream*> groups_;
+  std::vector<std::pair<uint32_t, uint32_t>> merged_;  // (group, record), with several groups
+};
+
 // A trace set's events by stream, with what the headers and the collector said.
 struct Streams {
-  std::map<uint32_t, std::vector<const v1::Event*>> by_stream;
+  std::map<uint32_t, StreamEvents> by_stream;
   std::map<uint32_t, uint64_t> writer_ns;  // stream -> its trace writer's pid namespace
   Notes notes;
 };
@@ -513,10 +603,23 @@ Streams ReadStreams(const store::TraceSet& traces, v1::Timeline* tl) {
         AddNotes(e.collector(), tl, &s.notes);
         continue;
       }
-      s.by_stream[e.stream()].push_back(&e);
+      s.by_stream[e.stream()].Add(&e);
       s.writer_ns[e.stream()] = f.header.pid_namespace();
     }
+    // An indexed file: its collector's notes (in file order), then its streams.
+    if (!f.collector.empty()) {
+      store::EventStream none;
+      for (const auto& [at, stream] : f.collector) {
+        const v1::Event e = store::DecodeAlone(f, none, {at, 0});
+        AddNotes(e.collector(), tl, &s.notes);
+      }
+    }
+    for (const auto& es : f.streams) {
+      s.by_stream[es.stream].Add(&f, &es);
+      s.writer_ns[es.stream] = f.header.pid_namespace();
+    }
   }
+  for (auto& [stream, evs] : s.by_stream) evs.Seal();
   for (const auto& err : traces.errors) tl->add_problems()->set_message(err);
   return s;
 }
@@ -524,43 +627,50 @@ Streams ReadStreams(const store::TraceSet& traces, v1::Timeline* tl) {
 // One process image: a stream of the audit library's events.
 struct Image {
   uint32_t stream = 0;
-  const v1::ProcessStart* start = nullptr;
+  std::optional<v1::Event> start_event;  // the one whose ProcessStart is the image's
   uint32_t pid = 0;
   uint64_t first_ns = 0;
-  std::vector<const v1::Event*> events;
+  const StreamEvents* events = nullptr;
+  const v1::ProcessStart* start() const {
+    return start_event ? &start_event->process_start() : nullptr;
+  }
 };
 
+// A Python hook connection's events, decoded (PyAttribution keeps pointers into them).
+using PyEvents = std::vector<v1::Event>;
+
 // The audit library's streams as images, parents before children (by start time); the
-// Python hook's streams go to py_streams. Sorts each stream by seq.
-std::vector<Image> Images(std::map<uint32_t, std::vector<const v1::Event*>>* by_stream,
-                          std::vector<std::pair<uint32_t, const PyStream*>>* py_streams) {
+// Python hook's streams go to py_streams (decoded into py_events).
+std::vector<Image> Images(const std::map<uint32_t, StreamEvents>& by_stream,
+                          std::vector<std::pair<uint32_t, const PyStream*>>* py_streams,
+                          std::deque<PyEvents>* py_events, std::deque<PyStream>* py_pointers) {
   std::vector<Image> images;
-  for (auto& [stream, evs] : *by_stream) {
-    std::stable_sort(evs.begin(), evs.end(),
-                     [](const v1::Event* a, const v1::Event* b) { return a->seq() < b->seq(); });
-    if (evs.front()->has_py_start()) {
-      py_streams->emplace_back(evs.front()->pid(), &evs);
+  for (const auto& [stream, evs] : by_stream) {
+    const v1::Event first = evs.First();
+    if (first.has_py_start()) {
+      PyEvents& owned = py_events->emplace_back();
+      owned.reserve(evs.size());
+      evs.ForEach([&](const v1::Event& e) { owned.push_back(e); });
+      PyStream& ptrs = py_pointers->emplace_back();
+      for (const auto& e : owned) ptrs.push_back(&e);
+      py_streams->emplace_back(first.pid(), &ptrs);
       continue;
     }
     Image img;
     img.stream = stream;
-    img.events = evs;
-    img.pid = evs.front()->pid();
-    img.first_ns = evs.front()->mono_ns();
+    img.events = &evs;
+    img.pid = first.pid();
+    img.first_ns = first.mono_ns();
     // The image's start event: the first that is not a reconnect's, else the first.
-    for (const auto* e : evs)
-      if (e->has_process_start() && e->process_start().reason() != v1::START_RECONNECT) {
-        img.start = &e->process_start();
+    std::vector<v1::Event> starts = evs.Starts();
+    for (auto& e : starts)
+      if (e.process_start().reason() != v1::START_RECONNECT) {
+        img.start_event = std::move(e);
         break;
       }
-    if (img.start == nullptr)
-      for (const auto* e : evs)
-        if (e->has_process_start()) {
-          img.start = &e->process_start();
-          break;
-        }
-    if (img.start != nullptr && img.start->image_start_ns() != 0)
-      img.first_ns = img.start->image_start_ns();
+    if (!img.start_event && !starts.empty()) img.start_event = std::move(starts.front());
+    if (img.start() != nullptr && img.start()->image_start_ns() != 0)
+      img.first_ns = img.start()->image_start_ns();
     images.push_back(std::move(img));
   }
   std::stable_sort(images.begin(), images.end(),
@@ -592,8 +702,8 @@ std::vector<std::vector<const PyStream*>> PyStreamsOf(
 void StartProcess(const Image& img, const Streams& streams, v1::ProcessTimeline* p) {
   p->set_stream(img.stream);
   p->set_pid(img.pid);
-  if (img.start != nullptr) {
-    const auto& s = *img.start;
+  if (img.start() != nullptr) {
+    const auto& s = *img.start();
     p->set_ppid(s.ppid());
     p->set_exe(s.exe());
     for (const auto& a : s.argv()) p->add_argv(a);
@@ -602,18 +712,17 @@ void StartProcess(const Image& img, const Streams& streams, v1::ProcessTimeline*
     p->set_start_reason(s.reason());
     for (const auto& ev : s.env())
       if (!ev.redacted()) (*p->mutable_env())[ev.name()] = ev.value();
-    for (const auto* e : img.events)
-      if (e->has_process_start() && &e->process_start() == img.start) p->set_start_truncated(e->truncated());
+    p->set_start_truncated(img.start_event->truncated());
     if (s.pid_namespace() != 0 && s.pid_namespace() != streams.writer_ns.at(img.stream))
       p->set_pid_namespace(s.pid_namespace());
   }
   // A forked child's memory image is its parent's: its offsets count from the parent
   // image's start, not from the child's first event.
-  const bool forked = img.start != nullptr && img.start->reason() == v1::START_FORK &&
-                      img.start->parent_image_start_ns() != 0 &&
-                      img.start->parent_image_start_ns() <= img.first_ns;
-  p->set_start_mono_ns(forked ? img.start->parent_image_start_ns() : img.first_ns);
-  const std::pair<uint32_t, uint64_t> key{img.pid, img.start ? img.start->image_start_ns() : 0};
+  const v1::ProcessStart* start = img.start();
+  const bool forked = start != nullptr && start->reason() == v1::START_FORK &&
+                      start->parent_image_start_ns() != 0 && start->parent_image_start_ns() <= img.first_ns;
+  p->set_start_mono_ns(forked ? start->parent_image_start_ns() : img.first_ns);
+  const std::pair<uint32_t, uint64_t> key{img.pid, start ? start->image_start_ns() : 0};
   p->set_still_running(streams.notes.still_running.count(key) != 0);
   p->set_python_hook_silent(streams.notes.python_hook_silent.count(key) != 0);
   if (auto u = streams.notes.untraced_after.find(key); u != streams.notes.untraced_after.end()) {
@@ -637,7 +746,9 @@ v1::Timeline BuildTimeline(const store::TraceSet& traces) {
   v1::Timeline tl;
   Streams streams = ReadStreams(traces, &tl);
   std::vector<std::pair<uint32_t, const PyStream*>> py_streams;  // (pid, events)
-  const std::vector<Image> images = Images(&streams.by_stream, &py_streams);
+  std::deque<PyEvents> py_events;
+  std::deque<PyStream> py_pointers;
+  const std::vector<Image> images = Images(streams.by_stream, &py_streams, &py_events, &py_pointers);
   const std::vector<std::vector<const PyStream*>> py_of = PyStreamsOf(images, py_streams);
   std::map<std::pair<uint32_t, uint64_t>, size_t> image_index;  // (pid, start) -> index
   std::vector<std::unique_ptr<ProcessBuilder>> builders;
@@ -645,33 +756,36 @@ v1::Timeline BuildTimeline(const store::TraceSet& traces) {
     const Image& img = images[i];
     v1::ProcessTimeline* p = tl.add_processes();
     StartProcess(img, streams, p);
-    if (img.start != nullptr) image_index[{img.pid, img.start->image_start_ns()}] = i;
+    const v1::ProcessStart* start = img.start();
+    if (start != nullptr) image_index[{img.pid, start->image_start_ns()}] = i;
     // Import spans first: each entry is attributed as it is made.
     PyAttribution py(p, py_of[i]);
     auto b = std::make_unique<ProcessBuilder>(p, p->start_mono_ns(), &py);
-    if (img.start != nullptr && img.start->reason() == v1::START_FORK) {
-      auto it = image_index.find({static_cast<uint32_t>(img.start->parent_pid()),
-                                  img.start->parent_image_start_ns()});
+    if (start != nullptr && start->reason() == v1::START_FORK) {
+      auto it = image_index.find({static_cast<uint32_t>(start->parent_pid()),
+                                  start->parent_image_start_ns()});
       if (it != image_index.end() && it->second < builders.size()) {
         const ProcessBuilder& parent = *builders[it->second];
         p->set_parent_stream(images[it->second].stream);
-        b->Inherit(parent.objects(), img.start->parent_seq_at_fork(), parent.open_seq,
+        b->Inherit(parent.objects(), start->parent_seq_at_fork(), parent.open_seq,
                    parent.close_seq);
       }
     }
-    uint64_t max_seq = 0, dropped = 0;
-    std::set<uint64_t> seen;
-    for (const auto* e : img.events) {
-      max_seq = std::max(max_seq, e->seq());
-      dropped = std::max(dropped, e->dropped());
-      seen.insert(e->seq());
-      b->Add(*e);
-    }
+    // The events are in seq order: the distinct seqs are counted as they change.
+    uint64_t max_seq = 0, dropped = 0, distinct = 0;
+    bool any = false;
+    img.events->ForEach([&](const v1::Event& e) {
+      if (!any || e.seq() != max_seq) ++distinct;
+      any = true;
+      max_seq = std::max(max_seq, e.seq());
+      dropped = std::max(dropped, e.dropped());
+      b->Add(e);
+    });
     b->Finish(p->still_running());
     LearnSearchDirs(p);
-    p->set_events(img.events.size());
+    p->set_events(img.events->size());
     p->set_dropped(dropped);
-    p->set_missing_seqs(max_seq + 1 - seen.size());
+    p->set_missing_seqs(max_seq + 1 - distinct);
     builders.push_back(std::move(b));
   }
   return tl;

@@ -33,39 +33,30 @@ std::string ErrnoText(int err) { return std::strerror(err); }
 
 // Undoes the audit library's wire economies, per process image in sequence order:
 // timestamps sent as offsets from the image's start, search names sent once per
-// search, candidate directories interned per connection (see events.proto).
-void Resolve(std::vector<v1::Event>* events) {
-  std::map<uint32_t, std::vector<v1::Event*>> by_stream;
-  for (auto& e : *events) by_stream[e.stream()].push_back(&e);
-  for (auto& [stream, evs] : by_stream) {
-    std::stable_sort(evs.begin(), evs.end(),
-                     [](const v1::Event* a, const v1::Event* b) { return a->seq() < b->seq(); });
-    uint64_t image_start = 0;
-    std::unordered_map<uint32_t, std::string> dirs;
-    std::string name;
-    for (v1::Event* e : evs) {
-      if (e->has_process_start()) {
-        image_start = e->process_start().image_start_ns();
-        dirs.clear();  // a new connection (or file) starts a new table
-      }
-      if (e->mono_ns() == 0) e->set_mono_ns(image_start + e->offset_ns());
-      if (!e->has_search()) continue;
-      v1::Search* s = e->mutable_search();
-      if (!s->name().empty()) {
-        name = s->name();
-      } else {
-        s->set_name(name);
-      }
-      if (s->dir_ref() == 0) continue;
-      if (!s->dir().empty()) dirs[s->dir_ref()] = s->dir();
-      auto it = dirs.find(s->dir_ref());
-      s->set_candidate((it != dirs.end() ? it->second : std::string("(unknown directory)")) + "/" +
-                       (s->base().empty() ? name : s->base()));
-      s->clear_dir_ref();
-      s->clear_dir();
-      s->clear_base();
-    }
+// search, candidate directories interned per connection (see events.proto). One
+// stream's state; Apply its events in seq order.
+void Apply(uint64_t& image_start, std::unordered_map<uint32_t, std::string>& dirs, std::string& name,
+           v1::Event* e) {
+  if (e->has_process_start()) {
+    image_start = e->process_start().image_start_ns();
+    dirs.clear();  // a new connection (or file) starts a new table
   }
+  if (e->mono_ns() == 0) e->set_mono_ns(image_start + e->offset_ns());
+  if (!e->has_search()) return;
+  v1::Search* s = e->mutable_search();
+  if (!s->name().empty()) {
+    name = s->name();
+  } else {
+    s->set_name(name);
+  }
+  if (s->dir_ref() == 0) return;
+  if (!s->dir().empty()) dirs[s->dir_ref()] = s->dir();
+  auto it = dirs.find(s->dir_ref());
+  s->set_candidate((it != dirs.end() ? it->second : std::string("(unknown directory)")) + "/" +
+                   (s->base().empty() ? name : s->base()));
+  s->clear_dir_ref();
+  s->clear_dir();
+  s->clear_base();
 }
 
 void Esc(std::string* s) {
@@ -192,14 +183,42 @@ FactsScan ScanFactsEvent(const uint8_t* data, size_t len) {
 
 }  // namespace
 
-TraceFile ParseTrace(const std::string& name, const uint8_t* data, size_t size) {
+namespace {
+
+// One event record at `at` (its length prefix) of a file that was indexed: its message.
+std::pair<const uint8_t*, size_t> RecordAt(const uint8_t* data, size_t size, uint64_t at) {
+  size_t pos = static_cast<size_t>(at);
+  uint64_t len = 0;
+  wire::ReadVarint(data, size, &pos, &len);  // checked when indexed
+  return {data + pos, static_cast<size_t>(len)};
+}
+
+size_t DecodeRecord(const uint8_t* data, size_t size, uint64_t at, v1::Event* out) {
+  const auto [msg, len] = RecordAt(data, size, at);
+  out->Clear();
+  out->ParseFromArray(msg, static_cast<int>(len));  // checked when indexed
+  return len;
+}
+
+// The records of a file: header, facts, problem, and the event records indexed by
+// stream (not decoded). The CollectorNotes records go to t.collector when indexed, else
+// into their stream like any other. trim: the bytes, when a mapping (see TraceBytes::Trim).
+TraceFile Index(const std::string& name, const uint8_t* data, size_t size, bool indexed,
+                const TraceBytes* trim = nullptr) {
   TraceFile t;
   t.path = name;
   const std::string shown = text::Escape(name);  // a file name, too
   size_t pos = 0;
   bool have_header = false;
+  std::map<uint32_t, EventStream> streams;
+  v1::Event e;  // each record is checked by decoding it here, then forgotten
+  size_t trimmed = 0;
   while (pos < size) {
     const size_t start = pos;
+    if (trim != nullptr && pos - trimmed > (32u << 20)) {
+      trim->Trim();
+      trimmed = pos;
+    }
     uint64_t len = 0;
     auto fail = [&](std::string msg) { t.problem = ReadProblem{shown, start, std::move(msg)}; };
     if (!wire::ReadVarint(data, size, &pos, &len)) {
@@ -230,25 +249,122 @@ TraceFile ParseTrace(const std::string& name, const uint8_t* data, size_t size) 
       if (facts.kind == FactsScan::kFacts) {
         t.facts.emplace_back(reinterpret_cast<const char*>(data + pos + facts.offset), facts.size);
       } else {
-        v1::Event e;
+        e.Clear();
         if (facts.kind == FactsScan::kCorrupt || !e.ParseFromArray(data + pos, static_cast<int>(len)) ||
             e.pid() == 0) {
           fail("corrupt event record");
           break;
         }
-        t.events.push_back(std::move(e));
+        if (indexed && e.has_collector()) {
+          t.collector.emplace_back(start, e.stream());
+        } else {
+          EventStream& s = streams[e.stream()];
+          s.records.push_back({start, e.seq()});
+          // Marked here, made indexes once the records are sorted.
+          if (e.has_process_start()) s.starts.push_back(static_cast<uint32_t>(s.records.size() - 1));
+        }
       }
     }
     pos += len;
   }
   if (t.ok() && !have_header) t.problem = ReadProblem{shown, 0, "empty file: not an ldscope trace"};
-  Resolve(&t.events);
-  for (auto& e : t.events) EscapeStrings(&e);
   t.header.set_host(text::Escape(t.header.host()));
+  for (auto& entry : streams) {  // not a structured binding: the lambda below uses it
+    EventStream& s = entry.second;
+    s.file_stream = s.stream = entry.first;
+    s.records.shrink_to_fit();
+    // In seq order, equal seqs in file order (records are in file order so far).
+    std::vector<char> is_start(s.records.size(), 0);
+    for (uint32_t i : s.starts) is_start[i] = 1;
+    const bool sorted = std::is_sorted(s.records.begin(), s.records.end(),
+                                       [](const EventRecord& a, const EventRecord& b) { return a.seq < b.seq; });
+    if (!sorted) {
+      std::vector<uint32_t> order(s.records.size());
+      for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+      std::stable_sort(order.begin(), order.end(),
+                       [&](uint32_t a, uint32_t b) { return s.records[a].seq < s.records[b].seq; });
+      std::vector<EventRecord> records(s.records.size());
+      s.starts.clear();
+      for (uint32_t i = 0; i < order.size(); ++i) {
+        records[i] = s.records[order[i]];
+        if (is_start[order[i]]) s.starts.push_back(i);
+      }
+      s.records = std::move(records);
+    }
+    t.streams.push_back(std::move(s));
+  }
   return t;
 }
 
-TraceFile ReadTraceFile(const std::string& path) {
+// Decodes an indexed file's events into t->events, in file order, as they were read
+// before indexing existed: resolved per stream in seq order, then escaped.
+void DecodeAll(TraceFile* t, const uint8_t* data, size_t size) {
+  std::vector<std::pair<uint64_t, v1::Event>> all;
+  for (const auto& s : t->streams) {
+    uint64_t image_start = 0;
+    std::unordered_map<uint32_t, std::string> dirs;
+    std::string name;
+    for (const auto& r : s.records) {
+      all.emplace_back(r.at, v1::Event());
+      DecodeRecord(data, size, r.at, &all.back().second);
+      Apply(image_start, dirs, name, &all.back().second);
+    }
+  }
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  t->events.reserve(all.size());
+  for (auto& [at, e] : all) {
+    EscapeStrings(&e);
+    t->events.push_back(std::move(e));
+  }
+  t->streams.clear();
+}
+
+}  // namespace
+
+TraceFile ParseTrace(const std::string& name, const uint8_t* data, size_t size, bool indexed) {
+  TraceFile t = Index(name, data, size, indexed);
+  if (indexed)
+    t.bytes = std::make_shared<const TraceBytes>(std::string(reinterpret_cast<const char*>(data), size));
+  else
+    DecodeAll(&t, data, size);
+  return t;
+}
+
+size_t EventCount(const TraceFile& f) {
+  size_t n = f.events.size() + f.collector.size();
+  for (const auto& s : f.streams) n += s.records.size();
+  return n;
+}
+
+TraceBytes::~TraceBytes() {
+  if (mapped_) munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+void TraceBytes::Trim() const {
+  if (mapped_) madvise(const_cast<uint8_t*>(data_), size_, MADV_DONTNEED);
+}
+
+void EventDecoder::Decode(const EventRecord& r, v1::Event* out) {
+  const TraceBytes& b = *file_.bytes;
+  since_trim_ += DecodeRecord(b.data(), b.size(), r.at, out);
+  Apply(image_start_, dirs_, name_, out);
+  EscapeStrings(out);
+  out->set_stream(stream_.stream);
+  if (since_trim_ > (32u << 20)) {
+    since_trim_ = 0;
+    b.Trim();
+  }
+}
+
+v1::Event DecodeAlone(const TraceFile& file, const EventStream& stream, const EventRecord& r) {
+  v1::Event e;
+  EventDecoder(file, stream).Decode(r, &e);
+  return e;
+}
+
+namespace {
+
+TraceFile Read(const std::string& path, bool decoded) {
   TraceFile t;
   t.path = path;
   auto fail = [&](std::string msg) {
@@ -280,8 +396,12 @@ TraceFile ReadTraceFile(const std::string& path) {
     const int err = errno;
     close(fd);
     if (map == MAP_FAILED) return fail(ErrnoText(err));
-    t = ParseTrace(path, static_cast<const uint8_t*>(map), size);
-    munmap(map, size);
+    auto bytes = std::make_shared<const TraceBytes>(static_cast<const uint8_t*>(map), size);
+    t = Index(path, bytes->data(), size, !decoded, bytes.get());
+    if (decoded)
+      DecodeAll(&t, bytes->data(), size);
+    else
+      t.bytes = std::move(bytes);
     return t;
   }
   // Smaller files are copied: a mapping of a file truncated meanwhile (a new run
@@ -300,15 +420,30 @@ TraceFile ReadTraceFile(const std::string& path) {
     got += static_cast<size_t>(r);
   }
   close(fd);
-  return ParseTrace(path, reinterpret_cast<const uint8_t*>(buf.data()), got);
+  buf.resize(got);
+  auto bytes = std::make_shared<const TraceBytes>(std::move(buf));
+  t = Index(path, bytes->data(), bytes->size(), !decoded);
+  if (decoded)
+    DecodeAll(&t, bytes->data(), bytes->size());
+  else
+    t.bytes = std::move(bytes);
+  return t;
 }
+
+}  // namespace
+
+TraceFile ReadTraceFile(const std::string& path) { return Read(path, false); }
+TraceFile ReadTraceFileDecoded(const std::string& path) { return Read(path, true); }
 
 bool Readable(const TraceFile& f) { return f.ok() || f.problem->offset > 0; }
 
 std::map<uint32_t, std::string> TraceFilesByStream(const store::TraceSet& traces) {
   std::map<uint32_t, std::string> out;
-  for (const auto& f : traces.files)
+  for (const auto& f : traces.files) {
     for (const auto& e : f.events) out.emplace(e.stream(), f.path);
+    for (const auto& s : f.streams) out.emplace(s.stream, f.path);
+    for (const auto& c : f.collector) out.emplace(c.second, f.path);
+  }
   return out;
 }
 
@@ -332,7 +467,7 @@ Result<std::vector<std::string>> TraceNamesIn(const std::string& dir) {
   return names;
 }
 
-TraceSet LoadTraces(const std::vector<std::string>& paths) {
+TraceSet LoadTraces(const std::vector<std::string>& paths, bool decoded) {
   TraceSet set;
   uint32_t next_stream = 1;
   auto add = [&](TraceFile&& f) {
@@ -340,11 +475,14 @@ TraceSet LoadTraces(const std::vector<std::string>& paths) {
     // so streams are unique across everything loaded.
     uint32_t base = next_stream;
     uint32_t max_seen = 0;
-    for (auto& e : f.events) {
-      const uint32_t s = e.stream() == 0 ? 1 : e.stream();
+    auto renumber = [&](uint32_t stream) {
+      const uint32_t s = stream == 0 ? 1 : stream;
       max_seen = std::max(max_seen, s);
-      e.set_stream(base + s - 1);
-    }
+      return base + s - 1;
+    };
+    for (auto& e : f.events) e.set_stream(renumber(e.stream()));
+    for (auto& s : f.streams) s.stream = renumber(s.file_stream);
+    for (auto& c : f.collector) c.second = renumber(c.second);
     next_stream = base + std::max<uint32_t>(max_seen, 1);
     set.files.push_back(std::move(f));
   };
@@ -355,7 +493,7 @@ TraceSet LoadTraces(const std::vector<std::string>& paths) {
       continue;
     }
     if (!S_ISDIR(st.st_mode)) {
-      add(ReadTraceFile(p));
+      add(Read(p, decoded));
       continue;
     }
     const Result<std::vector<std::string>> names = TraceNamesIn(p);
@@ -363,9 +501,18 @@ TraceSet LoadTraces(const std::vector<std::string>& paths) {
       set.errors.push_back(names.error());
       continue;
     }
-    for (const auto& n : *names) add(ReadTraceFile(p + "/" + n));
+    for (const auto& n : *names) add(Read(p + "/" + n, decoded));
   }
   return set;
+}
+
+void DropEvents(TraceSet* set) {
+  for (auto& f : set->files) {
+    std::vector<v1::Event>().swap(f.events);
+    std::vector<EventStream>().swap(f.streams);
+    std::vector<std::pair<uint64_t, uint32_t>>().swap(f.collector);
+    f.bytes.reset();
+  }
 }
 
 TraceSet LoadTraceImage(const std::string& name, const std::string& bytes) {

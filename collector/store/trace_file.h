@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <map>
+#include <memory>
+#include <unordered_map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,14 +25,63 @@ struct ReadProblem {
   std::string message;
 };
 
+// The bytes of a trace file whose events are decoded as they are needed (a copy, or a
+// mapping of the file).
+class TraceBytes {
+ public:
+  TraceBytes(std::string copy) : copy_(std::move(copy)), data_(reinterpret_cast<const uint8_t*>(copy_.data())), size_(copy_.size()) {}
+  TraceBytes(const uint8_t* map, size_t size) : data_(map), size_(size), mapped_(true) {}
+  ~TraceBytes();
+  TraceBytes(const TraceBytes&) = delete;
+  TraceBytes& operator=(const TraceBytes&) = delete;
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  // A mapping's pages read so far leave this process's memory (they are read again,
+  // from the page cache, when needed): a big file is never resident as a whole.
+  void Trim() const;
+
+ private:
+  std::string copy_;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  bool mapped_ = false;
+};
+
+// An event record not decoded yet: where its length prefix lies in the file's bytes,
+// and its sequence number.
+struct EventRecord {
+  uint64_t at = 0;
+  uint64_t seq = 0;
+};
+
+// The event records of one stream of a file (as the file numbers it: the audit
+// library's wire economies are undone per file stream), sorted by seq (stable: equal
+// seqs in file order), and where its ProcessStart records are among them.
+struct EventStream {
+  uint32_t file_stream = 0;
+  uint32_t stream = 0;  // as Event.stream after LoadTraces (file_stream until then)
+  std::vector<EventRecord> records;
+  std::vector<uint32_t> starts;  // indexes into records
+};
+
 // One trace file's content: what could be read, and where reading stopped and why. A
 // damaged file is not a failure of the reader (everything before the damage is kept),
 // so this is not a Result. The events' byte strings (paths, argv, environment, names)
 // are escaped text (text/escape.h), the problem's file name too; path is as given.
+//
+// The events are either decoded (`events`, in file order: ParseTrace, tests), or, for a
+// file read by ReadTraceFile/LoadTraces, indexed (`streams` into `bytes`) and decoded by
+// whoever reads them (EventDecoder), one at a time: a trace of millions of events is
+// never held decoded as a whole.
 struct TraceFile {
   std::string path;
   v1::TraceHeader header;
   std::vector<v1::Event> events;
+  std::shared_ptr<const TraceBytes> bytes;
+  std::vector<EventStream> streams;  // by file_stream
+  // The CollectorNotes records (indexed files): where each lies, and its stream (as
+  // EventStream.stream), in file order.
+  std::vector<std::pair<uint64_t, uint32_t>> collector;
   // The collector's ObjectFacts records (events.proto), taken out of events, as the
   // message bytes the file holds (not decoded here: elf::TraceFacts decodes what a lookup
   // needs; their byte strings are the file's, elf::FromFacts escapes them).
@@ -39,12 +90,39 @@ struct TraceFile {
   bool ok() const { return !problem.has_value(); }
 };
 
+// Reads a file; its events are indexed, not decoded (see TraceFile).
 TraceFile ReadTraceFile(const std::string& path);
+// The same, with its events decoded (`events`).
+TraceFile ReadTraceFileDecoded(const std::string& path);
 // False when nothing of the file could be read (it could not be opened, or it is not
 // an ldscope trace at all: empty, another kind of file, no valid header).
 bool Readable(const TraceFile& f);
-// Parses an in-memory image of a trace file (for tests and fuzzing).
-TraceFile ParseTrace(const std::string& name, const uint8_t* data, size_t size);
+// Parses an in-memory image of a trace file (for tests and fuzzing): decoded events, or
+// (indexed) events indexed into a copy of the bytes.
+TraceFile ParseTrace(const std::string& name, const uint8_t* data, size_t size, bool indexed = false);
+// The number of events of a file, decoded or indexed.
+size_t EventCount(const TraceFile& f);
+
+// Decodes one indexed stream's records, in its order (the wire economies are undone
+// from the stream's first record on: Decode the records in order, from the first).
+class EventDecoder {
+ public:
+  EventDecoder(const TraceFile& file, const EventStream& stream) : file_(file), stream_(stream) {}
+  // The record's event, resolved and escaped as ParseTrace gives it. The records were
+  // checked when the file was indexed.
+  void Decode(const EventRecord& r, v1::Event* out);
+
+ private:
+  const TraceFile& file_;
+  const EventStream& stream_;
+  uint64_t image_start_ = 0;
+  std::unordered_map<uint32_t, std::string> dirs_;
+  std::string name_;
+  uint64_t since_trim_ = 0;
+};
+// The event of one record alone, without what earlier records of its stream would add:
+// exact for a stream's first record and for every ProcessStart.
+v1::Event DecodeAlone(const TraceFile& file, const EventStream& stream, const EventRecord& r);
 
 struct TraceSet {
   std::vector<TraceFile> files;
@@ -55,7 +133,11 @@ struct TraceSet {
 Result<std::vector<std::string>> TraceNamesIn(const std::string& dir);
 // Loads files and LDSCOPE_DIR directories (every *.ldscope file inside). Events from
 // per-process files (stream 0) get a stream number of their own per file.
-TraceSet LoadTraces(const std::vector<std::string>& paths);
+// decoded: the files' events decoded (TraceFile.events), not indexed.
+TraceSet LoadTraces(const std::vector<std::string>& paths, bool decoded = false);
+// Frees the events (decoded or indexed) and the bytes of every file of a set; the
+// headers, problems and facts stay.
+void DropEvents(TraceSet* set);
 // True when at least one file of the set could be read ("no trace could be read" is
 // exit status 2 for show/report/export/diff).
 bool AnyReadable(const TraceSet& set);

@@ -2,6 +2,9 @@
 // an error with the byte offset and keep everything before the damage.
 #include <gtest/gtest.h>
 
+#include <google/protobuf/util/message_differencer.h>
+
+#include "model/timeline.h"
 #include "store/trace_file.h"
 #include "support/test_support.h"
 
@@ -29,7 +32,7 @@ std::string WriteSample(const std::string& dir, int events) {
 
 TEST(TraceFile, RoundTripAddsStream) {
   const auto dir = testing::ScratchDir("trace_roundtrip");
-  const auto t = store::ReadTraceFile(WriteSample(dir, 5));
+  const auto t = store::ReadTraceFileDecoded(WriteSample(dir, 5));
   ASSERT_TRUE(t.ok()) << t.problem->message;
   EXPECT_EQ(t.header.host(), "h");
   ASSERT_EQ(t.events.size(), 5u);
@@ -118,6 +121,120 @@ TEST(TraceFile, FactsRecordsKeptAsBytesAndCheckedAtTheTop) {
   EXPECT_EQ(t.problem->offset, head.size());
   EXPECT_EQ(t.events.size(), 1u);
   EXPECT_TRUE(t.facts.empty());
+}
+
+// Files read by `show` and `report` are indexed and their events decoded one at a time
+// as the model reads them; the timeline is the one the decoded events give: names and
+// directories interned per stream in seq order (out of file order here), streams 0 and
+// 1 of a file taken as one, equal seqs, a fork child, the collector's notes, a damaged
+// tail.
+TEST(TraceFile, IndexedEventsGiveTheTimelineOfDecodedOnes) {
+  auto record = [](const std::string& bytes) {
+    std::string out;
+    for (uint64_t n = bytes.size(); ; n >>= 7) {
+      out += static_cast<char>((n & 0x7f) | (n >= 0x80 ? 0x80 : 0));
+      if (n < 0x80) break;
+    }
+    return out + bytes;
+  };
+  v1::TraceHeader h;
+  h.set_format_version(1);
+  h.set_host("h");
+  std::string file = record(h.SerializeAsString());
+  auto add = [&](uint32_t stream, uint32_t pid, uint64_t seq, auto&& fill) {
+    v1::Event e;
+    e.set_pid(pid);
+    e.set_tid(pid);
+    e.set_seq(seq);
+    e.set_offset_ns(100 * seq + 7);
+    e.set_stream(stream);
+    fill(e);
+    file += record(e.SerializeAsString());
+  };
+  auto start = [](uint64_t image_start, v1::StartReason reason) {
+    return [=](v1::Event& e) {
+      auto* s = e.mutable_process_start();
+      s->set_reason(reason);
+      s->set_exe("/bin/x\x01");
+      s->add_argv("x");
+      s->set_image_start_ns(image_start);
+      if (reason == v1::START_FORK) {
+        s->set_parent_pid(10);
+        s->set_parent_image_start_ns(1000);
+        s->set_parent_seq_at_fork(6);
+      }
+    };
+  };
+  auto open = [](uint64_t id, const std::string& path) {
+    return [=](v1::Event& e) {
+      e.mutable_objopen()->set_id(id);
+      e.mutable_objopen()->set_path(path);
+      e.mutable_objopen()->add_needed("liby.so");
+    };
+  };
+  auto search = [](const std::string& name, uint32_t flag, uint32_t dir_ref, const std::string& dir) {
+    return [=](v1::Event& e) {
+      auto* s = e.mutable_search();
+      s->set_name(name);
+      s->set_flag(flag);
+      s->set_requester(1);
+      s->set_dir_ref(dir_ref);
+      s->set_dir(dir);
+    };
+  };
+  auto close = [](uint64_t id) { return [=](v1::Event& e) { e.mutable_objclose()->set_id(id); }; };
+  // Stream 1: pid 10, its events out of seq order, one seq twice; stream 0: the same
+  // image's other connection (LoadTraces numbers both alike).
+  add(1, 10, 0, start(1000, v1::START_EXEC));
+  add(1, 10, 1, [&](v1::Event& e) { open(1, "/bin/x")(e); e.mutable_objopen()->set_is_main(true); });
+  add(1, 10, 3, search("", 0x40, 7, ""));                 // candidate before its ORIG
+  add(1, 10, 2, search("liby.so", 0x01, 0, ""));          // ORIG
+  add(1, 10, 4, search("", 0x40, 8, "/opt/b\n"));
+  add(0, 10, 4, search("libz.so", 0x01, 0, ""));          // seq 4 again, stream 0
+  add(1, 10, 5, open(2, "/opt/b\n/liby.so"));
+  add(1, 10, 9, close(2));                                // a gap: 6..8 lost
+  add(1, 10, 7, [](v1::Event& e) { e.mutable_activity()->set_kind(v1::ACTIVITY_CONSISTENT); });
+  add(0, 10, 10, [](v1::Event& e) { e.mutable_exit(); });
+  // Stream 2: a fork child of the first image.
+  add(2, 11, 0, start(2000, v1::START_FORK));
+  add(2, 11, 1, search("libq.so", 0x01, 0, ""));
+  add(2, 11, 2, search("", 0x40, 1, "/opt/q"));
+  add(2, 11, 3, close(1));
+  // The collector's notes, on stream 0 of its own pid.
+  add(0, 99, 0, [](v1::Event& e) {
+    auto* n = e.mutable_collector();
+    n->set_held_by_children(1);
+    auto* u = n->add_untraced_after();
+    u->mutable_image()->set_pid(11);
+    u->mutable_image()->set_image_start_ns(2000);
+    u->set_exe_after("/bin/y\x02");
+  });
+  const std::string whole = file;
+  file += "\x05\x01";  // a damaged tail
+
+  const auto dir = testing::ScratchDir("trace_indexed");
+  const std::string path = dir + "/t.ldscope";
+  testing::WriteFile(path, file);
+  const v1::Timeline decoded = model::BuildTimeline(store::LoadTraces({path}, true));
+  store::TraceSet set = store::LoadTraces({path});
+  ASSERT_EQ(set.files.size(), 1u);
+  EXPECT_TRUE(set.files[0].events.empty());
+  EXPECT_EQ(store::EventCount(set.files[0]), 15u);
+  const v1::Timeline indexed = model::BuildTimeline(set);
+  ASSERT_EQ(indexed.processes_size(), 2);
+  EXPECT_EQ(indexed.problems_size(), 1);
+  EXPECT_EQ(indexed.processes(1).exe_after(), "/bin/y\\x02");
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(indexed, decoded))
+      << indexed.DebugString() << "\n---\n" << decoded.DebugString();
+  EXPECT_EQ(store::TraceFilesByStream(set), store::TraceFilesByStream(store::LoadTraces({path}, true)));
+  // The same from memory.
+  store::TraceSet a, b;
+  a.files.push_back(store::ParseTrace("m", reinterpret_cast<const uint8_t*>(whole.data()), whole.size()));
+  b.files.push_back(store::ParseTrace("m", reinterpret_cast<const uint8_t*>(whole.data()), whole.size(), true));
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(model::BuildTimeline(a), model::BuildTimeline(b)));
+  store::DropEvents(&set);
+  EXPECT_EQ(store::EventCount(set.files[0]), 0u);
+  EXPECT_FALSE(set.files[0].ok());
 }
 
 TEST(TraceFile, GarbageIsReportedNotFatal) {
