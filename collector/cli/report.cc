@@ -143,7 +143,9 @@ int Report(const ReportCommandOptions& opt) {
   std::vector<HostInput> hosts = GroupByHost(opt.traces, &errors);
   if (hosts.size() > 1) return ReportHosts(ropt, std::move(hosts), errors);
   store::TraceSet traces = store::LoadTraces(opt.traces);
-  const v1::Timeline timeline = model::BuildTimeline(traces);
+  google::protobuf::Arena arena(model::TimelineArenaOptions());
+  v1::Timeline& timeline = *model::ArenaTimeline(&arena);
+  model::BuildTimeline(traces, &timeline);
   ropt.trace_of_stream = store::TraceFilesByStream(traces);
   const elf::TraceFacts facts = analysis::FactsOf(traces);
   store::DropEvents(&traces);  // all the timeline, the streams and the facts needed of them

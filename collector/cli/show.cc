@@ -11,19 +11,27 @@ namespace ldscope::cli {
 
 int Show(const ShowOptions& opt) {
   store::TraceSet traces = store::LoadTraces(opt.traces);
-  const v1::Timeline timeline = model::BuildTimeline(traces);
-  store::DropEvents(&traces);  // all the timeline needed of them
+  google::protobuf::Arena arena(model::TimelineArenaOptions());
+  v1::Timeline& timeline = *model::ArenaTimeline(&arena);
   bool written = true;
+  render::TextOptions t;
+  t.timestamps = opt.timestamps;
+  t.verbose = opt.verbose;
+  t.problems = false;  // problems go to stderr, after everything readable
+  auto sink = [](const std::string& piece) { return Print(stdout, piece); };
+  if (opt.format == "json") {
+    model::BuildTimeline(traces, &timeline);
+  } else {
+    // Each process printed as soon as it is complete, then freed.
+    model::BuildTimeline(traces, &timeline, [&](const v1::ProcessTimeline& p) {
+      if (written) written = render::ProcessText(p, t, sink);
+    });
+  }
+  store::DropEvents(&traces);  // all the timeline needed of them
   if (opt.format == "json") {
     written = Print(stdout, render::Json(timeline));
-  } else {
-    render::TextOptions t;
-    t.timestamps = opt.timestamps;
-    t.verbose = opt.verbose;
-    t.problems = false;  // problems go to stderr, after everything readable
-    written = render::TimelineText(timeline, t, [](const std::string& piece) {
-      return Print(stdout, piece);
-    });
+  } else if (written) {
+    written = render::TimelineTailText(timeline, t, sink);
   }
   for (const auto& p : timeline.problems()) {
     if (p.file().empty())

@@ -20,16 +20,21 @@
 #include <string>
 #include <vector>
 
-#include <boost/container/flat_map.hpp>
 #include <fmt/format.h>
 
 namespace ldscope::model {
 namespace {
 
-using boost::container::flat_map;
 
+// An object of the image as the model reads it: of its ObjOpen, only what is read later
+// (the model keeps every object an image ever had: a churn of dlopens makes millions).
 struct Obj {
-  v1::ObjOpen open;
+  std::string path;                  // made absolute
+  std::string soname;
+  int64_t lmid = 0;
+  std::vector<std::string> needed;
+  bool has_runpath = false;
+  bool is_main = false;
   std::vector<std::string> aliases;  // names it was requested by
   uint64_t batch = 0;
   bool is_open = true;
@@ -37,6 +42,10 @@ struct Obj {
   bool inherited = false;            // over fork, from the parent image
   bool ended = false;                // an Unload or FailedDlopen entry ended it
   uint64_t end_seq = 0;              // that entry's seq
+  // For fork children: the seq of its last open (0: inherited, open from the start) and
+  // of its last close, when there was one.
+  bool has_open_seq = false, has_close_seq = false;
+  uint64_t open_seq = 0, close_seq = 0;
 };
 
 struct PendingSearch {
@@ -72,23 +81,22 @@ class ProcessBuilder {
   ProcessBuilder(v1::ProcessTimeline* out, uint64_t image_start_ns, PyAttribution* py)
       : out_(out), start_ns_(image_start_ns), py_(py) {}
 
-  void Inherit(const flat_map<uint64_t, Obj>& parent_objects, uint64_t before_seq,
-               const std::map<uint64_t, uint64_t>& parent_open,
-               const std::map<uint64_t, uint64_t>& parent_close) {
+  void Inherit(const std::map<uint64_t, Obj>& parent_objects, uint64_t before_seq) {
     for (const auto& [id, o] : parent_objects) {
-      auto os = parent_open.find(id);
-      if (os == parent_open.end() || os->second >= before_seq) continue;
-      auto cs = parent_close.find(id);
-      if (cs != parent_close.end() && cs->second < before_seq) continue;
+      if (!o.has_open_seq || o.open_seq >= before_seq) continue;
+      if (o.has_close_seq && o.close_seq < before_seq) continue;
       Obj copy = o;
       copy.is_open = true;
       copy.load_entry = -1;
       copy.batch = 0;  // loaded before this process image's first operation
       copy.inherited = true;
       copy.ended = false;
-      objects_[id] = copy;
       // Open here from the start: a fork of this process inherits it in turn.
-      open_seq[id] = 0;
+      copy.has_open_seq = true;
+      copy.open_seq = 0;
+      copy.has_close_seq = false;
+      copy.close_seq = 0;
+      objects_[id] = std::move(copy);
     }
   }
 
@@ -141,8 +149,7 @@ class ProcessBuilder {
     EmitObjects();
   }
 
-  const flat_map<uint64_t, Obj>& objects() const { return objects_; }
-  std::map<uint64_t, uint64_t> open_seq, close_seq;  // for fork children
+  const std::map<uint64_t, Obj>& objects() const { return objects_; }
 
  private:
   v1::ObjectRef Ref(uint64_t id) const {
@@ -150,9 +157,9 @@ class ProcessBuilder {
     r.set_id(id);
     auto it = objects_.find(id);
     if (it != objects_.end()) {
-      r.set_path(it->second.open.path());
-      r.set_soname(it->second.open.soname());
-      r.set_lmid(it->second.open.lmid());
+      r.set_path(it->second.path);
+      r.set_soname(it->second.soname);
+      r.set_lmid(it->second.lmid);
     }
     return r;
   }
@@ -210,7 +217,7 @@ class ProcessBuilder {
     }
     pending_.truncated |= e.truncated();
     auto req = objects_.find(s.requester());
-    const bool has_runpath = req != objects_.end() && !req->second.open.runpath().empty();
+    const bool has_runpath = req != objects_.end() && req->second.has_runpath;
     v1::Candidate c;
     c.set_path(s.candidate());
     c.set_step(StepOf(s.flag(), has_runpath));
@@ -232,10 +239,10 @@ class ProcessBuilder {
   v1::LoadReason ReasonFor(const std::string& name, uint64_t requester) const {
     auto req = objects_.find(requester);
     if (req != objects_.end()) {
-      const auto& needed = req->second.open.needed();
+      const auto& needed = req->second.needed;
       if (std::find(needed.begin(), needed.end(), name) != needed.end())
         return v1::LOAD_NEEDED;
-      if (req->second.open.is_main() && !startup_done_) {
+      if (req->second.is_main && !startup_done_) {
         auto env = out_->env().find("LD_PRELOAD");
         if (env != out_->env().end()) {
           // Split the bytes: a blank separator is escaped (\t) in the text.
@@ -251,8 +258,12 @@ class ProcessBuilder {
     FlushCloses(false);
     const auto& o = e.objopen();
     Obj obj;
-    obj.open = o;
-    obj.open.set_path(Absolute(o));
+    obj.path = Absolute(o);
+    obj.soname = o.soname();
+    obj.lmid = o.lmid();
+    obj.needed.assign(o.needed().begin(), o.needed().end());
+    obj.has_runpath = !o.runpath().empty();
+    obj.is_main = o.is_main();
     obj.batch = batch_;
     v1::Entry* en = NewEntry(e.seq(), e.mono_ns(), e.tid());
     en->set_truncated(e.truncated() || (pending_.active && pending_.truncated));
@@ -288,10 +299,15 @@ class ProcessBuilder {
     l->set_rpath(o.rpath());
     l->set_runpath(o.runpath());
     obj.load_entry = out_->entries_size() - 1;
-    objects_[o.id()] = std::move(obj);
+    obj.has_open_seq = true;
+    obj.open_seq = e.seq();
+    Obj& slot = objects_[o.id()];
+    // An id opened again keeps its last close (the closes are flushed by now).
+    obj.has_close_seq = slot.has_close_seq;
+    obj.close_seq = slot.close_seq;
+    slot = std::move(obj);
     *l->mutable_object() = Ref(o.id());
     py_->Attribute(en, batch_open_ ? batch_request_.first : "");
-    open_seq[o.id()] = e.seq();
     batch_objects_.push_back(o.id());
   }
 
@@ -300,7 +316,6 @@ class ProcessBuilder {
     closes_.ids.push_back(e.objclose().id());
     closes_.events.push_back({e.seq(), e.mono_ns(), e.tid()});
     closes_.unrelocated |= e.objclose().unrelocated();
-    close_seq[e.objclose().id()] = e.seq();
   }
 
   void OnActivity(const v1::Event& e) {
@@ -343,7 +358,7 @@ class ProcessBuilder {
     }
     for (const auto& c : pending_.tried) {
       for (const auto& [id, o] : objects_) {
-        if (o.is_open && o.open.path() == c.path()) {
+        if (o.is_open && o.path == c.path()) {
           s->set_outcome("same file as an object already loaded");
           *s->mutable_same_as() = Ref(id);
           return;
@@ -367,16 +382,16 @@ class ProcessBuilder {
       if (it == objects_.end() || it->second.load_entry < 0) continue;
       const Obj& o = it->second;
       v1::Load* l = out_->mutable_entries(o.load_entry)->mutable_load();
-      for (const auto& name : o.open.needed()) {
+      for (const auto& name : o.needed) {
         if (searched_.count({id, name}) != 0) continue;
         for (const auto& [oid, other] : objects_) {
-          if (!other.is_open || oid == id || other.open.lmid() != o.open.lmid()) continue;
+          if (!other.is_open || oid == id || other.lmid != o.lmid) continue;
           std::string how;
           if (std::find(other.aliases.begin(), other.aliases.end(), name) != other.aliases.end())
             how = "requested name";
-          else if (other.open.soname() == name)
+          else if (other.soname == name)
             how = "SONAME";
-          else if (other.open.path() == name)
+          else if (other.path == name)
             how = "file name";
           if (how.empty()) continue;
           v1::Reuse* r = l->add_reused();
@@ -425,6 +440,8 @@ class ProcessBuilder {
       o.is_open = false;
       o.ended = true;
       o.end_seq = closes_.unrelocated ? first.seq : closes_.events[i].seq;
+      o.has_close_seq = true;
+      o.close_seq = closes_.events[i].seq;
     }
     closes_ = CloseGroup{};
   }
@@ -435,7 +452,7 @@ class ProcessBuilder {
   uint64_t next_seq_ = 0;      // the sequence number expected next
   uint64_t dropped_seen_ = 0;  // the highest drop count received so far
   bool lossy_ = false;
-  flat_map<uint64_t, Obj> objects_;
+  std::map<uint64_t, Obj> objects_;  // not a flat_map: no copy of it all as it grows
   PendingSearch pending_;
   std::set<std::pair<uint64_t, std::string>> searched_;
   std::vector<uint64_t> batch_objects_;
@@ -742,8 +759,28 @@ v1::CandidateStep StepOf(uint32_t flag, bool requester_has_runpath) {
   return v1::STEP_UNKNOWN;
 }
 
+google::protobuf::ArenaOptions TimelineArenaOptions() {
+  google::protobuf::ArenaOptions o;
+  o.start_block_size = 64u << 10;
+  o.max_block_size = 4u << 20;
+  return o;
+}
+
+v1::Timeline* ArenaTimeline(google::protobuf::Arena* arena) {
+  return google::protobuf::Arena::CreateMessage<v1::Timeline>(arena);
+}
+
 v1::Timeline BuildTimeline(const store::TraceSet& traces) {
   v1::Timeline tl;
+  BuildTimeline(traces, &tl);
+  return tl;
+}
+
+void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out) { BuildTimeline(traces, out, nullptr); }
+
+void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out,
+                   const std::function<void(const v1::ProcessTimeline&)>& done) {
+  v1::Timeline& tl = *out;
   Streams streams = ReadStreams(traces, &tl);
   std::vector<std::pair<uint32_t, const PyStream*>> py_streams;  // (pid, events)
   std::deque<PyEvents> py_events;
@@ -754,7 +791,16 @@ v1::Timeline BuildTimeline(const store::TraceSet& traces) {
   std::vector<std::unique_ptr<ProcessBuilder>> builders;
   for (size_t i = 0; i < images.size(); ++i) {
     const Image& img = images[i];
-    v1::ProcessTimeline* p = tl.add_processes();
+    // Handed to done: on an arena of its own, freed once done returns (the builder,
+    // kept for fork children, reads only its own object table later).
+    std::unique_ptr<google::protobuf::Arena> own;
+    v1::ProcessTimeline* p = nullptr;
+    if (done) {
+      own = std::make_unique<google::protobuf::Arena>(TimelineArenaOptions());
+      p = google::protobuf::Arena::CreateMessage<v1::ProcessTimeline>(own.get());
+    } else {
+      p = tl.add_processes();
+    }
     StartProcess(img, streams, p);
     const v1::ProcessStart* start = img.start();
     if (start != nullptr) image_index[{img.pid, start->image_start_ns()}] = i;
@@ -767,8 +813,7 @@ v1::Timeline BuildTimeline(const store::TraceSet& traces) {
       if (it != image_index.end() && it->second < builders.size()) {
         const ProcessBuilder& parent = *builders[it->second];
         p->set_parent_stream(images[it->second].stream);
-        b->Inherit(parent.objects(), start->parent_seq_at_fork(), parent.open_seq,
-                   parent.close_seq);
+        b->Inherit(parent.objects(), start->parent_seq_at_fork());
       }
     }
     // The events are in seq order: the distinct seqs are counted as they change.
@@ -787,8 +832,8 @@ v1::Timeline BuildTimeline(const store::TraceSet& traces) {
     p->set_dropped(dropped);
     p->set_missing_seqs(max_seq + 1 - distinct);
     builders.push_back(std::move(b));
+    if (done) done(*p);
   }
-  return tl;
 }
 
 }  // namespace ldscope::model

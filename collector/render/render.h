@@ -30,6 +30,13 @@ std::string TimelineText(const v1::Timeline& t, const TextOptions& opt);
 // big timeline is printed as it is rendered; stops at the first false from sink.
 bool TimelineText(const v1::Timeline& t, const TextOptions& opt,
                   const std::function<bool(const std::string&)>& sink);
+// The same text in its parts, for a timeline whose processes are not held together
+// (model::BuildTimeline with `done`): each process block, in order, then the tail (the
+// collector's summary and the problems of t).
+bool ProcessText(const v1::ProcessTimeline& p, const TextOptions& opt,
+                 const std::function<bool(const std::string&)>& sink);
+bool TimelineTailText(const v1::Timeline& t, const TextOptions& opt,
+                      const std::function<bool(const std::string&)>& sink);
 
 // One finding: a header line and the wrapped message.
 std::string FindingText(const v1::Finding& f);

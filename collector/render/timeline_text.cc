@@ -229,13 +229,21 @@ bool RenderProcess(std::string& out, const v1::ProcessTimeline& p, const TextOpt
 
 }  // namespace
 
+bool ProcessText(const v1::ProcessTimeline& p, const TextOptions& opt,
+                 const std::function<bool(const std::string&)>& sink) {
+  std::string block;
+  return RenderProcess(block, p, opt, sink) && sink(text::GuardLines(std::move(block)));
+}
+
 bool TimelineText(const v1::Timeline& t, const TextOptions& opt,
                   const std::function<bool(const std::string&)>& sink) {
-  for (const auto& p : t.processes()) {
-    std::string block;
-    if (!RenderProcess(block, p, opt, sink) || !sink(text::GuardLines(std::move(block))))
-      return false;
-  }
+  for (const auto& p : t.processes())
+    if (!ProcessText(p, opt, sink)) return false;
+  return TimelineTailText(t, opt, sink);
+}
+
+bool TimelineTailText(const v1::Timeline& t, const TextOptions& opt,
+                      const std::function<bool(const std::string&)>& sink) {
   std::string out;
   const v1::CollectorSummary& c = t.collector();
   if (c.still_running() > 0)
