@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
-#include <regex>
 
 #include <fmt/format.h>
 
@@ -135,8 +134,12 @@ std::string Family(const std::string& soname_or_name) {
   std::string n = BaseName(soname_or_name);
   const auto so = n.find(".so");
   if (so != std::string::npos) n = n.substr(0, so);
-  static const std::regex wheel_suffix("-[0-9a-f]{8}$");
-  return std::regex_replace(n, wheel_suffix, "");
+  // A wheel's hash suffix, "-[0-9a-f]{8}" at the end, goes (by hand: a std::regex here
+  // was a fifth of `report`'s time on a trace of many objects, called per object).
+  if (n.size() >= 9 && n[n.size() - 9] == '-' &&
+      std::all_of(n.end() - 8, n.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }))
+    n.erase(n.size() - 9);
+  return n;
 }
 
 v1::Finding NewFinding(const ProcessIndex& pi, v1::FindingKind kind, v1::Severity sev) {

@@ -545,19 +545,21 @@ class StreamEvents {
   void ForEach(F fn) const {
     for (const v1::Event* e : decoded_) fn(*e);
     if (groups_.empty()) return;
-    v1::Event scratch;
+    store::ScratchEvent scratch;
     std::vector<store::EventDecoder> decoders;
     for (const auto* g : groups_) decoders.emplace_back(*file_, *g);
     if (groups_.size() == 1) {
       for (const auto& r : groups_[0]->records) {
-        decoders[0].Decode(r, &scratch);
-        fn(static_cast<const v1::Event&>(scratch));
+        v1::Event* e = scratch.Next();
+        decoders[0].Decode(r, e);
+        fn(static_cast<const v1::Event&>(*e));
       }
       return;
     }
     for (const auto& m : merged_) {
-      decoders[m.first].Decode(Rec(m), &scratch);
-      fn(static_cast<const v1::Event&>(scratch));
+      v1::Event* e = scratch.Next();
+      decoders[m.first].Decode(Rec(m), e);
+      fn(static_cast<const v1::Event&>(*e));
     }
   }
   // The first event (there is one).

@@ -211,7 +211,7 @@ TraceFile Index(const std::string& name, const uint8_t* data, size_t size, bool 
   size_t pos = 0;
   bool have_header = false;
   std::map<uint32_t, EventStream> streams;
-  v1::Event e;  // each record is checked by decoding it here, then forgotten
+  ScratchEvent scratch;  // each record is checked by decoding it here, then forgotten
   size_t trimmed = 0;
   while (pos < size) {
     const size_t start = pos;
@@ -249,7 +249,7 @@ TraceFile Index(const std::string& name, const uint8_t* data, size_t size, bool 
       if (facts.kind == FactsScan::kFacts) {
         t.facts.emplace_back(reinterpret_cast<const char*>(data + pos + facts.offset), facts.size);
       } else {
-        e.Clear();
+        v1::Event& e = *scratch.Next();
         if (facts.kind == FactsScan::kCorrupt || !e.ParseFromArray(data + pos, static_cast<int>(len)) ||
             e.pid() == 0) {
           fail("corrupt event record");
@@ -342,6 +342,27 @@ TraceBytes::~TraceBytes() {
 
 void TraceBytes::Trim() const {
   if (mapped_) madvise(const_cast<uint8_t*>(data_), size_, MADV_DONTNEED);
+}
+
+namespace {
+google::protobuf::ArenaOptions ScratchArena() {
+  google::protobuf::ArenaOptions o;
+  o.start_block_size = o.max_block_size = 256u << 10;
+  return o;
+}
+}  // namespace
+
+ScratchEvent::ScratchEvent() : arena_(ScratchArena()) {}
+
+v1::Event* ScratchEvent::Next() {
+  if (event_ == nullptr || ++uses_ >= 4096) {
+    arena_.Reset();
+    uses_ = 0;
+    event_ = google::protobuf::Arena::CreateMessage<v1::Event>(&arena_);
+  } else {
+    event_->Clear();
+  }
+  return event_;
 }
 
 void EventDecoder::Decode(const EventRecord& r, v1::Event* out) {

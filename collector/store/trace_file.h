@@ -103,6 +103,22 @@ TraceFile ParseTrace(const std::string& name, const uint8_t* data, size_t size, 
 // The number of events of a file, decoded or indexed.
 size_t EventCount(const TraceFile& f);
 
+// An Event to decode one record after another into: on an arena, emptied every few
+// thousand records, so that decoding allocates and frees nothing of its own per record.
+class ScratchEvent {
+ public:
+  ScratchEvent();
+  ScratchEvent(const ScratchEvent&) = delete;
+  ScratchEvent& operator=(const ScratchEvent&) = delete;
+  // An empty Event; the one given before is gone.
+  v1::Event* Next();
+
+ private:
+  google::protobuf::Arena arena_;
+  v1::Event* event_ = nullptr;
+  uint32_t uses_ = 0;
+};
+
 // Decodes one indexed stream's records, in its order (the wire economies are undone
 // from the stream's first record on: Decode the records in order, from the first).
 class EventDecoder {

@@ -2,6 +2,8 @@
 // real loader: what that pass (and only it) reports.
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include "analysis/analysis.h"
 #include "support/test_support.h"
 
@@ -30,6 +32,22 @@ v1::Report RunPass(const v1::Timeline& t, Pass pass) {
   v1::Report r;
   pass(ctx, &r);
   return r;
+}
+
+// A library's family: its base name up to ".so", less a wheel's hash suffix
+// ("-[0-9a-f]{8}" at the end), as the regex that used to compute it.
+TEST(Passes, FamilyDropsTheWheelHashAsTheRegexDid) {
+  const std::regex wheel_suffix("-[0-9a-f]{8}$");
+  for (const std::string name :
+       {"libgomp-a34b3233.so.1", "/x/y/libopenblas64_p-r0-0cf96a72.3.23.dev.so", "libfoo-1A2B3C4D.so",
+        "libx-deadbeef-deadbeef.so", "-deadbeef", "deadbeef", "-deadbee", "lib-0123456789.so",
+        "libnccl.so.2.16.2", "libc.so.6", "", "/a/b/", "libq-abcdefgh.so", "lib-abcdef01x.so",
+        "libz-0000000g", "libm-12345678.so.so"}) {
+    std::string n = name.substr(name.rfind('/') == std::string::npos ? 0 : name.rfind('/') + 1);
+    if (n.find(".so") != std::string::npos) n = n.substr(0, n.find(".so"));
+    EXPECT_EQ(analysis::Family(name), std::regex_replace(n, wheel_suffix, "")) << name;
+  }
+  EXPECT_EQ(analysis::Family("libgomp-a34b3233.so.1"), "libgomp");
 }
 
 TEST(Passes, DuplicatesSeeTwoNcclsOnlyWhenBothAreLoaded) {
