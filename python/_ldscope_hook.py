@@ -164,12 +164,16 @@ def _flush():
     # Sends the queue, when asked, when it is long, and whenever a top-level import ends,
     # so that only the events of an import still in progress can wait in it. Without a
     # lock (a signal handler or another thread may add events meanwhile): slicing and
-    # deleting a list prefix are each atomic, and appends go after it.
+    # deleting a list prefix are each atomic, and appends go after it; the events' sequence
+    # numbers are taken with them, before any call (no other thread runs in between).
+    global _seq
     n = len(_queue)
     if n == 0 or _dead:
         return
     events = _queue[:n]
     del _queue[:n]
+    seq = _seq
+    _seq = seq + n
     try:
         if _getpid() != _pid:
             # A fork that os.fork did not report (a C library's fork()): the queue
@@ -180,37 +184,34 @@ def _flush():
         if (s.st_dev, s.st_ino) != _ino:
             _die()   # no longer ours (the program closed or reused the number)
             return
-        _post(events, False)
+        _post(events, seq, False)
     except Exception:
         _die()
 
 
-def _post(events, cut):
+def _post(events, seq, cut):
     # Datagrams of at most _MAX_DATAGRAM bytes: the header (pid, the first event's
     # sequence number, the drop count) and the events, marshalled.
-    global _seq, _dropped
+    global _dropped
     data = None
     if _RAW and not cut:
         try:
-            data = _dumps((_pid, _seq, _dropped, events), 4)
+            data = _dumps((_pid, seq, _dropped, events), 4)
         except ValueError:  # an object marshal does not take
             pass
     if data is None:
         events = [_plain(_lined(e), cut) for e in events]
-        data = _dumps((_pid, _seq, _dropped, events), 4)
+        data = _dumps((_pid, seq, _dropped, events), 4)
     n = len(events)
     if len(data) > _MAX_DATAGRAM:
         if n > 1:
-            _post(events[:n // 2], cut)
-            _post(events[n // 2:], cut)
-            return
-        if not cut:
-            _post(events, True)
-            return
-        _seq += 1   # still too long (a ctypes stack of long names): dropped, counted
-        _dropped += 1
+            _post(events[:n // 2], seq, cut)
+            _post(events[n // 2:], seq + n // 2, cut)
+        elif not cut:
+            _post(events, seq, True)
+        else:
+            _dropped += 1   # still too long (a ctypes stack of long names): dropped, counted
         return
-    _seq += n
     _deliver(_MAGIC + data, n)
 
 
