@@ -9,6 +9,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -427,6 +428,91 @@ TEST(PyHook, HookSendsWhatMarshalRefusesAndWhatIsTooLong) {
                         "end fraction 9",
                     }));
   }
+}
+
+
+// The hook's shortcuts change nothing it reports: importlib's lock-manager methods done
+// in place (when they are the expected code) and the line found by the collector from
+// the line table, against the hook loaded the same way but with both off (a base class
+// whose methods are other code; f_lineno read at each import).
+TEST(PyHook, ShortcutsReportWhatTheLongWayDoes) {
+  const std::string script =
+      "import os, sys, _frozen_importlib as b\n"
+      "if sys.argv[1] == 'long':\n"
+      "  class M(b._ModuleLockManager):\n"
+      "    def __enter__(self):\n"
+      "      return super().__enter__()\n"
+      "    def __exit__(self, *a):\n"
+      "      return super().__exit__(*a)\n"
+      "  b._ModuleLockManager = M\n"
+      "hook = os.environ['HOOK'] + '/_ldscope_hook.py'\n"
+      "ns = {'__name__': '_ldscope_hook', '__file__': hook}\n"
+      "exec(compile(open(hook).read(), hook, 'exec'), ns)\n"
+      "if sys.argv[1] == 'long':\n"
+      "  ns['_RAW_LINES'] = False\n"
+      "ns['install'](os.environ['LDSCOPE_SOCKET'], ())\n"
+      "import colorsys\n"
+      "from email import message\n"
+      "import importlib\n"
+      "importlib.import_module('xml.dom.minidom')\n"
+      "from concurrent.futures import thread\n"
+      "try:\n"
+      "  import no_such_module_zz\n"
+      "except ImportError:\n"
+      "  pass\n";
+  std::vector<std::vector<std::string>> runs;
+  for (const std::string mode : {"short", "long"}) {
+    SCOPED_TRACE(mode);
+    const std::string dir = testing::ScratchDir("pyhook_" + mode);
+    const std::string sock = dir + "/s";
+    const int lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    ASSERT_GE(lfd, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::snprintf(a.sun_path, sizeof a.sun_path, "%s", sock.c_str());
+    ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    ASSERT_EQ(listen(lfd, 16), 0);
+    const auto r = testing::RunCmd({"/usr/bin/python3", "-c", script, mode},
+                                   {"HOOK=" PYTHON_HOOK_DIR, "LDSCOPE_SOCKET=" + sock},
+                                   {"PYTHONPATH", "PYTHONSAFEPATH", "PYTHONNOUSERSITE"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const int cfd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    ASSERT_GE(cfd, 0) << "the hook did not connect";
+    std::vector<std::string> seen;
+    for (;;) {
+      std::string buf(1 << 16, '\0');
+      const ssize_t n = recv(cfd, buf.data(), buf.size(), 0);
+      if (n <= 0) break;
+      std::vector<v1::Event> got;
+      ASSERT_TRUE(Decode(buf.substr(0, static_cast<size_t>(n)), &got));
+      for (const auto& e : got) {
+        if (e.has_py_import()) {
+          const auto& b = e.py_import();
+          std::string line = "begin " + b.module();
+          for (const auto& f : b.stack())
+            line += " at " + f.file() + ":" + std::to_string(f.line()) + " " + f.function();
+          seen.push_back(line);
+        } else if (e.has_py_import_end()) {
+          seen.push_back("end " + e.py_import_end().module() + (e.py_import_end().failed() ? " failed" : ""));
+        }
+      }
+    }
+    close(cfd);
+    close(lfd);
+    runs.push_back(seen);
+  }
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0], runs[1]);
+  auto has = [&](const std::string& want) {
+    return std::find(runs[0].begin(), runs[0].end(), want) != runs[0].end();
+  };
+  EXPECT_TRUE(has("begin colorsys at <string>:15 <module>"));
+  EXPECT_TRUE(has("begin email.message at <string>:16 <module>"));
+  EXPECT_TRUE(has("begin xml.dom.minidom at <string>:18 <module>"));
+  EXPECT_TRUE(has("begin concurrent.futures.thread at <string>:19 <module>"));
+  EXPECT_TRUE(has("begin no_such_module_zz at <string>:21 <module>"));
+  EXPECT_TRUE(has("end no_such_module_zz failed"));
+  EXPECT_GT(runs[0].size(), 40u);
 }
 
 }  // namespace
