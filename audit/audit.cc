@@ -376,9 +376,21 @@ EventHead NextHead(uint32_t tid) {
   return h;
 }
 
+// Where events are encoded: static (in .bss), not on the stack. Buffers of 16 and 32 KiB
+// on the stack reached pages of it that nothing else touches, a page fault each in every
+// traced process (bench/perproc). Every use is under g.lock, or before any other thread
+// exists (the start event in la_version), and an event's bytes are sent or copied into
+// the batch before the lock is let go. The start event has its own buffer: it can be
+// encoded (a reconnect, a fork) while a held event waits in `event`.
+struct EncodeBuffers {
+  static constexpr size_t kEvent = 16384, kStart = 32768;
+  uint8_t event[Transport::kPrefixRoom + kEvent];
+  uint8_t start[Transport::kPrefixRoom + kStart];
+};
+EncodeBuffers g_encode;
+
 template <size_t N, typename Encode>
-void EncodeAndSend(Encode&& encode, uint32_t tid = Tid()) {
-  uint8_t buf[Transport::kPrefixRoom + N];
+void EncodeAndSend(Encode&& encode, uint8_t* buf, uint32_t tid = Tid()) {
   wire::Writer w(buf + Transport::kPrefixRoom, N);
   const EventHead h = NextHead(tid);
   encode(w, h);
@@ -415,13 +427,13 @@ void SendStart(uint32_t reason, int32_t parent_pid, uint64_t parent_image_start_
     p.cut = g_buf.identity_cut || cwd_cut;
     EncodeProcessStart(w, h, p);
   };
+  uint8_t* buf = g_encode.start;
   if (!hold) {
-    EncodeAndSend<32768>(encode);
+    EncodeAndSend<EncodeBuffers::kStart>(encode, buf);
     return;
   }
   // Held (see Delivery::kStartup) when it fits a batch, else sent now.
-  static uint8_t buf[Transport::kPrefixRoom + 32768];
-  wire::Writer w(buf + Transport::kPrefixRoom, 32768);
+  wire::Writer w(buf + Transport::kPrefixRoom, EncodeBuffers::kStart);
   const EventHead h = NextHead(g.pid);
   encode(w, h);
   if (g_buf.batch.Add(g.transport, w.data(), w.size())) return;
@@ -547,12 +559,13 @@ void Record(Encode&& encode, Delivery how = Delivery::kNow) {
   }
   // Before la_preinit no thread but the initial one exists (tid == pid).
   const uint32_t tid = !g.started ? g.pid : hold && self == g.window_thread ? g.window_tid : Tid();
+  static_assert(N <= EncodeBuffers::kEvent, "an event fits g_encode.event");
+  uint8_t* buf = g_encode.event;
   if (!hold) {
-    EncodeAndSend<N>(encode, tid);
+    EncodeAndSend<N>(encode, buf, tid);
     g.lock.Unlock();
     return;
   }
-  uint8_t buf[Transport::kPrefixRoom + N];
   wire::Writer w(buf + Transport::kPrefixRoom, N);
   const EventHead h = NextHead(tid);
   encode(w, h);

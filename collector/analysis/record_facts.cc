@@ -3,8 +3,12 @@
 
 #include <time.h>
 
+#include <algorithm>
+#include <atomic>
 #include <map>
 #include <memory>
+#include <optional>
+#include <thread>
 #include <tuple>
 #include <unordered_set>
 
@@ -43,11 +47,33 @@ std::map<std::string, std::vector<std::string>> Found(const elf::ElfInfo& e) {
   return found;
 }
 
+// Runs f(0) .. f(n - 1) on up to 8 threads (each index once; in no particular order). Reading
+// and summarising files is mostly open/mmap/munmap and page faults, which cores do side by
+// side: the traced programs have ended, and `run` waits for this.
+template <typename F>
+void ParallelFor(size_t n, F&& f) {
+  const size_t threads = std::min<size_t>({std::max(1u, std::thread::hardware_concurrency()), 8, n / 32 + 1});
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n;) f(i);
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+}
+
 }  // namespace
 
 RecordedFacts RecordFacts(const std::set<std::string>& paths, int limit_ms) {
   RecordedFacts out;
   const long deadline = NowMs() + limit_ms;
+  // Read in parallel; what was not begun by the deadline stays unread (no record).
+  const std::vector<std::string> all(paths.begin(), paths.end());
+  std::vector<std::optional<Result<std::unique_ptr<elf::ElfInfo>>>> reads(all.size());
+  ParallelFor(all.size(), [&](size_t i) {
+    if (NowMs() <= deadline) reads[i].emplace(elf::ReadElf(text::Escape(all[i])));
+  });
   struct File {
     std::unique_ptr<elf::ElfInfo> info;
     std::vector<std::string> paths;  // escaped
@@ -55,14 +81,14 @@ RecordedFacts RecordFacts(const std::set<std::string>& paths, int limit_ms) {
   std::vector<File> files;
   std::map<std::string, size_t> by_build_id;
   std::map<std::tuple<uint64_t, uint64_t, uint64_t, int64_t>, size_t> by_inode;
-  for (const auto& raw : paths) {
-    if (NowMs() > deadline) {
+  for (size_t i = 0; i < all.size(); ++i) {  // in path order, as one thread would
+    if (!reads[i].has_value()) {
       ++out.skipped;
       continue;
     }
     ++out.files;
-    const std::string path = text::Escape(raw);
-    Result<std::unique_ptr<elf::ElfInfo>> read = elf::ReadElf(path);
+    const std::string path = text::Escape(all[i]);
+    Result<std::unique_ptr<elf::ElfInfo>>& read = *reads[i];
     if (!read.ok()) {
       out.records.push_back(elf::UnreadableFacts(path, read.error()));
       continue;
@@ -91,11 +117,13 @@ RecordedFacts RecordFacts(const std::set<std::string>& paths, int limit_ms) {
     if (IsMarkerSymbol(s.name)) return elf::Keep::kName;
     return wanted.count(elf::HashOf(s)) != 0 ? elf::Keep::kHash : elf::Keep::kDrop;
   };
-  for (const auto& f : files) {
-    v1::ObjectFacts r = elf::ToFacts(*f.info, keep, Found(*f.info));
-    for (size_t i = 1; i < f.paths.size(); ++i) r.add_paths(text::Unescape(f.paths[i]));
-    out.records.push_back(std::move(r));
-  }
+  std::vector<v1::ObjectFacts> made(files.size());
+  ParallelFor(files.size(), [&](size_t i) {
+    const File& f = files[i];
+    made[i] = elf::ToFacts(*f.info, keep, Found(*f.info));
+    for (size_t k = 1; k < f.paths.size(); ++k) made[i].add_paths(text::Unescape(f.paths[k]));
+  });
+  for (auto& r : made) out.records.push_back(std::move(r));
   return out;
 }
 

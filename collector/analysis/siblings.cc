@@ -121,8 +121,8 @@ void Report(Context& ctx, const std::vector<const ProcessIndex*>& group, const s
     }
   }
   const size_t voters = d0.reference.size() + d0.odd.size();
-  f.set_headline(fmt::format("{} of {} {} processes loaded another {}{} than {}", Labels(d0.odd), voters,
-                             BaseName(p.exe()), d0.soname,
+  f.set_headline(fmt::format("{} {} processes: {} loaded another {}{} than {}", voters, BaseName(p.exe()),
+                             Labels(d0.odd), d0.soname,
                              ds.size() > 1 ? fmt::format(" (and {} more)", ds.size() - 1) : "",
                              d0.majority ? "the others" : Labels(d0.reference)));
   const std::string argv =

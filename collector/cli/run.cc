@@ -247,6 +247,8 @@ pid_t Launch(const std::vector<std::string>& command, std::vector<std::string> e
   const pid_t child = fork();
   if (child < 0) {
     Complain(fmt::format("fork: {}", std::strerror(errno)));
+    close(exec_pipe[0]);
+    close(exec_pipe[1]);
     return -1;
   }
   if (child == 0) {
@@ -358,7 +360,15 @@ int Run(const RunOptions& opt) {
   int exec_errno = 0;
   const pid_t child =
       Launch(opt.command, ChildEnv(in.audit_lib, SocketIn(dir), in.python_hook), &old, &exec_errno);
-  if (child < 0) return kUsage;
+  if (child < 0) {
+    // Nothing ran (no pipe, no fork): no trace, no run directory, our signals as they were.
+    session.Abandon();
+    RemoveRunDir(dir);
+    sigaction(SIGINT, &old.int_, nullptr);
+    sigaction(SIGQUIT, &old.quit, nullptr);
+    sigaction(SIGPIPE, &old.pipe, nullptr);
+    return kUsage;
+  }
   if (exec_errno != 0) {
     // Nothing ran: no trace, and an existing file of that name stays as it was.
     Complain(fmt::format("cannot run {}: {}; no trace written", text::Escape(opt.command.front()),

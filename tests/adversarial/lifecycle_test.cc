@@ -39,8 +39,9 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::string& dir,
             const std::vector<std::string>& env = {}) {
   const pid_t pid = fork();
   if (pid == 0) {
-    freopen((dir + "/out").c_str(), "w", stdout);
-    freopen((dir + "/err").c_str(), "w", stderr);
+    if (freopen((dir + "/out").c_str(), "w", stdout) == nullptr ||
+        freopen((dir + "/err").c_str(), "w", stderr) == nullptr)
+      _exit(126);
     for (const auto& e : env) putenv(const_cast<char*>(e.c_str()));
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -214,6 +215,28 @@ TEST(RunDirs, StaleOnesOfDeadRunsAreRemoved) {
   std::set<std::string> after;
   for (const auto& e : std::filesystem::directory_iterator(tmp)) after.insert(e.path().filename());
   EXPECT_EQ(after, (std::set<std::string>{"ldscope-LIVE00", "ldscope-OTHER0"}));
+}
+
+// Short of descriptors, `run` fails at its epoll, its socket, the exec pipe or the trace:
+// whichever it is, it says so, exits 2 with no trace, and leaves no run directory behind.
+TEST(RunDirs, NoneLeftWhenTheCommandCannotBeStarted) {
+  const std::string dir = ScratchDir("rundirs_nofile");
+  const std::string tmp = dir + "/tmp";
+  std::filesystem::create_directories(tmp);
+  std::set<std::string> errors;
+  for (int n = 3; n <= 12; ++n) {
+    const std::string trace = dir + "/t" + std::to_string(n) + ".ldscope";
+    const auto r = RunCmd({"/bin/sh", "-c", "ulimit -n " + std::to_string(n) + " && exec \"$@\"", "sh",
+                           kLdscope, "run", "-q", "--no-report", "-o", trace, "--", "/bin/true"},
+                          {"TMPDIR=" + tmp});
+    if (r.code == 0) continue;
+    EXPECT_EQ(r.code, 2) << n << ": " << r.err;
+    EXPECT_FALSE(std::filesystem::exists(trace)) << n;
+    errors.insert(r.err.substr(0, r.err.find(':', 9)));
+    EXPECT_TRUE(std::filesystem::is_empty(tmp)) << n << ": " << r.err;
+  }
+  // The exec pipe's failure is among them (the path that left its directory behind).
+  EXPECT_EQ(errors.count("ldscope: pipe"), 1u) << ::testing::PrintToString(errors);
 }
 
 TEST(Imports, ModuleNamesAreDataNotCode) {
