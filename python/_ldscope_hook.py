@@ -454,13 +454,14 @@ def install(path, hook_modules):
                             if _dead:
                                 return r
                         tid = _native_id()
-                        _depth[tid] = _depth.get(tid, 0) + 1
-                        self._ldscope_import = name
                         # <- _find_and_load (frozen) <- the importing frame, or importlib's
                         # import_module (skipped: its caller is the import site)
-                        f = _getframe(2)
-                        if f.f_code is cwfr:
-                            f = _getframe(4)
+                        try:
+                            f = _getframe(2)
+                            if f.f_code is cwfr:
+                                f = _getframe(4)
+                        except ValueError:  # no Python frame below: an import made from C
+                            f = None
                         while f is not None:
                             co = f.f_code
                             fn = co.co_filename
@@ -477,8 +478,10 @@ def install(path, hook_modules):
                         else:
                             _append((0, tid, _monotonic_ns(), name, _getdlopenflags(), fn,
                                      f.f_lineno, co.co_name))
+                        _depth[tid] = _depth.get(tid, 0) + 1
+                        self._ldscope_import = name
                 except Exception:
-                    pass
+                    _die()  # stay out of the way from now on
             return r
 
         # (importlib's `with` is the only caller: always the three arguments)
@@ -498,10 +501,13 @@ def install(path, hook_modules):
                             _failed(name, tid, exc)
                         if depth <= 0 or len(_queue) >= _BATCH_EVENTS:
                             _flush()
-                        if exc is None and name == "ctypes":
-                            _patch_ctypes()
                 except Exception:
-                    pass
+                    _die()
+                if exc is None and name == "ctypes":
+                    try:
+                        _patch_ctypes()
+                    except Exception:
+                        pass
             if inline:
                 self._lock.release()
                 return None

@@ -459,7 +459,13 @@ TEST(PyHook, ShortcutsReportWhatTheLongWayDoes) {
       "try:\n"
       "  import no_such_module_zz\n"
       "except ImportError:\n"
-      "  pass\n";
+      "  pass\n"
+      "import _thread, time\n"  // an import with no Python frame at all below it
+      "_thread.start_new_thread(__import__, ('wave',))\n"
+      "while 'wave' not in sys.modules or getattr(sys.modules['wave'], '__spec__', None) is None "
+      "or sys.modules['wave'].__spec__._initializing:\n"
+      "  time.sleep(0.01)\n"
+      "time.sleep(0.2)\n";
   std::vector<std::vector<std::string>> runs;
   for (const std::string mode : {"short", "long"}) {
     SCOPED_TRACE(mode);
@@ -512,6 +518,8 @@ TEST(PyHook, ShortcutsReportWhatTheLongWayDoes) {
   EXPECT_TRUE(has("begin concurrent.futures.thread at <string>:19 <module>"));
   EXPECT_TRUE(has("begin no_such_module_zz at <string>:21 <module>"));
   EXPECT_TRUE(has("end no_such_module_zz failed"));
+  EXPECT_TRUE(has("begin wave")) << "an import made from C: no frame";
+  EXPECT_TRUE(has("end wave"));
   EXPECT_GT(runs[0].size(), 40u);
 }
 
