@@ -1,12 +1,12 @@
 # ldscope's Python hook, loaded by its sitecustomize.py only while a collector listens
 # on $LDSCOPE_SOCKET (run with exec: it never appears in sys.modules). It tells the
-# collector what only Python knows about library loads, over a connection of its own,
-# in the event schema of proto/events.proto (PyStart, PyImportBegin, PyImportEnd,
-# PyDlopen, encoded by hand below):
+# collector what only Python knows about library loads, over a connection of its own;
+# the collector turns what it sends into the events of proto/events.proto (PyStart,
+# PyImportBegin, PyImportEnd, PyDlopen):
 #   - each import's begin and end, with the import statement's file and line: importlib's
 #     _find_and_load (behind every import statement, __import__ and import_module) holds
 #     the module's lock through the class _ModuleLockManager, looked up by name each
-#     time; a subclass reports when it holds the lock of a module not yet in
+#     time; a subclass notes when it holds the lock of a module not yet in
 #     sys.modules, and when it lets go (with the exception, if any). Its methods return
 #     before the import runs and after it has ended, so they never appear in the
 #     program's tracebacks or stacks.
@@ -20,6 +20,11 @@
 # by time (CLOCK_MONOTONIC on both sides), so every load gets the innermost import, the
 # line that triggered it and the user's top-level import.
 #
+# What an import costs is what bench/python-hook measures (instructions): it appends one
+# tuple of raw facts at its begin and one at its end, nothing else; the queue goes out as
+# a datagram of marshal data (one C call), which the collector reads and converts into
+# the protobuf events (collector/ipc/pyhook.h has the format: keep the two in step).
+#
 # Never changes the program: prints nothing, lets no exception of its own escape (a
 # failure makes it go quiet for good), waits at most 500 ms for a stalled collector
 # and then drops (counted), never writes to a descriptor that is no longer its own,
@@ -30,215 +35,145 @@ import os
 import sys
 import _socket
 import _thread
-import itertools
+import marshal
 import time
 
 _monotonic_ns = time.monotonic_ns
 _native_id = _thread.get_native_id
-_get_ident = _thread.get_ident
 _getframe = sys._getframe
 _getdlopenflags = sys.getdlopenflags
 _fstat = os.fstat
 _getpid = os.getpid
+_dumps = marshal.dumps
 _modules = sys.modules
 _MSG_NOSIGNAL = getattr(_socket, "MSG_NOSIGNAL", 0x4000)
 _SEND_FLAGS = _MSG_NOSIGNAL | getattr(_socket, "MSG_DONTWAIT", 0x40)  # no poll() first
 _WAIT_S = 0.5
 _HIGH_FD = 600
 _MAX_FRAMES = 8
-_MAX_BYTES = 4096    # a longer string is cut, and its event flagged truncated
+_MAX_BYTES = 4096    # the collector cuts a longer string (and flags its event truncated)
 _FS_ENCODING = sys.getfilesystemencoding()
 _FS_ERRORS = sys.getfilesystemencodeerrors()
+# marshal writes a str as UTF-8 with its lone surrogates as they are, which the collector
+# turns into the bytes os.fsencode gives, as long as that is UTF-8 with surrogateescape;
+# under any other file-system encoding the strings are encoded here (_plain).
+_RAW = _FS_ENCODING == "utf-8" and _FS_ERRORS == "surrogateescape"
 _HOOK_FILES = (__file__, __file__[:-3] + ".pyc")
+# The import statement's line: f_lineno walks the code's line table from its start at
+# every import, which cost more than all the rest in a long module. Where the table's
+# format is known (Objects/locations.md, CPython 3.11 and 3.12), the event carries the
+# table (the same bytes object for every import of that code, so marshal writes it once
+# per datagram) and the instruction's offset, and the collector finds the line.
+_RAW_LINES = sys.implementation.name == "cpython" and sys.version_info[:2] in ((3, 11), (3, 12))
+_MAGIC = b"\x00\x01"  # no protobuf Event or EventBatch starts with a zero byte
 
 _path = None
 _sock = None
 _fd = -1
 _ino = None
 _pid = 0
-_head = b""          # the encoded pid field, the same in every event of a connection
-_seq = None
+_seq = 0             # the next event's sequence number on this connection
 _dropped = 0
 _stalled = False
 _dead = True
 _fork_seen = False   # os.fork ran in this process since the last event (see _child)
 _hook_modules = ()
-# Events not sent yet, in order, as raw tuples: the work of encoding them is done at
-# _flush, in one loop, rather than in the import it describes (see _encode).
-#   (0, tid, mono_ns, name, filename, line, function, dlopen flags): PyImportBegin,
-#        filename None when no frame outside the import machinery was found;
-#   (1, tid, mono_ns, name): PyImportEnd without an error;
-#   (key, tid, mono_ns, body, cut): any other event, its body encoded already.
+# Events not sent yet, in order, as tuples (the datagram format, collector/ipc/pyhook.h):
+#   (0, tid, mono_ns, module, dlopen flags[, file, line, function]): PyImportBegin;
+#   (4, tid, mono_ns, module, dlopen flags, file, function, line table, first line,
+#    offset): PyImportBegin, its line to be found (_RAW_LINES);
+#   (1, tid, mono_ns, module[, error]): PyImportEnd;
+#   (2, tid, mono_ns, executable, version, hook modules, forked): PyStart;
+#   (3, tid, mono_ns, name, via, mode or None, ((file, line, function), ...)): PyDlopen.
 _queue = []
-_depth = {}          # thread ident -> imports in progress on it
-_BATCH_EVENTS = 160  # about 16 KiB encoded
+_append = _queue.append
+_depth = {}          # native thread id -> imports in progress on it (0: none)
+_BATCH_EVENTS = 160
 _MAX_DATAGRAM = 60 * 1024   # the collector takes up to 64 KiB
-
-
-# The protobuf wire format (field numbers: proto/events.proto).
-_SMALL = [bytes((i,)) for i in range(128)]
-
-
-def _uv(n):
-    if n < 128:
-        return _SMALL[n]
-    if n < 16384:
-        return bytes(((n & 0x7F) | 0x80, n >> 7))
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-_ts_hi = -1
-_ts_hi_bytes = b""
-
-
-def _ts(n):
-    # A CLOCK_MONOTONIC timestamp: its bits from 28 up change every quarter second or
-    # so; their encoding is kept.
-    global _ts_hi, _ts_hi_bytes
-    if n < 268435456:
-        return _uv(n)
-    hi = n >> 28
-    if hi != _ts_hi:
-        _ts_hi_bytes = _uv(hi)
-        _ts_hi = hi
-    return bytes(((n & 0x7F) | 0x80, ((n >> 7) & 0x7F) | 0x80, ((n >> 14) & 0x7F) | 0x80,
-                  ((n >> 21) & 0x7F) | 0x80)) + _ts_hi_bytes
+_keep = set()        # file names of importing frames
+_skip = set()        # file names of the import machinery's frames and the hook's
+_importlib_file = None
 
 
 def _bytes(s):
     # The bytes the OS has (os.fsencode): a file name that is not valid UTF-8 reaches
     # Python with surrogate escapes (co_filename, sys.executable, sys.path entries).
-    if isinstance(s, bytes):
-        return s
+    # The unbound method: a str subclass's own encode is never run.
     try:
-        return s.encode(_FS_ENCODING, _FS_ERRORS)
+        return str.encode(s, _FS_ENCODING, _FS_ERRORS)
     except UnicodeError:  # lone surrogates no decoder made
-        return s.encode("utf-8", "backslashreplace")
+        return str.encode(s, "utf-8", "backslashreplace")
 
 
-_lp_cache = {}       # string -> (its length-prefixed bytes, whether they were cut)
-
-
-def _lp(s):
-    # The fields are `bytes`: any bytes go, and a cut through a multi-byte character is
-    # just a shorter byte string. Module and file names repeat (an import's begin and
-    # end, a module's many imports): kept once encoded.
-    r = _lp_cache.get(s)
-    if r is None:
-        b = _bytes(s)
-        cut = len(b) > _MAX_BYTES
-        if cut:
-            b = b[:_MAX_BYTES]
-        r = (_uv(len(b)) + b, cut)
-        if len(_lp_cache) < 8192:
-            _lp_cache[s] = r
-    return r
-
-
-def _str(tag, s, cut):
-    # tag: the field's key byte (field << 3 | 2); an empty string is left out. cut: a
-    # list whose first item is set when a string was cut.
-    if not s:
-        return b""
-    b, c = _lp(s)
-    if c:
-        cut[0] = True
-    return tag + b
-
-
-def _frame(f, cut):
-    co = f.f_code
-    body = _str(b"\x0a", co.co_filename, cut) + b"\x10" + _uv(f.f_lineno or 0) + _str(b"\x1a", co.co_name, cut)
-    return b"\x12" + _uv(len(body)) + body   # PyFrame in field 2 (stack)
-
-
-def _stack(f, skip, limit, cut):
-    # Innermost first, without the import machinery, the hook, and leading frames of
-    # `skip` (ctypes itself). A frame's line number costs a walk of its code's line
-    # table: take no more than needed.
-    out = []
-    while f is not None and len(out) < limit:
-        fn = f.f_code.co_filename
-        if not (fn.startswith("<frozen importlib") or fn in _HOOK_FILES or (not out and fn == skip)):
-            out.append(_frame(f, cut))
-        f = f.f_back
-    return b"".join(out)
-
-
-_tid_head = {}       # tid -> the encoded pid and tid fields (per connection)
-
-
-def _encode(e, seq, sm=_SMALL):
-    # One queued event as an EventBatch entry (field 1).
-    k = e[0]
-    cut = False
-    if k == 0:  # PyImportBegin, field 18
-        key = b"\x92\x01"
-        name, fn = e[3], e[4]
-        nb, cut = _lp(name) if name else (None, False)
-        if fn is not None:
-            fb, c1 = _lp(fn) if fn else (None, False)
-            cb, c2 = _lp(e[6]) if e[6] else (None, False)
-            line = e[5] or 0
-            frame = b"".join(((b"\x0a" + fb) if fb else b"", b"\x10", sm[line] if line < 128 else _uv(line),
-                              (b"\x1a" + cb) if cb else b""))
-            n = len(frame)
-            frame = b"\x12" + (sm[n] if n < 128 else _uv(n)) + frame
-            cut = cut or c1 or c2
-        else:
-            frame = b""
-        flags = e[7]
-        body = b"".join(((b"\x0a" + nb) if nb else b"", frame, b"\x18",
-                         sm[flags] if flags < 128 else _uv(flags)))
-    elif k == 1:  # PyImportEnd, field 19
-        key = b"\x9a\x01"
-        nb, cut = _lp(e[3]) if e[3] else (None, False)
-        body = (b"\x0a" + nb) if nb else b""
+def _plain(v, cut):
+    # What marshal takes, for the rare event it does not (a str or bytes subclass from the
+    # program, a string too long for a datagram) and for any file-system encoding but
+    # UTF-8: strings as exact bytes (cut short enough when cut; the collector still sees
+    # that they were longer than it keeps), tuples item by item.
+    t = type(v)
+    if t is tuple:
+        return tuple([_plain(x, cut) for x in v])
+    if isinstance(v, str):
+        v = _bytes(v)
+    elif isinstance(v, bytes):
+        v = b"".join((v,))
     else:
-        key, body, cut = k, e[3], e[4]
-    head = _tid_head.get(e[1])
-    if head is None:
-        head = _tid_head[e[1]] = _head + b"\x10" + _uv(e[1])
-    n = len(body)
-    ev = b"".join((head, b"\x18", sm[seq] if seq < 128 else _uv(seq), b"\x20", _ts(e[2]),
-                   (b"\x28" + _uv(_dropped) if _dropped else b""),
-                   (b"\x30\x01" if cut else b""),   # Event.truncated: a string was cut
-                   key, sm[n] if n < 128 else _uv(n), body))
-    n = len(ev)
-    return b"\x0a" + (sm[n] if n < 128 else _uv(n)) + ev
+        return v
+    return v[:_MAX_BYTES + 1] if cut else v
 
 
-def _send(key, body, cut, flush=False):
-    # Queues an event whose body is encoded already (key: the body's key in Event,
-    # field << 3 | 2 as a varint).
-    try:
-        if _fork_seen:
-            _forked()
-            if _dead:
-                return
-        _queue.append((key, _native_id(), _monotonic_ns(), body, cut))
-        if flush or len(_queue) >= _BATCH_EVENTS:
-            _flush()
-    except Exception:
-        _die()  # stay out of the way from now on
+def _line(table, line, offset):
+    # PyCode_Addr2Line (CPython 3.11, 3.12) of the location table: the line of the code
+    # unit at byte offset `offset`, None where it has none (what f_lineno says). The
+    # collector has the same (ipc/pyhook.cc); this one is for the rare event sent as a
+    # line already (_plain).
+    if offset < 0:
+        return line
+    end, i, n = 0, 0, len(table)
+    while i < n:
+        b = table[i]
+        code = (b >> 3) & 15
+        if code == 13 or code == 14:  # a signed varint follows: 6 bits a byte, bit 6 more
+            k, shift, val = i + 1, 0, 0
+            while k < n:
+                val |= (table[k] & 63) << shift
+                shift += 6
+                k += 1
+                if not table[k - 1] & 64:
+                    break
+            line += -(val >> 1) if val & 1 else val >> 1
+        elif 10 <= code <= 12:
+            line += code - 10
+        end += ((b & 7) + 1) * 2
+        if offset < end:
+            return None if code == 15 else line
+        i += 1
+        while i < n and not table[i] & 128:
+            i += 1
+    return None
+
+
+def _lined(e):
+    # An event with its line found (kind 4 as kind 0).
+    if e[0] != 4:
+        return e
+    return (0,) + e[1:6] + (_line(e[7], e[8], e[9]), e[6])
 
 
 def _flush():
-    # Sends the queue as datagrams (EventBatch: entries of field 1), when asked, when it
-    # is long, and whenever a top-level import ends (_end), so that only the events of an
-    # import still in progress can wait in it. Without a lock (a signal handler or
-    # another thread may add events meanwhile): slicing and deleting a list prefix are
-    # each atomic, and appends go after it.
+    # Sends the queue, when asked, when it is long, and whenever a top-level import ends,
+    # so that only the events of an import still in progress can wait in it. Without a
+    # lock (a signal handler or another thread may add events meanwhile): slicing and
+    # deleting a list prefix are each atomic, and appends go after it; the events' sequence
+    # numbers are taken with them, before any call (no other thread runs in between).
+    global _seq
     n = len(_queue)
     if n == 0 or _dead:
         return
     events = _queue[:n]
     del _queue[:n]
+    seq = _seq
+    _seq = seq + n
     try:
         if _getpid() != _pid:
             # A fork that os.fork did not report (a C library's fork()): the queue
@@ -249,18 +184,35 @@ def _flush():
         if (s.st_dev, s.st_ino) != _ino:
             _die()   # no longer ours (the program closed or reused the number)
             return
-        seq = _seq
-        events = [_encode(e, next(seq)) for e in events]
-        start = 0
-        while start < n:  # datagrams of at most _MAX_DATAGRAM bytes
-            end, size = start, 0
-            while end < n and (end == start or size + len(events[end]) <= _MAX_DATAGRAM):
-                size += len(events[end])
-                end += 1
-            _deliver(b"".join(events[start:end]), end - start)
-            start = end
+        _post(events, seq, False)
     except Exception:
         _die()
+
+
+def _post(events, seq, cut):
+    # Datagrams of at most _MAX_DATAGRAM bytes: the header (pid, the first event's
+    # sequence number, the drop count) and the events, marshalled.
+    global _dropped
+    data = None
+    if _RAW and not cut:
+        try:
+            data = _dumps((_pid, seq, _dropped, events), 4)
+        except ValueError:  # an object marshal does not take
+            pass
+    if data is None:
+        events = [_plain(_lined(e), cut) for e in events]
+        data = _dumps((_pid, seq, _dropped, events), 4)
+    n = len(events)
+    if len(data) > _MAX_DATAGRAM:
+        if n > 1:
+            _post(events[:n // 2], seq, cut)
+            _post(events[n // 2:], seq + n // 2, cut)
+        elif not cut:
+            _post(events, seq, True)
+        else:
+            _dropped += 1   # still too long (a ctypes stack of long names): dropped, counted
+        return
+    _deliver(_MAGIC + data, n)
 
 
 def _deliver(data, count):
@@ -284,6 +236,19 @@ def _deliver(data, count):
             _sock.settimeout(None)
 
 
+def _send(kind, *fields):
+    # A rare event (PyStart, a failed import's end, a ctypes dlopen), sent at once.
+    try:
+        if _fork_seen:
+            _forked()
+        if _dead:
+            return
+        _append((kind, _native_id(), _monotonic_ns()) + fields)
+        _flush()
+    except Exception:
+        _die()  # stay out of the way from now on
+
+
 def _die():
     # Go quiet for good. Forget the descriptor unless it is still ours, so that the
     # socket object, when Python finalizes it, never closes the program's descriptor.
@@ -302,7 +267,7 @@ def _die():
 
 
 def _connect(in_child):
-    global _sock, _fd, _ino, _pid, _head, _seq, _dropped, _stalled, _dead
+    global _sock, _fd, _ino, _pid, _seq, _dropped, _stalled, _dead
     _dead = True
     try:
         s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
@@ -325,15 +290,9 @@ def _connect(in_child):
         _sock.settimeout(None)
         st = _fstat(fd)
         _fd, _ino, _pid = fd, (st.st_dev, st.st_ino), _getpid()
-        _head = b"\x08" + _uv(_pid)
-        _tid_head.clear()
-        _seq, _dropped, _stalled, _dead = itertools.count(), 0, False, False
-        mods = () if in_child else _hook_modules
-        cut = [False]
-        _send(b"\x8a\x01", _str(b"\x0a", sys.executable, cut) +  # PyStart, field 17
-              _str(b"\x12", "%d.%d.%d" % sys.version_info[:3], cut) +
-              b"".join(_str(b"\x1a", m, cut) for m in mods) + (b"\x20\x01" if in_child else b""),
-              cut[0], flush=True)
+        _seq, _dropped, _stalled, _dead = 0, 0, False, False
+        _send(2, sys.executable or "", "%d.%d.%d" % sys.version_info[:3],
+              () if in_child else _hook_modules, in_child)
     except Exception:
         _dead = True
 
@@ -362,72 +321,27 @@ def _forked():
     _connect(True)
 
 
-_importlib_file = None
-
-
-def _begin(name):
-    # <- __enter__ <- _find_and_load (frozen) <- the importing frame, or importlib's
-    # import_module (skipped: its caller is the import site)
+def _importer(fn):
+    # Whether frames of file fn are the import's site: not the import machinery
+    # (importlib's frozen modules, importlib.import_module), not the hook.
     global _importlib_file
-    if _dead or name == "sitecustomize":  # (our own chaining to the original)
-        return
-    try:
-        if _fork_seen:
-            _forked()
-            if _dead:
-                return
-        if _importlib_file is None:
-            _importlib_file = getattr(_modules.get("importlib"), "__file__", None)
-        t = _get_ident()
-        _depth[t] = _depth.get(t, 0) + 1
-        f = _getframe(2)
-        while f is not None:
-            co = f.f_code
-            fn = co.co_filename
-            if not (fn.startswith("<frozen importlib") or fn in _HOOK_FILES or fn == _importlib_file):
-                break
-            f = f.f_back
-        # The flags extension modules are dlopened with (RTLD_GLOBAL after
-        # sys.setdlopenflags): the loader's events do not carry them.
-        if f is None:
-            _queue.append((0, _native_id(), _monotonic_ns(), name, None, 0, None, _getdlopenflags()))
-        else:
-            _queue.append((0, _native_id(), _monotonic_ns(), name, fn, f.f_lineno, co.co_name,
-                           _getdlopenflags()))
-    except Exception:
-        _die()
+    if _importlib_file is None:
+        _importlib_file = getattr(_modules.get("importlib"), "__file__", None)
+    if fn.startswith("<frozen importlib") or fn in _HOOK_FILES or fn == _importlib_file:
+        if len(_skip) < 4096:
+            _skip.add(fn)
+        return False
+    if len(_keep) < 4096:
+        _keep.add(fn)
+    return True
 
 
-def _end(name, exc):
-    if _dead or name == "sitecustomize":
-        return
-    t = _get_ident()
-    depth = _depth.get(t, 1) - 1
-    if depth > 0:
-        _depth[t] = depth
-    else:
-        _depth.pop(t, None)
-    if exc is None:
-        try:
-            if _fork_seen:
-                _forked()
-                if _dead:
-                    return
-            _queue.append((1, _native_id(), _monotonic_ns(), name))
-            if depth <= 0 or len(_queue) >= _BATCH_EVENTS:
-                _flush()
-        except Exception:
-            _die()
-        if name == "ctypes":
-            _patch_ctypes()
-        return
+def _failed(name, tid, exc):
     t = type(exc)
     text = t.__name__
     if t.__module__ == "builtins":  # never run the program's own __str__
         text = "%s: %s" % (text, exc)
-    cut = [False]
-    _send(b"\x9a\x01", _str(b"\x0a", name, cut) + b"\x10\x01" + _str(b"\x1a", text, cut), cut[0],
-          flush=depth <= 0)  # PyImportEnd, field 19
+    _append((1, tid, _monotonic_ns(), name, text))
 
 
 def _patch_ctypes():
@@ -450,6 +364,19 @@ def _patch_ctypes():
     cdll.__setattr__ = __setattr__
 
 
+def _stack(f, skip, limit):
+    # Innermost first, without the import machinery, the hook, and leading frames of
+    # `skip` (ctypes itself).
+    out = []
+    while f is not None and len(out) < limit:
+        co = f.f_code
+        fn = co.co_filename
+        if not (fn.startswith("<frozen importlib") or fn in _HOOK_FILES or (not out and fn == skip)):
+            out.append((fn, f.f_lineno, co.co_name))
+        f = f.f_back
+    return tuple(out)
+
+
 def _dlopen(lib, name, ctypes_file):
     if not isinstance(name, (str, bytes)) or not name:
         return  # dlopen(NULL): the program itself, nothing to load
@@ -460,10 +387,9 @@ def _dlopen(lib, name, ctypes_file):
     # The dlopen mode (RTLD_GLOBAL or not) is CDLL.__init__'s argument: the loader's
     # events do not carry it.
     mode = init.f_locals.get("mode") if init.f_code.co_name == "__init__" else None
-    mode = (b"\x20" + _uv(mode)) if type(mode) is int and 0 <= mode < (1 << 32) else b""
-    cut = [False]
-    _send(b"\xa2\x01", _str(b"\x0a", name, cut) + _stack(init, ctypes_file, _MAX_FRAMES, cut) +
-          _str(b"\x1a", via, cut) + mode, cut[0], flush=True)  # PyDlopen, field 20: sent before the dlopen
+    if not (type(mode) is int and 0 <= mode < (1 << 32)):
+        mode = None
+    _send(3, name, via, mode, _stack(init, ctypes_file, _MAX_FRAMES))  # sent before the dlopen
 
 
 def install(path, hook_modules):
@@ -478,31 +404,117 @@ def install(path, hook_modules):
         pass
     bootstrap = _modules.get("_frozen_importlib")
     base = getattr(bootstrap, "_ModuleLockManager", None)
-    if base is not None and hasattr(base, "__enter__") and hasattr(base, "__exit__"):
+    if base is None or not hasattr(base, "__enter__") or not hasattr(base, "__exit__"):
+        return
+    base_enter, base_exit = base.__enter__, base.__exit__
 
-        class _ModuleLockManager(base):
-            def __enter__(self):
-                r = base.__enter__(self)
+    # What the base class's methods do, done here without calling them (one Python call
+    # less each way, about a tenth of what an import costs the hook), when they are
+    # exactly this code (as in CPython 3.11: compared here, not assumed); else they are
+    # called.
+    def _enter(self):
+        self._lock = _get_module_lock(self._name)
+        self._lock.acquire()
+
+    def _exit(self, *args, **kwargs):
+        self._lock.release()
+
+    inline = False
+    try:
+        inline = all(getattr(f, "__code__", None) is not None and
+                     (f.__code__.co_code, f.__code__.co_names, f.__code__.co_consts) ==
+                     (g.__code__.co_code, g.__code__.co_names, g.__code__.co_consts)
+                     for f, g in ((base_enter, _enter), (base_exit, _exit)))
+    except Exception:
+        pass
+
+    # importlib's _call_with_frames_removed, which only importlib calls: the walk to the
+    # importing frame goes straight past its caller (one frame object fewer to make, for
+    # every `from package import module`).
+    cwfr = getattr(getattr(bootstrap, "_call_with_frames_removed", None), "__code__", None)
+
+    # The per-import work, kept to one tuple each way: everything else is done at the
+    # flush or by the collector.
+    class _ModuleLockManager(base):
+        _ldscope_import = None
+
+        def __enter__(self):
+            if inline:
+                self._lock = bootstrap._get_module_lock(self._name)
+                self._lock.acquire()
+                r = None
+            else:
+                r = base_enter(self)
+            if not _dead:
                 try:
                     name = self._name
-                    if name not in _modules:
+                    if name not in _modules and name != "sitecustomize":  # (our own chaining)
+                        if _fork_seen:
+                            _forked()
+                            if _dead:
+                                return r
+                        tid = _native_id()
+                        # <- _find_and_load (frozen) <- the importing frame, or importlib's
+                        # import_module (skipped: its caller is the import site)
+                        try:
+                            f = _getframe(2)
+                            if f.f_code is cwfr:
+                                f = _getframe(4)
+                        except ValueError:  # no Python frame below: an import made from C
+                            f = None
+                        while f is not None:
+                            co = f.f_code
+                            fn = co.co_filename
+                            if fn in _keep or (fn not in _skip and _importer(fn)):
+                                break
+                            f = f.f_back
+                        # The flags extension modules are dlopened with (RTLD_GLOBAL after
+                        # sys.setdlopenflags): the loader's events do not carry them.
+                        if f is None:
+                            _append((0, tid, _monotonic_ns(), name, _getdlopenflags()))
+                        elif _RAW_LINES:
+                            _append((4, tid, _monotonic_ns(), name, _getdlopenflags(), fn,
+                                     co.co_name, co.co_linetable, co.co_firstlineno, f.f_lasti))
+                        else:
+                            _append((0, tid, _monotonic_ns(), name, _getdlopenflags(), fn,
+                                     f.f_lineno, co.co_name))
+                        _depth[tid] = _depth.get(tid, 0) + 1
                         self._ldscope_import = name
-                        _begin(name)
                 except Exception:
-                    pass
-                return r
+                    _die()  # stay out of the way from now on
+            return r
 
-            def __exit__(self, *args):
+        # (importlib's `with` is the only caller: always the three arguments)
+        def __exit__(self, et=None, exc=None, tb=None):
+            name = self._ldscope_import
+            if name is not None:
                 try:
-                    name = getattr(self, "_ldscope_import", None)
-                    if name is not None:
-                        _end(name, args[1] if len(args) > 1 else None)
+                    tid = _native_id()
+                    depth = _depth.get(tid, 1) - 1
+                    _depth[tid] = depth
+                    if _fork_seen and not _dead:
+                        _forked()
+                    if not _dead:
+                        if exc is None:
+                            _append((1, tid, _monotonic_ns(), name))
+                        else:
+                            _failed(name, tid, exc)
+                        if depth <= 0 or len(_queue) >= _BATCH_EVENTS:
+                            _flush()
                 except Exception:
-                    pass
-                return base.__exit__(self, *args)
+                    _die()
+                if exc is None and name == "ctypes":
+                    try:
+                        _patch_ctypes()
+                    except Exception:
+                        pass
+            if inline:
+                self._lock.release()
+                return None
+            return base_exit(self, et, exc, tb)
 
-        _ModuleLockManager.__module__ = base.__module__
-        _ModuleLockManager.__qualname__ = base.__qualname__
-        bootstrap._ModuleLockManager = _ModuleLockManager
+    _ModuleLockManager.__module__ = base.__module__
+    _ModuleLockManager.__qualname__ = base.__qualname__
+    bootstrap._ModuleLockManager = _ModuleLockManager
     if "ctypes" in _modules:
         _patch_ctypes()

@@ -7,7 +7,6 @@
 #include <atomic>
 #include <map>
 #include <memory>
-#include <optional>
 #include <thread>
 #include <tuple>
 #include <unordered_set>
@@ -70,9 +69,20 @@ RecordedFacts RecordFacts(const std::set<std::string>& paths, int limit_ms) {
   const long deadline = NowMs() + limit_ms;
   // Read in parallel; what was not begun by the deadline stays unread (no record).
   const std::vector<std::string> all(paths.begin(), paths.end());
-  std::vector<std::optional<Result<std::unique_ptr<elf::ElfInfo>>>> reads(all.size());
+  struct Read {
+    bool begun = false;
+    std::unique_ptr<elf::ElfInfo> info;
+    std::string error;  // when info is null
+  };
+  std::vector<Read> reads(all.size());
   ParallelFor(all.size(), [&](size_t i) {
-    if (NowMs() <= deadline) reads[i].emplace(elf::ReadElf(text::Escape(all[i])));
+    if (NowMs() > deadline) return;
+    Result<std::unique_ptr<elf::ElfInfo>> r = elf::ReadElf(text::Escape(all[i]));
+    reads[i].begun = true;
+    if (r.ok())
+      reads[i].info = std::move(r).value();
+    else
+      reads[i].error = r.error();
   });
   struct File {
     std::unique_ptr<elf::ElfInfo> info;
@@ -82,18 +92,17 @@ RecordedFacts RecordFacts(const std::set<std::string>& paths, int limit_ms) {
   std::map<std::string, size_t> by_build_id;
   std::map<std::tuple<uint64_t, uint64_t, uint64_t, int64_t>, size_t> by_inode;
   for (size_t i = 0; i < all.size(); ++i) {  // in path order, as one thread would
-    if (!reads[i].has_value()) {
+    if (!reads[i].begun) {
       ++out.skipped;
       continue;
     }
     ++out.files;
     const std::string path = text::Escape(all[i]);
-    Result<std::unique_ptr<elf::ElfInfo>>& read = *reads[i];
-    if (!read.ok()) {
-      out.records.push_back(elf::UnreadableFacts(path, read.error()));
+    if (reads[i].info == nullptr) {
+      out.records.push_back(elf::UnreadableFacts(path, reads[i].error));
       continue;
     }
-    std::unique_ptr<elf::ElfInfo> info = std::move(read).value();
+    std::unique_ptr<elf::ElfInfo> info = std::move(reads[i].info);
     size_t* same = nullptr;
     if (!info->build_id.empty()) {
       auto [it, inserted] = by_build_id.try_emplace(info->build_id, files.size());

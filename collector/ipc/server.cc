@@ -1,6 +1,8 @@
 // See server.h.
 #include "ipc/server.h"
 
+#include "ipc/pyhook.h"
+
 #include "wire.h"
 
 #include <sys/epoll.h>
@@ -198,6 +200,16 @@ bool SplitFrame(const uint8_t* data, size_t size, std::vector<FrameSlice>* out) 
   return true;
 }
 
+bool SplitDatagram(const uint8_t* data, size_t size, std::vector<std::string>* owned,
+                   std::vector<FrameSlice>* out) {
+  owned->clear();
+  if (!IsPyHookDatagram(data, size)) return SplitFrame(data, size, out);
+  out->clear();
+  if (size > kMaxDatagram || !DecodePyHookDatagram(data, size, owned)) return false;
+  for (const auto& e : *owned) out->push_back({reinterpret_cast<const uint8_t*>(e.data()), e.size()});
+  return true;
+}
+
 bool ParseFrame(const uint8_t* data, size_t size, v1::Event* out) {
   return size <= kMaxDatagram && out->ParseFromArray(data, static_cast<int>(size)) &&
          out->pid() != 0 && out->stream() == 0;
@@ -286,7 +298,7 @@ bool Server::ReadFrom(int fd) {
     if (it == conns_.end()) return false;
     ++stats_.datagrams;
     bool ok = (msg.msg_flags & MSG_TRUNC) == 0 && static_cast<size_t>(r) <= kMaxDatagram &&
-              SplitFrame(buf.data(), static_cast<size_t>(r), &slices_);
+              SplitDatagram(buf.data(), static_cast<size_t>(r), &converted_, &slices_);
     for (size_t i = 0; ok && i < slices_.size(); ++i)
       ok = HandleEvent(it->second, slices_[i].data, slices_[i].size);
     if (!ok) {  // the events before the bad one in a batch are kept, as earlier datagrams are

@@ -51,6 +51,12 @@ struct FrameSlice {
 // themselves are not parsed here (ParseFrame does that).
 bool SplitFrame(const uint8_t* data, size_t size, std::vector<FrameSlice>* out);
 
+// Any datagram a peer may send: what SplitFrame takes, or the Python hook's format
+// (ipc/pyhook.h), whose events are converted into owned (cleared first) and sliced from
+// there. False when it breaks its format; the events are not checked (ParseFrame does).
+bool SplitDatagram(const uint8_t* data, size_t size, std::vector<std::string>* owned,
+                   std::vector<FrameSlice>* out);
+
 // Parses one event (a whole one-event datagram, or one slice of a batch) and applies
 // the protocol's rules (a pid, and no stream number: streams are the collector's to
 // assign). False for anything else.
@@ -143,6 +149,7 @@ class Server {
   std::set<std::string> object_paths_;
   bool freed_ = false;         // a connection closed since the last Poll
   std::vector<FrameSlice> slices_;
+  std::vector<std::string> converted_;  // the Python hook's events, as protobuf
   ServerStats stats_;
 };
 

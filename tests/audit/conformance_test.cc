@@ -14,6 +14,7 @@
 #include <google/protobuf/util/message_differencer.h>
 
 #include "encode.h"
+#include "ipc/server.h"
 #include "ldscope_proto/events.pb.h"
 #include "support/test_support.h"
 #include "wire.h"
@@ -451,9 +452,10 @@ TEST(Conformance, EveryBufferSizeGivesAParsableEvent) {
   }
 }
 
-// The Python hook's hand-written tags: run the hook against a socket of our own, take
-// every datagram it sends, parse it with libprotobuf and compare with the messages
-// libprotobuf builds for what the program did (an import, a ctypes dlopen).
+// The Python hook's events: run the hook against a socket of our own, take every
+// datagram it sends, turn it into events as the collector does (ipc::SplitDatagram: the
+// hook sends raw facts, ipc/pyhook.h), parse those with libprotobuf and compare with the
+// messages libprotobuf builds for what the program did (an import, a ctypes dlopen).
 TEST(Conformance, PythonHookSendsTheSchemasMessages) {
   const std::string dir = testing::ScratchDir("conformance_python");
   const std::string sock = dir + "/s";
@@ -476,11 +478,17 @@ TEST(Conformance, PythonHookSendsTheSchemasMessages) {
     std::string buf(1 << 16, '\0');
     const ssize_t n = recv(cfd, buf.data(), buf.size(), 0);
     if (n <= 0) break;
-    // A hook datagram is an EventBatch (it starts with field 1's tag).
-    v1::EventBatch batch;
-    ASSERT_TRUE(batch.ParseFromArray(buf.data(), static_cast<int>(n))) << "datagram does not parse";
-    ExpectNoUnknownFields(batch);
-    for (const auto& e : batch.event()) events.push_back(e);
+    std::vector<std::string> owned;
+    std::vector<ipc::FrameSlice> slices;
+    ASSERT_TRUE(ipc::SplitDatagram(reinterpret_cast<const uint8_t*>(buf.data()),
+                                   static_cast<size_t>(n), &owned, &slices))
+        << "datagram does not parse";
+    for (const auto& sl : slices) {
+      v1::Event e;
+      ASSERT_TRUE(ipc::ParseFrame(sl.data, sl.size, &e)) << "event does not parse";
+      ExpectNoUnknownFields(e);
+      events.push_back(e);
+    }
   }
   close(cfd);
   close(lfd);

@@ -1,8 +1,10 @@
 // Fuzz target: one datagram through the collector's frame decoder (split into its
-// events when it is a batch, each event checked), then the accepted events through the
+// events when it is a batch, converted when it is the Python hook's marshal format,
+// each event checked), then the accepted events through the
 // model as one stream.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "ipc/server.h"
@@ -10,7 +12,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<ldscope::ipc::FrameSlice> slices;
-  if (!ldscope::ipc::SplitFrame(data, size, &slices)) return 0;
+  std::vector<std::string> owned;  // the Python hook's format, converted
+  if (!ldscope::ipc::SplitDatagram(data, size, &owned, &slices)) return 0;
   ldscope::store::TraceSet set;
   ldscope::store::TraceFile f;
   f.header.set_format_version(1);
