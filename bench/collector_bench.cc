@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: collector_bench TRACE\n");
     return 2;
   }
-  auto t = ldscope::store::ReadTraceFileDecoded(argv[1]);
+  auto t = ldscope::store::ReadTraceFile(argv[1]);
   if (!t.ok() || t.events.empty()) {
     std::fprintf(stderr, "collector_bench: cannot read %s\n", argv[1]);
     return 2;

@@ -13,8 +13,8 @@
 namespace ldscope::cli {
 
 int Diff(const DiffOptions& opt) {
-  const store::TraceSet base = store::LoadTraces({opt.base});
-  const store::TraceSet now = store::LoadTraces({opt.now});
+  const store::TraceSet base = store::LoadTracesIndexed({opt.base});
+  const store::TraceSet now = store::LoadTracesIndexed({opt.now});
   int rc = kOk;
   for (const auto* set : {&base, &now}) {
     for (const auto& e : set->errors) Complain(e);

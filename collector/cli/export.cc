@@ -75,7 +75,7 @@ int Export(const ExportOptions& opt) {
       Complain(s.error());
       return kUsage;
     }
-  const store::TraceSet traces = store::LoadTraces(opt.traces);
+  const store::TraceSet traces = store::LoadTracesIndexed(opt.traces);
   for (const auto& e : traces.errors) Complain(e);
   for (const auto& f : traces.files)
     if (!store::Readable(f)) Complain(fmt::format("{}: {}", f.problem->file, f.problem->message));

@@ -193,7 +193,7 @@ MarkedLine FindMarked(const std::string& err, const char* marker) {
 
 // The findings of warning severity and above in an order's trace.
 void AddFindings(const std::string& trace, v1::OrderResult* r) {
-  const store::TraceSet traces = store::LoadTraces({trace});
+  const store::TraceSet traces = store::LoadTracesIndexed({trace});
   const elf::TraceFacts facts = analysis::FactsOf(traces);
   const v1::Report findings = analysis::Analyze(model::BuildTimeline(traces), &facts);
   for (const auto& f : findings.findings())

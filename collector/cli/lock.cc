@@ -22,7 +22,7 @@ namespace {
 // Loads traces as report does, saying what is damaged. Returns false (after
 // NoTrace()) when nothing could be read.
 bool LoadTimeline(const std::vector<std::string>& paths, const char* what, v1::Timeline* out) {
-  const store::TraceSet traces = store::LoadTraces(paths);
+  const store::TraceSet traces = store::LoadTracesIndexed(paths);
   *out = model::BuildTimeline(traces);
   for (const auto& p : out->problems()) ComplainDamage(p.file(), p.offset(), p.message(), what);
   return store::AnyReadable(traces);

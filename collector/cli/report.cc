@@ -142,7 +142,7 @@ int Report(const ReportCommandOptions& opt) {
   std::vector<std::string> errors;
   std::vector<HostInput> hosts = GroupByHost(opt.traces, &errors);
   if (hosts.size() > 1) return ReportHosts(ropt, std::move(hosts), errors);
-  store::TraceSet traces = store::LoadTraces(opt.traces);
+  store::TraceSet traces = store::LoadTracesIndexed(opt.traces);
   google::protobuf::Arena arena(model::TimelineArenaOptions());
   v1::Timeline& timeline = *model::ArenaTimeline(&arena);
   model::BuildTimeline(traces, &timeline);

@@ -110,7 +110,7 @@ int ReportHosts(const ReportOptions& opt, std::vector<HostInput> hosts, const st
   for (auto& host : hosts) {
     v1::Report r;
     {
-      const store::TraceSet traces = store::LoadTraces(host.files);
+      const store::TraceSet traces = store::LoadTracesIndexed(host.files);
       const v1::Timeline timeline = model::BuildTimeline(traces);
       for (const auto& p : timeline.problems()) ComplainDamage(p.file(), p.offset(), p.message(), "analysing");
       damaged |= timeline.problems_size() > 0;

@@ -10,7 +10,7 @@
 namespace ldscope::cli {
 
 int Show(const ShowOptions& opt) {
-  store::TraceSet traces = store::LoadTraces(opt.traces);
+  store::TraceSet traces = store::LoadTracesIndexed(opt.traces);
   google::protobuf::Arena arena(model::TimelineArenaOptions());
   v1::Timeline& timeline = *model::ArenaTimeline(&arena);
   bool written = true;

@@ -453,8 +453,8 @@ TraceFile Read(const std::string& path, bool decoded) {
 
 }  // namespace
 
-TraceFile ReadTraceFile(const std::string& path) { return Read(path, false); }
-TraceFile ReadTraceFileDecoded(const std::string& path) { return Read(path, true); }
+TraceFile ReadTraceFile(const std::string& path) { return Read(path, true); }
+TraceFile ReadTraceFileIndexed(const std::string& path) { return Read(path, false); }
 
 bool Readable(const TraceFile& f) { return f.ok() || f.problem->offset > 0; }
 
@@ -488,7 +488,9 @@ Result<std::vector<std::string>> TraceNamesIn(const std::string& dir) {
   return names;
 }
 
-TraceSet LoadTraces(const std::vector<std::string>& paths, bool decoded) {
+namespace {
+
+TraceSet Load(const std::vector<std::string>& paths, bool decoded) {
   TraceSet set;
   uint32_t next_stream = 1;
   auto add = [&](TraceFile&& f) {
@@ -526,6 +528,11 @@ TraceSet LoadTraces(const std::vector<std::string>& paths, bool decoded) {
   }
   return set;
 }
+
+}  // namespace
+
+TraceSet LoadTraces(const std::vector<std::string>& paths) { return Load(paths, true); }
+TraceSet LoadTracesIndexed(const std::vector<std::string>& paths) { return Load(paths, false); }
 
 void DropEvents(TraceSet* set) {
   for (auto& f : set->files) {

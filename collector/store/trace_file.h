@@ -70,7 +70,7 @@ struct EventStream {
 // are escaped text (text/escape.h), the problem's file name too; path is as given.
 //
 // The events are either decoded (`events`, in file order: ParseTrace, tests), or, for a
-// file read by ReadTraceFile/LoadTraces, indexed (`streams` into `bytes`) and decoded by
+// file read by ReadTraceFileIndexed/LoadTracesIndexed, indexed (`streams` into `bytes`) and decoded by
 // whoever reads them (EventDecoder), one at a time: a trace of millions of events is
 // never held decoded as a whole.
 struct TraceFile {
@@ -90,10 +90,10 @@ struct TraceFile {
   bool ok() const { return !problem.has_value(); }
 };
 
-// Reads a file; its events are indexed, not decoded (see TraceFile).
+// Reads a file, its events decoded (`events`).
 TraceFile ReadTraceFile(const std::string& path);
-// The same, with its events decoded (`events`).
-TraceFile ReadTraceFileDecoded(const std::string& path);
+// The same, its events indexed, not decoded (see TraceFile): for a big trace.
+TraceFile ReadTraceFileIndexed(const std::string& path);
 // False when nothing of the file could be read (it could not be opened, or it is not
 // an ldscope trace at all: empty, another kind of file, no valid header).
 bool Readable(const TraceFile& f);
@@ -149,8 +149,10 @@ struct TraceSet {
 Result<std::vector<std::string>> TraceNamesIn(const std::string& dir);
 // Loads files and LDSCOPE_DIR directories (every *.ldscope file inside). Events from
 // per-process files (stream 0) get a stream number of their own per file.
-// decoded: the files' events decoded (TraceFile.events), not indexed.
-TraceSet LoadTraces(const std::vector<std::string>& paths, bool decoded = false);
+TraceSet LoadTraces(const std::vector<std::string>& paths);
+// The same with the files' events indexed, not decoded (what show, report and the other
+// commands read: model::BuildTimeline takes either).
+TraceSet LoadTracesIndexed(const std::vector<std::string>& paths);
 // Frees the events (decoded or indexed) and the bytes of every file of a set; the
 // headers, problems and facts stay.
 void DropEvents(TraceSet* set);

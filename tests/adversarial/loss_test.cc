@@ -343,7 +343,7 @@ TEST(Loss, StartEventKeepsLoaderVariablesFirst) {
   ASSERT_LT(p.argv_size(), 201);
   EXPECT_EQ(p.argv(0), "/bin/true");
   for (int i = 1; i < p.argv_size(); ++i) EXPECT_EQ(p.argv(i), args[i - 1]) << i;
-  const auto file = store::ReadTraceFileDecoded(trace);
+  const auto file = store::ReadTraceFile(trace);
   bool truncated = false;
   for (const auto& e : file.events)
     if (e.has_process_start() && e.pid() == p.pid()) truncated = e.truncated();
@@ -405,7 +405,7 @@ TEST(Loss, PidNamespaceIsNoted) {
   ASSERT_EQ(r.code, 0) << r.err;
   struct stat own {};
   ASSERT_EQ(stat("/proc/self/ns/pid", &own), 0);
-  const auto file = store::ReadTraceFileDecoded(trace);
+  const auto file = store::ReadTraceFile(trace);
   EXPECT_EQ(file.header.pid_namespace(), own.st_ino);
   const auto t = testing::TimelineOf({trace});
   EXPECT_EQ(t.pid_namespace(), own.st_ino);

@@ -269,7 +269,7 @@ TEST(Batching, BigTransactionFillsSeveralBatches) {
   const auto r = RunCmd({DLPROBE, "open", kLibA},
                         {"LD_AUDIT=" AUDIT_LIB, "LDSCOPE_DIR=" + tdir, "LD_LIBRARY_PATH=" + path});
   ASSERT_EQ(r.code, 0) << r.err;
-  const auto set = store::LoadTraces({tdir}, true);
+  const auto set = store::LoadTraces({tdir});
   ASSERT_EQ(set.files.size(), 1u);
   const auto& f = set.files[0];
   ASSERT_TRUE(f.ok()) << f.problem->message;
@@ -300,7 +300,7 @@ TEST(Batching, ForkedChildDoesNotSendItsParentsHeldEvents) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("child\nbgopen: not ours\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("parent\nbgopen: ok\n"), std::string::npos) << r.out;
-  const auto t = store::ReadTraceFileDecoded(trace);
+  const auto t = store::ReadTraceFile(trace);
   ASSERT_TRUE(t.ok()) << t.problem->message;
   std::map<uint32_t, std::vector<const v1::Event*>> by_pid;
   for (const auto& e : t.events) by_pid[e.pid()].push_back(&e);

@@ -141,7 +141,7 @@ TEST(Hwcaps, EveryCandidateIsOneGlibcTried) {
                            {"LD_DEBUG=libs", "LD_DEBUG_OUTPUT=" + dir + "/dbg",
                             "LD_LIBRARY_PATH=/nonexistent:" + fx + "/lib/threads"});
   ASSERT_EQ(r.code, 0) << r.err;
-  auto t = store::ReadTraceFileDecoded(trace);
+  auto t = store::ReadTraceFile(trace);
   ASSERT_TRUE(t.ok()) << t.problem->message;
   std::sort(t.events.begin(), t.events.end(),
             [](const v1::Event& a, const v1::Event& b) { return a.seq() < b.seq(); });

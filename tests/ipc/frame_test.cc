@@ -146,7 +146,7 @@ TEST(Frame, ServerStoresEachEventOfABatch) {
   ASSERT_TRUE(w.Close().ok());
   EXPECT_EQ(server.stats().bad_clients, 1u);
   EXPECT_EQ(server.stats().events, 5u + 2u) << "good: 5; bad: its start and libok.so";
-  const auto t = store::ReadTraceFileDecoded(trace);
+  const auto t = store::ReadTraceFile(trace);
   ASSERT_TRUE(t.ok()) << t.problem->message;
   std::vector<std::string> names;
   for (const auto& e : t.events) {

@@ -32,7 +32,7 @@ std::string WriteSample(const std::string& dir, int events) {
 
 TEST(TraceFile, RoundTripAddsStream) {
   const auto dir = testing::ScratchDir("trace_roundtrip");
-  const auto t = store::ReadTraceFileDecoded(WriteSample(dir, 5));
+  const auto t = store::ReadTraceFile(WriteSample(dir, 5));
   ASSERT_TRUE(t.ok()) << t.problem->message;
   EXPECT_EQ(t.header.host(), "h");
   ASSERT_EQ(t.events.size(), 5u);
@@ -215,8 +215,8 @@ TEST(TraceFile, IndexedEventsGiveTheTimelineOfDecodedOnes) {
   const auto dir = testing::ScratchDir("trace_indexed");
   const std::string path = dir + "/t.ldscope";
   testing::WriteFile(path, file);
-  const v1::Timeline decoded = model::BuildTimeline(store::LoadTraces({path}, true));
-  store::TraceSet set = store::LoadTraces({path});
+  const v1::Timeline decoded = model::BuildTimeline(store::LoadTraces({path}));
+  store::TraceSet set = store::LoadTracesIndexed({path});
   ASSERT_EQ(set.files.size(), 1u);
   EXPECT_TRUE(set.files[0].events.empty());
   EXPECT_EQ(store::EventCount(set.files[0]), 15u);
@@ -226,7 +226,7 @@ TEST(TraceFile, IndexedEventsGiveTheTimelineOfDecodedOnes) {
   EXPECT_EQ(indexed.processes(1).exe_after(), "/bin/y\\x02");
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(indexed, decoded))
       << indexed.DebugString() << "\n---\n" << decoded.DebugString();
-  EXPECT_EQ(store::TraceFilesByStream(set), store::TraceFilesByStream(store::LoadTraces({path}, true)));
+  EXPECT_EQ(store::TraceFilesByStream(set), store::TraceFilesByStream(store::LoadTraces({path})));
   // The same from memory.
   store::TraceSet a, b;
   a.files.push_back(store::ParseTrace("m", reinterpret_cast<const uint8_t*>(whole.data()), whole.size()));

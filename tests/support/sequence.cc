@@ -33,7 +33,7 @@ std::string Describe(const v1::Event& e, const std::map<uint64_t, std::string>& 
 }  // namespace
 
 std::vector<v1::Event> EventsOf(const std::string& trace) {
-  auto t = store::ReadTraceFileDecoded(trace);
+  auto t = store::ReadTraceFile(trace);
   EXPECT_TRUE(t.ok()) << t.problem->message;
   std::sort(t.events.begin(), t.events.end(),
             [](const v1::Event& a, const v1::Event& b) { return a.seq() < b.seq(); });

@@ -118,7 +118,7 @@ void WriteFile(const std::string& path, const std::string& content) {
 }
 
 v1::Timeline TimelineOf(const std::vector<std::string>& traces) {
-  return model::BuildTimeline(store::LoadTraces(traces));
+  return model::BuildTimeline(store::LoadTracesIndexed(traces));
 }
 
 std::vector<const v1::ProcessTimeline*> ByExe(const v1::Timeline& t, const std::string& suffix) {
