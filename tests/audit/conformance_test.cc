@@ -459,29 +459,20 @@ TEST(Conformance, EveryBufferSizeGivesAParsableEvent) {
 TEST(Conformance, PythonHookSendsTheSchemasMessages) {
   const std::string dir = testing::ScratchDir("conformance_python");
   const std::string sock = dir + "/s";
-  const int lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  ASSERT_GE(lfd, 0);
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  std::snprintf(a.sun_path, sizeof a.sun_path, "%s", sock.c_str());
-  ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(listen(lfd, 16), 0);
+  const int lfd = testing::ListenSeqpacket(sock);
   // The connection waits in the backlog, its datagrams queued, until the program ended.
   const auto r = testing::RunCmd({"/usr/bin/python3", "-c", "import fractions, ctypes\nctypes.CDLL('libm.so.6')"},
                                  {"PYTHONPATH=" PYTHON_HOOK_DIR, "LDSCOPE_SOCKET=" + sock},
                                  {"PYTHONSAFEPATH", "PYTHONNOUSERSITE"});
   ASSERT_EQ(r.code, 0) << r.err;
-  const int cfd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-  ASSERT_GE(cfd, 0) << "the hook did not connect";
+  bool connected = false;
+  const std::vector<std::string> datagrams = testing::ReceiveDatagrams(lfd, &connected);
+  ASSERT_TRUE(connected) << "the hook did not connect";
   std::vector<v1::Event> events;
-  for (;;) {
-    std::string buf(1 << 16, '\0');
-    const ssize_t n = recv(cfd, buf.data(), buf.size(), 0);
-    if (n <= 0) break;
+  for (const std::string& d : datagrams) {
     std::vector<std::string> owned;
     std::vector<ipc::FrameSlice> slices;
-    ASSERT_TRUE(ipc::SplitDatagram(reinterpret_cast<const uint8_t*>(buf.data()),
-                                   static_cast<size_t>(n), &owned, &slices))
+    ASSERT_TRUE(ipc::SplitDatagram(reinterpret_cast<const uint8_t*>(d.data()), d.size(), &owned, &slices))
         << "datagram does not parse";
     for (const auto& sl : slices) {
       v1::Event e;
@@ -490,8 +481,6 @@ TEST(Conformance, PythonHookSendsTheSchemasMessages) {
       events.push_back(e);
     }
   }
-  close(cfd);
-  close(lfd);
   ASSERT_FALSE(events.empty());
   // The head: one pid, a thread, a time, sequence numbers from 0 without gaps.
   for (size_t i = 0; i < events.size(); ++i) {

@@ -118,17 +118,8 @@ TEST(Frame, ServerStoresEachEventOfABatch) {
   ipc::Server server;
   server.set_writer(&w);
   ASSERT_TRUE(server.Listen(sock).ok());
-  auto connect_to = [&] {
-    const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    std::snprintf(a.sun_path, sizeof a.sun_path, "%s", sock.c_str());
-    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    return fd;
-  };
-  auto send_all = [](int fd, const std::string& d) {
-    EXPECT_EQ(send(fd, d.data(), d.size(), MSG_NOSIGNAL), static_cast<ssize_t>(d.size()));
-  };
+  auto connect_to = [&] { return testing::ConnectSeqpacket(sock); };
+  auto send_all = testing::SendDatagram;
   const int good = connect_to();
   send_all(good, EventBytes(10, 0, ""));                     // alone
   send_all(good, Batch({EventBytes(10, 1, "libone.so"), EventBytes(10, 2, "libtwo.so")}));

@@ -255,17 +255,8 @@ TEST(PyHook, ServerStoresTheHooksEventsAndDropsABadSender) {
   ipc::Server server;
   server.set_writer(&w);
   ASSERT_TRUE(server.Listen(sock).ok());
-  auto connect_to = [&] {
-    const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    std::snprintf(a.sun_path, sizeof a.sun_path, "%s", sock.c_str());
-    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    return fd;
-  };
-  auto send_all = [](int fd, const std::string& s) {
-    EXPECT_EQ(send(fd, s.data(), s.size(), MSG_NOSIGNAL), static_cast<ssize_t>(s.size()));
-  };
+  auto connect_to = [&] { return testing::ConnectSeqpacket(sock); };
+  auto send_all = testing::SendDatagram;
   const int good = connect_to();
   send_all(good, d[0]);
   send_all(good, d[1]);
@@ -397,13 +388,7 @@ TEST(PyHook, HookSendsWhatMarshalRefusesAndWhatIsTooLong) {
     SCOPED_TRACE(ascii ? "ascii file-system encoding" : "utf-8");
     const std::string dir = testing::ScratchDir(ascii ? "pyhook_ascii" : "pyhook_utf8");
     const std::string sock = dir + "/s";
-    const int lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    ASSERT_GE(lfd, 0);
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    std::snprintf(a.sun_path, sizeof a.sun_path, "%s", sock.c_str());
-    ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    ASSERT_EQ(listen(lfd, 16), 0);
+    const int lfd = testing::ListenSeqpacket(sock);
     std::vector<std::string> env = {"PYTHONPATH=" PYTHON_HOOK_DIR, "LDSCOPE_SOCKET=" + sock};
     if (ascii) env.insert(env.end(), {"LC_ALL=C", "PYTHONUTF8=0", "PYTHONCOERCECLOCALE=0"});
     const auto r = testing::RunCmd({"/usr/bin/python3", "-c",
@@ -419,19 +404,15 @@ TEST(PyHook, HookSendsWhatMarshalRefusesAndWhatIsTooLong) {
                                    env, {"PYTHONSAFEPATH", "PYTHONNOUSERSITE"});
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.out, ascii ? "ascii\n" : "utf-8\n");
-    const int cfd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    ASSERT_GE(cfd, 0) << "the hook did not connect";
+    bool connected = false;
+    const std::vector<std::string> datagrams = testing::ReceiveDatagrams(lfd, &connected);
+    ASSERT_TRUE(connected) << "the hook did not connect";
     std::vector<v1::Event> events;
-    for (;;) {
-      std::string buf(1 << 16, '\0');
-      const ssize_t n = recv(cfd, buf.data(), buf.size(), 0);
-      if (n <= 0) break;
+    for (const std::string& d : datagrams) {
       std::vector<v1::Event> got;
-      ASSERT_TRUE(Decode(buf.substr(0, static_cast<size_t>(n)), &got));
+      ASSERT_TRUE(Decode(d, &got));
       events.insert(events.end(), got.begin(), got.end());
     }
-    close(cfd);
-    close(lfd);
     std::vector<std::string> seen;
     for (size_t i = 0; i < events.size(); ++i) {
       const v1::Event& e = events[i];
@@ -506,26 +487,18 @@ TEST(PyHook, ShortcutsReportWhatTheLongWayDoes) {
     SCOPED_TRACE(mode);
     const std::string dir = testing::ScratchDir("pyhook_" + mode);
     const std::string sock = dir + "/s";
-    const int lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    ASSERT_GE(lfd, 0);
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    std::snprintf(a.sun_path, sizeof a.sun_path, "%s", sock.c_str());
-    ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    ASSERT_EQ(listen(lfd, 16), 0);
+    const int lfd = testing::ListenSeqpacket(sock);
     const auto r = testing::RunCmd({"/usr/bin/python3", "-c", script, mode},
                                    {"HOOK=" PYTHON_HOOK_DIR, "LDSCOPE_SOCKET=" + sock},
                                    {"PYTHONPATH", "PYTHONSAFEPATH", "PYTHONNOUSERSITE"});
     ASSERT_EQ(r.code, 0) << r.err;
-    const int cfd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    ASSERT_GE(cfd, 0) << "the hook did not connect";
+    bool connected = false;
+    const std::vector<std::string> datagrams = testing::ReceiveDatagrams(lfd, &connected);
+    ASSERT_TRUE(connected) << "the hook did not connect";
     std::vector<std::string> seen;
-    for (;;) {
-      std::string buf(1 << 16, '\0');
-      const ssize_t n = recv(cfd, buf.data(), buf.size(), 0);
-      if (n <= 0) break;
+    for (const std::string& d : datagrams) {
       std::vector<v1::Event> got;
-      ASSERT_TRUE(Decode(buf.substr(0, static_cast<size_t>(n)), &got));
+      ASSERT_TRUE(Decode(d, &got));
       for (const auto& e : got) {
         if (e.has_py_import()) {
           const auto& b = e.py_import();
@@ -538,8 +511,6 @@ TEST(PyHook, ShortcutsReportWhatTheLongWayDoes) {
         }
       }
     }
-    close(cfd);
-    close(lfd);
     runs.push_back(seen);
   }
   ASSERT_EQ(runs.size(), 2u);

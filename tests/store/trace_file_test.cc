@@ -81,14 +81,7 @@ TEST(TraceFile, FactsRecordsKeptAsBytesAndCheckedAtTheTop) {
   facts.set_size(1234);
   facts.add_needed("libc.so.6");
   facts.add_verneeds()->set_file("libc.so.6");
-  auto record = [](const std::string& bytes) {
-    std::string out;
-    for (uint64_t n = bytes.size(); ; n >>= 7) {
-      out += static_cast<char>((n & 0x7f) | (n >= 0x80 ? 0x80 : 0));
-      if (n < 0x80) break;
-    }
-    return out + bytes;
-  };
+  auto record = testing::Delimited;
   v1::Event before, with_facts, after;
   before.set_pid(10);
   before.mutable_search()->set_name("libx.so.1");
@@ -129,14 +122,7 @@ TEST(TraceFile, FactsRecordsKeptAsBytesAndCheckedAtTheTop) {
 // 1 of a file taken as one, equal seqs, a fork child, the collector's notes, a damaged
 // tail.
 TEST(TraceFile, IndexedEventsGiveTheTimelineOfDecodedOnes) {
-  auto record = [](const std::string& bytes) {
-    std::string out;
-    for (uint64_t n = bytes.size(); ; n >>= 7) {
-      out += static_cast<char>((n & 0x7f) | (n >= 0x80 ? 0x80 : 0));
-      if (n < 0x80) break;
-    }
-    return out + bytes;
-  };
+  auto record = testing::Delimited;
   v1::TraceHeader h;
   h.set_format_version(1);
   h.set_host("h");

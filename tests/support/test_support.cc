@@ -4,11 +4,14 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -223,6 +226,54 @@ std::string NormalizeReport(std::string s, const std::string& scratch) {
   s = std::regex_replace(s, std::regex("\"name\": \"[0-9]+ "), "\"name\": \"${PID} ");
   s = std::regex_replace(s, std::regex("\"thread [0-9]+\""), "\"thread ${TID}\"");
   return s;
+}
+
+int ListenSeqpacket(const std::string& path) {
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::snprintf(a.sun_path, sizeof a.sun_path, "%s", path.c_str());
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << path;
+  EXPECT_EQ(listen(fd, 16), 0);
+  return fd;
+}
+
+int ConnectSeqpacket(const std::string& path) {
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::snprintf(a.sun_path, sizeof a.sun_path, "%s", path.c_str());
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << path;
+  return fd;
+}
+
+void SendDatagram(int fd, const std::string& bytes) {
+  EXPECT_EQ(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+}
+
+std::vector<std::string> ReceiveDatagrams(int lfd, bool* connected) {
+  std::vector<std::string> out;
+  const int cfd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  *connected = cfd >= 0;
+  for (; cfd >= 0;) {
+    std::string buf(1 << 16, '\0');
+    const ssize_t n = recv(cfd, buf.data(), buf.size(), 0);
+    if (n <= 0) break;
+    out.push_back(buf.substr(0, static_cast<size_t>(n)));
+  }
+  if (cfd >= 0) close(cfd);
+  close(lfd);
+  return out;
+}
+
+std::string Delimited(const std::string& bytes) {
+  std::string out;
+  for (uint64_t n = bytes.size();; n >>= 7) {
+    out += static_cast<char>((n & 0x7f) | (n >= 0x80 ? 0x80 : 0));
+    if (n < 0x80) break;
+  }
+  return out + bytes;
 }
 
 }  // namespace ldscope::testing

@@ -70,4 +70,16 @@ void ExpectGolden(const std::string& file, const std::string& actual);
 // GitHub step summary and the Chrome export write them: thread ids, ts and dur).
 std::string NormalizeReport(std::string s, const std::string& scratch);
 
+// A SOCK_SEQPACKET socket listening at path, as the collector's (asserts that it works).
+int ListenSeqpacket(const std::string& path);
+// A connection to the SOCK_SEQPACKET socket at path (expects that it connects).
+int ConnectSeqpacket(const std::string& path);
+// One datagram (expects that all of it was sent).
+void SendDatagram(int fd, const std::string& bytes);
+// Accepts the connection waiting on lfd and reads its datagrams to its end; closes both.
+// *connected is false when nothing was waiting.
+std::vector<std::string> ReceiveDatagrams(int lfd, bool* connected);
+// bytes with its length in front as a varint: one record of a trace file.
+std::string Delimited(const std::string& bytes);
+
 }  // namespace ldscope::testing
