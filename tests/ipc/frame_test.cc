@@ -110,33 +110,17 @@ TEST(Frame, MalformedBatchesAreRefusedWhole) {
 // disconnects its sender.
 TEST(Frame, ServerStoresEachEventOfABatch) {
   const auto dir = testing::ScratchDir("frame_server");
-  const std::string sock = dir + "/s", trace = dir + "/t.ldscope";
-  store::TraceWriter w;
-  v1::TraceHeader h;
-  h.set_format_version(1);
-  ASSERT_TRUE(w.Open(trace, h).ok());
-  ipc::Server server;
-  server.set_writer(&w);
-  ASSERT_TRUE(server.Listen(sock).ok());
-  auto connect_to = [&] { return testing::ConnectSeqpacket(sock); };
-  auto send_all = testing::SendDatagram;
-  const int good = connect_to();
-  send_all(good, EventBytes(10, 0, ""));                     // alone
-  send_all(good, Batch({EventBytes(10, 1, "libone.so"), EventBytes(10, 2, "libtwo.so")}));
-  send_all(good, EventBytes(10, 3, "libthree.so"));          // alone again
-  send_all(good, Batch({EventBytes(10, 4, "libfour.so")}));  // a batch of one
-  close(good);
-  const int bad = connect_to();
-  send_all(bad, EventBytes(11, 0, ""));
-  send_all(bad, Batch({EventBytes(11, 1, "libok.so"), EventBytes(0, 2, "no-pid")}));
-  send_all(bad, EventBytes(11, 3, "after.so"));
-  for (int i = 0; i < 50 && server.stats().connections < 2; ++i) server.Poll(100);
-  for (int i = 0; i < 50 && server.open_connections() > 0; ++i) server.Poll(100);
-  close(bad);
-  server.Shutdown();
-  ASSERT_TRUE(w.Close().ok());
-  EXPECT_EQ(server.stats().bad_clients, 1u);
-  EXPECT_EQ(server.stats().events, 5u + 2u) << "good: 5; bad: its start and libok.so";
+  const std::string trace = dir + "/t.ldscope";
+  const ipc::ServerStats stats = testing::ServeGoodAndBad(
+      dir,
+      {EventBytes(10, 0, ""),                                                  // alone
+       Batch({EventBytes(10, 1, "libone.so"), EventBytes(10, 2, "libtwo.so")}),
+       EventBytes(10, 3, "libthree.so"),                                      // alone again
+       Batch({EventBytes(10, 4, "libfour.so")})},                             // a batch of one
+      {EventBytes(11, 0, ""), Batch({EventBytes(11, 1, "libok.so"), EventBytes(0, 2, "no-pid")}),
+       EventBytes(11, 3, "after.so")});
+  EXPECT_EQ(stats.bad_clients, 1u);
+  EXPECT_EQ(stats.events, 5u + 2u) << "good: 5; bad: its start and libok.so";
   const auto t = store::ReadTraceFile(trace);
   ASSERT_TRUE(t.ok()) << t.problem->message;
   std::vector<std::string> names;

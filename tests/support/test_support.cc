@@ -276,4 +276,27 @@ std::string Delimited(const std::string& bytes) {
   return out + bytes;
 }
 
+ipc::ServerStats ServeGoodAndBad(const std::string& dir, const std::vector<std::string>& good,
+                                 const std::vector<std::string>& bad) {
+  const std::string sock = dir + "/s";
+  store::TraceWriter w;
+  v1::TraceHeader h;
+  h.set_format_version(1);
+  EXPECT_TRUE(w.Open(dir + "/t.ldscope", h).ok());
+  ipc::Server server;
+  server.set_writer(&w);
+  EXPECT_TRUE(server.Listen(sock).ok());
+  const int g = ConnectSeqpacket(sock);
+  for (const auto& d : good) SendDatagram(g, d);
+  close(g);
+  const int b = ConnectSeqpacket(sock);
+  for (const auto& d : bad) SendDatagram(b, d);
+  for (int i = 0; i < 50 && server.stats().connections < 2; ++i) server.Poll(100);
+  for (int i = 0; i < 50 && server.open_connections() > 0; ++i) server.Poll(100);
+  close(b);
+  server.Shutdown();
+  EXPECT_TRUE(w.Close().ok());
+  return server.stats();
+}
+
 }  // namespace ldscope::testing

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ipc/server.h"
 #include "ldscope_proto/timeline.pb.h"
 
 namespace ldscope::testing {
@@ -81,5 +82,11 @@ void SendDatagram(int fd, const std::string& bytes);
 std::vector<std::string> ReceiveDatagrams(int lfd, bool* connected);
 // bytes with its length in front as a varint: one record of a trace file.
 std::string Delimited(const std::string& bytes);
+
+// Through a real ipc::Server writing DIR/t.ldscope: one connection sends `good` and closes,
+// then another sends `bad`; served until both are gone (the bad one dropped by the server).
+// Returns the server's stats once the trace is closed.
+ipc::ServerStats ServeGoodAndBad(const std::string& dir, const std::vector<std::string>& good,
+                                 const std::vector<std::string>& bad);
 
 }  // namespace ldscope::testing
