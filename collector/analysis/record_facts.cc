@@ -7,6 +7,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <system_error>
 #include <thread>
 #include <tuple>
 #include <unordered_set>
@@ -64,76 +65,176 @@ void ParallelFor(size_t n, F&& f) {
 
 }  // namespace
 
-RecordedFacts RecordFacts(const std::set<std::string>& paths, int limit_ms) {
+// One path's reading: everything about one file that does not depend on the others.
+// The file itself is not kept (nor mapped) once this is made.
+struct FactsReader::Read {
+  bool begun = false;
+  bool ok = false;
+  std::string error;  // when not ok
+  elf::PreparedFacts facts;  // when ok
+  std::vector<uint64_t> undefined;  // the hashes of the names it leaves undefined
+};
+
+namespace {
+
+std::shared_ptr<FactsReader::Read> ReadPath(const std::string& raw_path) {
+  auto read = std::make_shared<FactsReader::Read>();
+  read->begun = true;
+  Result<std::unique_ptr<elf::ElfInfo>> r = elf::ReadElf(text::Escape(raw_path));
+  if (!r.ok()) {
+    read->error = r.error();
+    return read;
+  }
+  const std::unique_ptr<elf::ElfInfo> info = std::move(r).value();
+  read->ok = true;
+  // Definitions of the runtime-family marker names are kept with their names; the rest
+  // by hash where some object leaves the name undefined (MakeRecords).
+  read->facts = elf::PrepareFacts(*info, [](const elf::Symbol& s) { return IsMarkerSymbol(s.name); },
+                                  Found(*info));
+  info->ForEachSymbol(elf::ElfInfo::Which::kUndefined,
+                      [&](const elf::Symbol& s) { read->undefined.push_back(elf::HashOf(s)); });
+  return read;
+}
+
+// The records of the files among all (in path order), from their reads (null: not read).
+RecordedFacts MakeRecords(const std::vector<std::string>& all,
+                          const std::vector<FactsReader::Read*>& reads) {
   RecordedFacts out;
-  const long deadline = NowMs() + limit_ms;
-  // Read in parallel; what was not begun by the deadline stays unread (no record).
-  const std::vector<std::string> all(paths.begin(), paths.end());
-  struct Read {
-    bool begun = false;
-    std::unique_ptr<elf::ElfInfo> info;
-    std::string error;  // when info is null
-  };
-  std::vector<Read> reads(all.size());
-  ParallelFor(all.size(), [&](size_t i) {
-    if (NowMs() > deadline) return;
-    Result<std::unique_ptr<elf::ElfInfo>> r = elf::ReadElf(text::Escape(all[i]));
-    reads[i].begun = true;
-    if (r.ok())
-      reads[i].info = std::move(r).value();
-    else
-      reads[i].error = r.error();
-  });
   struct File {
-    std::unique_ptr<elf::ElfInfo> info;
+    FactsReader::Read* read;
     std::vector<std::string> paths;  // escaped
   };
   std::vector<File> files;
   std::map<std::string, size_t> by_build_id;
   std::map<std::tuple<uint64_t, uint64_t, uint64_t, int64_t>, size_t> by_inode;
   for (size_t i = 0; i < all.size(); ++i) {  // in path order, as one thread would
-    if (!reads[i].begun) {
+    if (reads[i] == nullptr || !reads[i]->begun) {
       ++out.skipped;
       continue;
     }
     ++out.files;
     const std::string path = text::Escape(all[i]);
-    if (reads[i].info == nullptr) {
-      out.records.push_back(elf::UnreadableFacts(path, reads[i].error));
+    if (!reads[i]->ok) {
+      out.records.push_back(elf::UnreadableFacts(path, reads[i]->error));
       continue;
     }
-    std::unique_ptr<elf::ElfInfo> info = std::move(reads[i].info);
+    const v1::ObjectFacts& info = reads[i]->facts.record;
     size_t* same = nullptr;
-    if (!info->build_id.empty()) {
-      auto [it, inserted] = by_build_id.try_emplace(info->build_id, files.size());
+    if (!info.build_id().empty()) {
+      auto [it, inserted] = by_build_id.try_emplace(info.build_id(), files.size());
       if (!inserted) same = &it->second;
     } else {
-      auto [it, inserted] = by_inode.try_emplace({info->dev, info->ino, info->size, info->mtime_ns}, files.size());
+      auto [it, inserted] =
+          by_inode.try_emplace({info.dev(), info.ino(), info.size(), info.mtime_ns()}, files.size());
       if (!inserted) same = &it->second;
     }
     if (same != nullptr) {
       files[*same].paths.push_back(path);
       continue;
     }
-    files.push_back({std::move(info), {path}});
+    files.push_back({reads[i], {path}});
   }
   // The names some object leaves undefined: the only names lookups ask for.
   std::unordered_set<uint64_t> wanted;
-  for (const auto& f : files)
-    f.info->ForEachSymbol(elf::ElfInfo::Which::kUndefined,
-                          [&](const elf::Symbol& s) { wanted.insert(elf::HashOf(s)); });
-  auto keep = [&](const elf::Symbol& s) {
-    if (IsMarkerSymbol(s.name)) return elf::Keep::kName;
-    return wanted.count(elf::HashOf(s)) != 0 ? elf::Keep::kHash : elf::Keep::kDrop;
-  };
+  for (const auto& f : files) wanted.insert(f.read->undefined.begin(), f.read->undefined.end());
+  auto keep = [&](uint64_t hash) { return wanted.count(hash) != 0; };
   std::vector<v1::ObjectFacts> made(files.size());
   ParallelFor(files.size(), [&](size_t i) {
     const File& f = files[i];
-    made[i] = elf::ToFacts(*f.info, keep, Found(*f.info));
+    made[i] = elf::FinishFacts(f.read->facts, keep);
     for (size_t k = 1; k < f.paths.size(); ++k) made[i].add_paths(text::Unescape(f.paths[k]));
   });
   for (auto& r : made) out.records.push_back(std::move(r));
   return out;
+}
+
+}  // namespace
+
+RecordedFacts RecordFacts(const std::set<std::string>& paths, int limit_ms) {
+  FactsReader reader;  // nothing added: Finish reads every path
+  return reader.Finish(paths, limit_ms);
+}
+
+FactsReader::~FactsReader() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+void FactsReader::Add(const std::string& path) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_ || no_thread_) return;  // Finish reads it
+    queue_.push_back(path);
+    // Started with the first path: a run with --no-facts, or one whose programs load
+    // nothing, never has the thread.
+    if (!thread_.joinable()) {
+      try {
+        thread_ = std::thread([this] { Work(); });
+      } catch (const std::system_error&) {
+        no_thread_ = true;  // no thread to be had: Finish reads everything, as before
+        queue_.clear();
+        return;
+      }
+    }
+  }
+  wake_.notify_one();
+}
+
+void FactsReader::Work() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    if (stop_) return;
+    if (queue_.empty()) {
+      busy_ = false;
+      idle_.notify_all();
+      wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      continue;
+    }
+    busy_ = true;
+    const std::string path = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    // One path at a time, the lock released: Add never waits for a reading, and Finish
+    // waits for at most the one in progress.
+    auto& slot = done_[path];
+    if (slot == nullptr) slot = ReadPath(path);
+    lock.lock();
+  }
+}
+
+void FactsReader::WaitIdle() {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_.wait(lock, [&] { return stop_ || (queue_.empty() && !busy_); });
+}
+
+RecordedFacts FactsReader::Finish(const std::set<std::string>& paths, int limit_ms) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_one();
+  if (thread_.joinable()) thread_.join();  // after the file it is reading, if any
+  const long deadline = NowMs() + limit_ms;
+  const std::vector<std::string> all(paths.begin(), paths.end());
+  std::vector<Read*> reads(all.size(), nullptr);
+  std::vector<size_t> todo;  // indexes into all of the paths not read in the background
+  for (size_t i = 0; i < all.size(); ++i) {
+    auto it = done_.find(all[i]);
+    if (it != done_.end()) reads[i] = it->second.get();
+    else todo.push_back(i);
+  }
+  // Read in parallel; what was not begun by the deadline stays unread (no record).
+  std::vector<std::shared_ptr<Read>> late(todo.size());
+  ParallelFor(todo.size(), [&](size_t k) {
+    if (NowMs() > deadline) return;
+    late[k] = ReadPath(all[todo[k]]);
+  });
+  for (size_t k = 0; k < todo.size(); ++k) reads[todo[k]] = late[k].get();
+  return MakeRecords(all, reads);
 }
 
 }  // namespace ldscope::analysis

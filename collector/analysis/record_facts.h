@@ -3,8 +3,14 @@
 // findings where the files are gone or have changed.
 #pragma once
 
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ldscope_proto/events.pb.h"
@@ -24,5 +30,51 @@ struct RecordedFacts {
 // the runtime-family marker names in full. Stops reading after limit_ms (the rest get
 // no record: a report then says they could not be read, as before).
 RecordedFacts RecordFacts(const std::set<std::string>& paths, int limit_ms);
+
+// The same records, with each file read as soon as it is known: a background thread
+// reads (maps, parses, and searches the bytes of) each path given to Add while the
+// traced programs run; Finish reads the paths it has not done yet, on up to 8 threads,
+// then makes the records exactly as RecordFacts would (the selection of definitions and
+// the deduplication need every file, so they wait for the end).
+//
+// Finish's limit_ms bounds the reading done in Finish (the paths the background thread
+// had not read by then): a file read in the background always gets its record. A path
+// Add never saw is read by Finish.
+//
+// A file read in the background and changed before Finish (rewritten, replaced or
+// deleted): its record describes the file as it was read, shortly after the program
+// mapped it, which is the file the program loaded (RecordFacts alone, or a path read in
+// Finish, describes the file as it is at the end).
+class FactsReader {
+ public:
+  FactsReader() = default;
+  ~FactsReader();  // stops and joins the background thread
+  FactsReader(const FactsReader&) = delete;
+  FactsReader& operator=(const FactsReader&) = delete;
+
+  // Queues path for the background thread (started by the first call). Never waits for
+  // the reading: the caller (the collector's event loop) holds the lock only to append.
+  void Add(const std::string& path);
+  // The records of paths (see RecordFacts). Stops the background thread first: it ends
+  // the file it is reading, and what is still queued is read here. Call once.
+  RecordedFacts Finish(const std::set<std::string>& paths, int limit_ms);
+  // For tests: waits until the background thread has read every path added so far.
+  void WaitIdle();
+
+  struct Read;  // one path's reading (record_facts.cc)
+
+ private:
+  void Work();
+
+  std::mutex mu_;
+  std::condition_variable wake_, idle_;
+  std::deque<std::string> queue_;  // added, not yet taken by the thread
+  bool stop_ = false;
+  bool no_thread_ = false;          // the thread could not be started
+  bool busy_ = false;               // the thread is reading a path it took
+  std::thread thread_;
+  // Paths read by the thread (written by it, read by Finish after the join).
+  std::map<std::string, std::shared_ptr<Read>> done_;  // (shared_ptr: Read is incomplete here)
+};
 
 }  // namespace ldscope::analysis

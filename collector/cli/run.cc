@@ -355,6 +355,7 @@ int Run(const RunOptions& opt) {
   const std::string dir = OpenSession(opt, in, session);
   if (dir.empty()) return kUsage;
 
+  if (opt.facts) session.ReadFactsEarly();
   SavedSignals old;
   IgnoreTerminalSignals(&old);
   int exec_errno = 0;

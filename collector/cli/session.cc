@@ -120,8 +120,13 @@ void Session::Drain(int idle_ms, int cap_ms) {
   writer_.AppendEvent(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 0).IgnoreError();
 }
 
+void Session::ReadFactsEarly() {
+  server_.set_on_new_object([this](const std::string& path) { facts_reader_.Add(path); });
+}
+
 void Session::WriteFacts(int limit_ms) {
-  const analysis::RecordedFacts facts = analysis::RecordFacts(server_.object_paths(), limit_ms);
+  server_.set_on_new_object(nullptr);
+  const analysis::RecordedFacts facts = facts_reader_.Finish(server_.object_paths(), limit_ms);
   v1::Event e;
   e.set_pid(static_cast<uint32_t>(getpid()));
   for (const auto& r : facts.records) {

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "analysis/record_facts.h"
 #include "ipc/server.h"
 #include "store/trace_file.h"
 
@@ -44,8 +45,14 @@ class Session {
   // kRunDrainPollMs). Then stops recording and writes what it saw of incomplete images
   // into the trace (see events.proto's CollectorNotes).
   void Drain(int idle_ms, int cap_ms);
+  // Before the traced programs start, when WriteFacts will be called: each object file
+  // is read for its facts as soon as the first event naming it arrives, on a background
+  // thread (analysis::FactsReader), so that WriteFacts has little left to read.
+  void ReadFactsEarly();
   // After Drain: adds the ELF facts of every object file the traced programs loaded to
-  // the trace (analysis/record_facts.h), reading for at most limit_ms.
+  // the trace (analysis/record_facts.h): the same records whether or not ReadFactsEarly
+  // was called (but for files changed since they were read, see FactsReader). The
+  // files not read yet are read for at most limit_ms.
   void WriteFacts(int limit_ms);
   // Closes the server and the file.
   Status Finish();
@@ -61,6 +68,7 @@ class Session {
   std::string NotesText() const;
 
   ipc::Server server_;
+  analysis::FactsReader facts_reader_;
   store::TraceWriter writer_;
   v1::TraceHeader header_;
   v1::CollectorNotes notes_;

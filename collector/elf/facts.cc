@@ -88,10 +88,8 @@ bool Decompress(const std::string& in, size_t size, std::string* out) {
   return inflater.Decompress(in, size, out);
 }
 
-}  // namespace
-
-v1::ObjectFacts ToFacts(const ElfInfo& e, const std::function<Keep(const Symbol&)>& keep,
-                        const std::map<std::string, std::vector<std::string>>& found) {
+// Everything ToFacts records but the symbols.
+v1::ObjectFacts FactsWithoutSymbols(const ElfInfo& e, const std::map<std::string, std::vector<std::string>>& found) {
   v1::ObjectFacts f;
   f.add_paths(Raw(e.path));
   f.set_build_id(e.build_id);
@@ -116,6 +114,14 @@ v1::ObjectFacts ToFacts(const ElfInfo& e, const std::function<Keep(const Symbol&
     x->set_needle(needle);
     for (const auto& s : strings) x->add_strings(Raw(s));
   }
+  return f;
+}
+
+}  // namespace
+
+v1::ObjectFacts ToFacts(const ElfInfo& e, const std::function<Keep(const Symbol&)>& keep,
+                        const std::map<std::string, std::vector<std::string>>& found) {
+  v1::ObjectFacts f = FactsWithoutSymbols(e, found);
   v1::SymbolFacts s;
   std::map<std::pair<std::string_view, std::string_view>, uint32_t> version_index;
   std::string flags;
@@ -140,6 +146,72 @@ v1::ObjectFacts ToFacts(const ElfInfo& e, const std::function<Keep(const Symbol&
     }
     s.add_version(it->second + 1);
   });
+  s.set_flags(std::move(flags));
+  s.set_defined_complete(false);
+  const std::string bytes = s.SerializeAsString();
+  f.set_symbols_zlib(Compress(bytes));
+  f.set_symbols_size(static_cast<uint32_t>(bytes.size()));
+  return f;
+}
+
+PreparedFacts PrepareFacts(const ElfInfo& e, const std::function<bool(const Symbol&)>& named,
+                           const std::map<std::string, std::vector<std::string>>& found) {
+  PreparedFacts p;
+  p.record = FactsWithoutSymbols(e, found);
+  std::map<std::pair<std::string_view, std::string_view>, uint32_t> version_index;
+  e.ForEachSymbol(ElfInfo::Which::kAll, [&](const Symbol& sym) {
+    const bool full = !sym.defined || named(sym);
+    const uint8_t b = (sym.defined ? kDefined : 0) | (sym.weak ? kWeak : 0) | (sym.unique ? kUnique : 0) |
+                      (sym.data ? kData : 0) | (sym.hidden ? kHidden : 0) | (full ? kNamed : 0);
+    PreparedFacts::Sym s{0, 0, b, sym.defined};
+    if (full) {
+      p.names += Raw(sym.name);
+      p.name_ends.push_back(static_cast<uint32_t>(p.names.size()));
+    } else {
+      s.hash = HashOf(sym);
+    }
+    if (!sym.version.empty()) {
+      auto [it, inserted] = version_index.try_emplace({sym.version, sym.version_file},
+                                                      static_cast<uint32_t>(version_index.size()));
+      if (inserted) p.versions.emplace_back(Raw(sym.version), Raw(sym.version_file));
+      s.version = it->second + 1;
+    }
+    p.symbols.push_back(s);
+  });
+  return p;
+}
+
+v1::ObjectFacts FinishFacts(const PreparedFacts& p, const std::function<bool(uint64_t)>& keep_hash) {
+  v1::ObjectFacts f = p.record;
+  v1::SymbolFacts s;
+  // ToFacts numbers the versions in the order the kept symbols first use them.
+  std::vector<uint32_t> index(p.versions.size(), 0);
+  uint32_t used = 0;
+  std::string flags;
+  size_t name = 0;
+  for (const PreparedFacts::Sym& sym : p.symbols) {
+    if (sym.flags & kNamed) {
+      const uint32_t begin = name == 0 ? 0 : p.name_ends[name - 1];
+      s.add_names(p.names.substr(begin, p.name_ends[name] - begin));
+      ++name;
+    } else {
+      if (sym.defined && !keep_hash(sym.hash)) continue;
+      s.add_hashes(sym.hash);
+    }
+    flags.push_back(static_cast<char>(sym.flags));
+    if (sym.version == 0) {
+      s.add_version(0);
+      continue;
+    }
+    uint32_t& i = index[sym.version - 1];
+    if (i == 0) {
+      i = ++used;
+      auto* v = s.add_versions();
+      v->set_name(p.versions[sym.version - 1].first);
+      v->set_file(p.versions[sym.version - 1].second);
+    }
+    s.add_version(i);
+  }
   s.set_flags(std::move(flags));
   s.set_defined_complete(false);
   const std::string bytes = s.SerializeAsString();

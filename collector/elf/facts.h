@@ -27,6 +27,31 @@ enum class Keep { kDrop, kHash, kName };
 // in the file's bytes (needle -> strings found, escaped text as FindString returns it).
 v1::ObjectFacts ToFacts(const ElfInfo& e, const std::function<Keep(const Symbol&)>& keep,
                         const std::map<std::string, std::vector<std::string>>& found);
+// ToFacts in two steps, for a writer that reads each file before it knows which
+// definitions to keep (analysis/record_facts.cc reads files while the traced programs
+// run; which names some object leaves undefined is known only at the end).
+// PrepareFacts reads e once: everything the record holds but the choice of definitions,
+// with each symbol's flags, version and name hash; named(s) says which definitions are
+// kept with their name in full (undefined symbols always are). The result no longer
+// needs e. FinishFacts then makes exactly the record ToFacts(e, keep, found) makes, where
+// keep gives kName for those named definitions and, for every other definition,
+// kHash when keep_hash(HashOf(s)) and kDrop otherwise.
+struct PreparedFacts {
+  v1::ObjectFacts record;  // all but symbols_zlib and symbols_size
+  struct Sym {
+    uint64_t hash;     // HashOf (0 for a named symbol)
+    uint32_t version;  // 1 + index into versions, 0: unversioned
+    uint8_t flags;     // as the record's (kNamed: its name is the next of names)
+    bool defined;
+  };
+  std::vector<Sym> symbols;          // in .dynsym order
+  std::string names;                 // the named symbols' names (the file's bytes), one after the other
+  std::vector<uint32_t> name_ends;   // where each ends in names
+  std::vector<std::pair<std::string, std::string>> versions;  // (name, file), the file's bytes
+};
+PreparedFacts PrepareFacts(const ElfInfo& e, const std::function<bool(const Symbol&)>& named,
+                           const std::map<std::string, std::vector<std::string>>& found);
+v1::ObjectFacts FinishFacts(const PreparedFacts& p, const std::function<bool(uint64_t)>& keep_hash);
 // The record of a file that could not be read.
 v1::ObjectFacts UnreadableFacts(const std::string& path, const std::string& error);
 

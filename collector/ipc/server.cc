@@ -262,8 +262,9 @@ bool Server::HandleEvent(Conn& c, const uint8_t* data, size_t size) {
   if (e.has_exit()) stream.exited = true;
   if (e.has_preinit()) stream.started = true;
   if (e.has_objopen() && stream.started) stream.dlopened = true;
-  if (e.has_objopen() && !e.objopen().path().empty() && e.objopen().path().front() == '/')
-    object_paths_.insert(e.objopen().path());
+  if (e.has_objopen() && !e.objopen().path().empty() && e.objopen().path().front() == '/' &&
+      object_paths_.insert(e.objopen().path()).second && on_new_object_)
+    on_new_object_(e.objopen().path());
   ++stats_.events;
   stats_.event_bytes += size;
   uint64_t& d = dropped_by_stream_[c.stream];

@@ -92,6 +92,9 @@ class Server {
   // Every absolute path an ObjOpen named (the file's bytes, not escaped), for the ELF
   // facts the collector adds to the trace at the end.
   const std::set<std::string>& object_paths() const { return object_paths_; }
+  // Called from the event loop with each path the first time it joins object_paths()
+  // (so that its facts can be read while the programs run). It must not block.
+  void set_on_new_object(std::function<void(const std::string&)> f) { on_new_object_ = std::move(f); }
   // The executable of an image named in the notes ("" when unknown).
   std::string ExeOfImage(uint32_t pid, uint64_t image_start_ns) const;
   void Shutdown();
@@ -147,6 +150,7 @@ class Server {
   std::unordered_map<uint32_t, Stream> stream_info_;
   bool accept_paused_ = false;
   std::set<std::string> object_paths_;
+  std::function<void(const std::string&)> on_new_object_;
   bool freed_ = false;         // a connection closed since the last Poll
   std::vector<FrameSlice> slices_;
   std::vector<std::string> converted_;  // the Python hook's events, as protobuf
