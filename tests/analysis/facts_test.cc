@@ -1,0 +1,235 @@
+// The ELF facts `run` and `collect` add to a trace (analysis/record_facts.h): the
+// records made of files read while the traced programs run are byte for byte those of
+// reading every file at the end; a file read during the run keeps its facts when it is
+// deleted or changed before the end.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <random>
+#include <set>
+#include <unordered_set>
+
+#include "analysis/families.h"
+#include "analysis/record_facts.h"
+#include "elf/elf_file.h"
+#include "elf/facts.h"
+#include "store/trace_file.h"
+#include "support/test_support.h"
+
+namespace ldscope {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::RunCmd;
+
+const std::string kFx = FIXTURES;
+constexpr int kNoLimit = 600000;
+
+std::vector<std::string> Bytes(const analysis::RecordedFacts& r) {
+  std::vector<std::string> out;
+  for (const auto& f : r.records) out.push_back(f.SerializeAsString());
+  return out;
+}
+
+// The first path of each record and whether it says the file was unreadable.
+std::string Summary(const analysis::RecordedFacts& r) {
+  std::string out;
+  for (const auto& f : r.records)
+    out += f.paths(0) + (f.unreadable().empty() ? "" : " (unreadable)") + "\n";
+  return out;
+}
+
+// Many files of every kind: the fixtures' libraries (the runtime families' among them), up to 300 of the machine's (their
+// symbolic links too, which the records deduplicate by build-id), a copy without a
+// build-id and a hard link to it (deduplicated by inode), a file that is not ELF and a
+// path that does not exist (unreadable records).
+std::set<std::string> ManyPaths(const std::string& dir) {
+  std::set<std::string> paths;
+  for (const auto& e : fs::directory_iterator(kFx + "/lib"))
+    if (e.path().extension() == ".so") paths.insert(e.path().string());
+  // The runtime families' fixtures: OpenMP and BLAS marker names, OpenBLAS's and MKL's
+  // version strings searched for in the bytes.
+  for (const auto& e : fs::recursive_directory_iterator(kFx + "/classes"))
+    if (e.is_regular_file() && e.path().filename().string().find(".so") != std::string::npos)
+      paths.insert(e.path().string());
+  std::vector<std::string> system;
+  for (const char* d : {"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu"}) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(d, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.find(".so") != std::string::npos && e.is_regular_file(ec)) system.push_back(e.path().string());
+    }
+  }
+  std::sort(system.begin(), system.end());
+  if (system.size() > 300) system.resize(300);
+  paths.insert(system.begin(), system.end());
+  EXPECT_EQ(RunCmd({"/usr/bin/objcopy", "--remove-section", ".note.gnu.build-id", kFx + "/lib/libfix_b.so",
+                    dir + "/libnoid.so"}).code, 0);
+  fs::create_hard_link(dir + "/libnoid.so", dir + "/libnoid-link.so");
+  testing::WriteFile(dir + "/libtext.so", "not an ELF file\n");
+  paths.insert({dir + "/libnoid.so", dir + "/libnoid-link.so", dir + "/libtext.so", dir + "/libgone.so"});
+  return paths;
+}
+
+// Read in the background (in another order, some twice), in the background and at the
+// end, or at the end only: the same records in the same order.
+TEST(Facts, ReadWhileRunningGivesTheSameRecords) {
+  const std::string dir = testing::ScratchDir("facts_same_records");
+  const std::set<std::string> paths = ManyPaths(dir);
+  ASSERT_GE(paths.size(), 20u);
+  const analysis::RecordedFacts at_end = analysis::RecordFacts(paths, kNoLimit);
+  EXPECT_EQ(at_end.files, paths.size());
+  EXPECT_EQ(at_end.skipped, 0u);
+  const std::string summary = Summary(at_end);
+  EXPECT_NE(summary.find(dir + "/libtext.so (unreadable)\n"), std::string::npos) << summary;
+  EXPECT_NE(summary.find(dir + "/libgone.so (unreadable)\n"), std::string::npos) << summary;
+  EXPECT_NE(summary.find(dir + "/libnoid-link.so\n"), std::string::npos) << summary;
+  EXPECT_EQ(summary.find(dir + "/libnoid.so\n"), std::string::npos) << "one record for both links";
+
+  std::vector<std::string> shuffled(paths.begin(), paths.end());
+  std::mt19937 rng(12);
+  std::shuffle(shuffled.begin(), shuffled.end(), rng);
+  {
+    analysis::FactsReader early;
+    for (const auto& p : shuffled) early.Add(p);
+    for (size_t i = 0; i < shuffled.size(); i += 3) early.Add(shuffled[i]);
+    early.WaitIdle();
+    const analysis::RecordedFacts r = early.Finish(paths, kNoLimit);
+    EXPECT_EQ(r.files, at_end.files);
+    EXPECT_EQ(r.skipped, 0u);
+    EXPECT_EQ(Bytes(r), Bytes(at_end));
+  }
+  {
+    // Half of them added, not waited for: Finish reads what the thread has not.
+    analysis::FactsReader half;
+    for (size_t i = 0; i < shuffled.size(); i += 2) half.Add(shuffled[i]);
+    const analysis::RecordedFacts r = half.Finish(paths, kNoLimit);
+    EXPECT_EQ(r.files, at_end.files);
+    EXPECT_EQ(Bytes(r), Bytes(at_end));
+  }
+}
+
+// The record made in two steps (PrepareFacts while the programs run, FinishFacts at the
+// end) is ToFacts's, byte for byte, with the keep rule RecordFacts uses: marker names in
+// full, other definitions by hash where some file leaves the name undefined.
+TEST(Facts, PreparedThenFinishedIsToFacts) {
+  const std::string dir = testing::ScratchDir("facts_prepared");
+  std::vector<std::unique_ptr<elf::ElfInfo>> files;
+  for (const auto& p : ManyPaths(dir))
+    if (auto r = elf::ReadElf(p); r.ok()) files.push_back(std::move(r).value());
+  ASSERT_GE(files.size(), 20u);
+  std::unordered_set<uint64_t> wanted;
+  for (const auto& e : files)
+    e->ForEachSymbol(elf::ElfInfo::Which::kUndefined, [&](const elf::Symbol& s) { wanted.insert(elf::HashOf(s)); });
+  const std::map<std::string, std::vector<std::string>> found = {{"NCCL version ", {"NCCL version 2.18.1"}}};
+  size_t markers = 0, hashed = 0;
+  for (const auto& e : files) {
+    const v1::ObjectFacts whole = elf::ToFacts(*e, [&](const elf::Symbol& s) {
+      if (analysis::IsMarkerSymbol(s.name)) return ++markers, elf::Keep::kName;
+      if (wanted.count(elf::HashOf(s)) == 0) return elf::Keep::kDrop;
+      return ++hashed, elf::Keep::kHash;
+    }, found);
+    const elf::PreparedFacts prepared =
+        elf::PrepareFacts(*e, [](const elf::Symbol& s) { return analysis::IsMarkerSymbol(s.name); }, found);
+    const v1::ObjectFacts two_steps =
+        elf::FinishFacts(prepared, [&](uint64_t h) { return wanted.count(h) != 0; });
+    EXPECT_EQ(two_steps.SerializeAsString(), whole.SerializeAsString()) << e->path;
+  }
+  EXPECT_GT(markers, 0u) << "some file defines a marker name (libgomp's omp_get_num_threads, say)";
+  EXPECT_GT(hashed, 1000u);
+}
+
+// A file read while the programs run, then deleted or replaced by another build before
+// the end: its record is the file as it was read (what the program loaded). Read only at
+// the end, the deleted one is unreadable.
+TEST(Facts, AFileReadWhileRunningKeepsItsFacts) {
+  const std::string dir = testing::ScratchDir("facts_read_early");
+  fs::create_directories(dir + "/v4");
+  fs::copy_file(kFx + "/lib/libfix_a.so", dir + "/libfix_a.so");
+  fs::copy_file(kFx + "/mpi/v4/libmpi.so.40", dir + "/v4/libmpi.so.40");
+  const std::set<std::string> paths = {dir + "/libfix_a.so", dir + "/v4/libmpi.so.40"};
+  const analysis::RecordedFacts before = analysis::RecordFacts(paths, kNoLimit);
+  ASSERT_EQ(Summary(before), dir + "/libfix_a.so\n" + dir + "/v4/libmpi.so.40\n");
+
+  analysis::FactsReader reader;
+  for (const auto& p : paths) reader.Add(p);
+  reader.WaitIdle();
+  fs::remove(dir + "/libfix_a.so");
+  fs::copy_file(kFx + "/mpi/v5/libmpi.so.40", dir + "/v4/libmpi.so.40", fs::copy_options::overwrite_existing);
+  EXPECT_EQ(Bytes(reader.Finish(paths, kNoLimit)), Bytes(before));
+
+  const analysis::RecordedFacts after = analysis::RecordFacts(paths, kNoLimit);
+  EXPECT_EQ(Summary(after), dir + "/libfix_a.so (unreadable)\n" + dir + "/v4/libmpi.so.40\n");
+  EXPECT_NE(Bytes(after)[1], Bytes(before)[1]) << "v5 is another build";
+}
+
+// The ObjectFacts records of a trace file, as its bytes, and every path they name.
+std::vector<std::string> TraceRecords(const std::string& trace, std::set<std::string>* paths) {
+  const store::TraceFile t = store::ReadTraceFile(trace);
+  EXPECT_TRUE(t.ok());
+  for (const auto& bytes : t.facts) {
+    v1::ObjectFacts f;
+    EXPECT_TRUE(f.ParseFromString(bytes));
+    for (const auto& p : f.paths()) paths->insert(p);
+  }
+  return t.facts;
+}
+
+// Through `ldscope run`, the collector reading each file as its objopen arrives: the
+// trace's records are those of reading every file after the run, for a C program and
+// for Python importing many extension modules (about a hundred objects).
+TEST(FactsRun, TheRecordsAreThoseOfReadingAtTheEnd) {
+  const std::string dir = testing::ScratchDir("facts_run_same");
+  const std::vector<std::vector<std::string>> commands = {
+      {DLPROBE, "open", kFx + "/mpi/app/libmpiuser.so"},
+      {"/usr/bin/python3", "-c",
+       "import numpy, numpy.linalg, numpy.fft, decimal, json, ssl, sqlite3, ctypes, hashlib, "
+       "zlib, bz2, lzma, socket, select, array, math, uuid, csv, pyexpat, curses, readline, "
+       "multiprocessing, asyncio, unicodedata, mmap"},
+  };
+  for (size_t i = 0; i < commands.size(); ++i) {
+    const std::string trace = dir + "/t" + std::to_string(i) + ".ldscope";
+    std::vector<std::string> cmd = {LDSCOPE_BIN, "run", "-q", "--no-report", "-o", trace, "--"};
+    cmd.insert(cmd.end(), commands[i].begin(), commands[i].end());
+    const auto r = RunCmd(cmd, {"LD_LIBRARY_PATH=" + kFx + "/mpi/v4"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    std::set<std::string> paths;
+    const std::vector<std::string> records = TraceRecords(trace, &paths);
+    EXPECT_GE(records.size(), i == 0 ? 4u : 40u);
+    EXPECT_EQ(records, Bytes(analysis::RecordFacts(paths, kNoLimit))) << commands[i].back();
+  }
+}
+
+// A program that loads a library and deletes it before it exits: `run` read the file
+// while it ran (the program waits until some other process has opened it too),
+// so the trace has its facts, not "unreadable".
+TEST(FactsRun, AFileDeletedBeforeTheEndKeepsItsFacts) {
+  const std::string dir = testing::ScratchDir("facts_run_deleted");
+  const std::string lib = dir + "/libfix_libc.so";
+  fs::copy_file(kFx + "/lib/libfix_libc.so", lib);
+  const analysis::RecordedFacts expected = analysis::RecordFacts({lib}, kNoLimit);
+  ASSERT_EQ(expected.records.size(), 1u);
+  const std::string trace = dir + "/t.ldscope";
+  const auto r = RunCmd({LDSCOPE_BIN, "run", "-q", "--no-report", "-o", trace, "--", "/usr/bin/python3",
+                         std::string(SCENARIOS_DIR) + "/load_then_delete.py", lib, "60"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "opened 2 times\n");
+  EXPECT_FALSE(fs::exists(lib));
+  std::set<std::string> paths;
+  bool found = false;
+  for (const auto& bytes : TraceRecords(trace, &paths)) {
+    v1::ObjectFacts f;
+    ASSERT_TRUE(f.ParseFromString(bytes));
+    if (f.paths(0) != lib) continue;
+    found = true;
+    EXPECT_EQ(f.unreadable(), "");
+    EXPECT_EQ(f.build_id(), expected.records[0].build_id());
+    EXPECT_EQ(f.size(), expected.records[0].size());
+    EXPECT_GT(f.symbols_size(), 0u);
+  }
+  EXPECT_TRUE(found) << "a record for " << lib;
+}
+
+}  // namespace
+}  // namespace ldscope
