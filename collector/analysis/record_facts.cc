@@ -73,6 +73,13 @@ struct FactsReader::Read {
   std::string error;  // when not ok
   elf::PreparedFacts facts;  // when ok
   std::vector<uint64_t> undefined;  // the hashes of the names it leaves undefined
+  // A record made in the background, before every file was known, with the names left
+  // undefined by the files read until then; kept: its choice for each definition decided
+  // by hash (FinishFacts's keep_hash calls, in order). MakeRecords uses it when the
+  // names left undefined by all the files give the same choice.
+  bool guessed = false;
+  v1::ObjectFacts guess;
+  std::vector<bool> kept;
 };
 
 namespace {
@@ -137,11 +144,20 @@ RecordedFacts MakeRecords(const std::vector<std::string>& all,
   // The names some object leaves undefined: the only names lookups ask for.
   std::unordered_set<uint64_t> wanted;
   for (const auto& f : files) wanted.insert(f.read->undefined.begin(), f.read->undefined.end());
-  auto keep = [&](uint64_t hash) { return wanted.count(hash) != 0; };
   std::vector<v1::ObjectFacts> made(files.size());
   ParallelFor(files.size(), [&](size_t i) {
     const File& f = files[i];
-    made[i] = elf::FinishFacts(f.read->facts, keep);
+    // The choice of definitions, as FinishFacts makes it (one keep_hash call per
+    // definition decided by hash, in order).
+    std::vector<bool> kept;
+    for (const elf::PreparedFacts::Sym& s : f.read->facts.symbols)
+      if (s.defined && !(s.flags & elf::PreparedFacts::kNamed)) kept.push_back(wanted.count(s.hash) != 0);
+    if (f.read->guessed && f.read->kept == kept) {
+      made[i] = std::move(f.read->guess);  // the same choice: FinishFacts would make this record
+    } else {
+      size_t next = 0;
+      made[i] = elf::FinishFacts(f.read->facts, [&](uint64_t) { return kept[next++]; });
+    }
     for (size_t k = 1; k < f.paths.size(); ++k) made[i].add_paths(text::Unescape(f.paths[k]));
   });
   for (auto& r : made) out.records.push_back(std::move(r));
@@ -185,24 +201,50 @@ void FactsReader::Add(const std::string& path) {
 }
 
 void FactsReader::Work() {
+  // The names left undefined by the files read so far, and the files read, in order.
+  std::unordered_set<uint64_t> wanted;
+  std::vector<Read*> read;
+  size_t guessed = 0;  // read[0 .. guessed) have their guess
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     if (stop_) return;
-    if (queue_.empty()) {
-      busy_ = false;
-      idle_.notify_all();
-      wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (!queue_.empty()) {
+      busy_ = true;
+      const std::string path = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      // One path at a time, the lock released: Add never waits for a reading, and Finish
+      // waits for at most the one in progress.
+      auto& slot = done_[path];
+      if (slot == nullptr) {
+        slot = ReadPath(path);
+        if (slot->ok) {
+          read.push_back(slot.get());
+          wanted.insert(slot->undefined.begin(), slot->undefined.end());
+        }
+      }
+      lock.lock();
       continue;
     }
-    busy_ = true;
-    const std::string path = std::move(queue_.front());
-    queue_.pop_front();
-    lock.unlock();
-    // One path at a time, the lock released: Add never waits for a reading, and Finish
-    // waits for at most the one in progress.
-    auto& slot = done_[path];
-    if (slot == nullptr) slot = ReadPath(path);
-    lock.lock();
+    if (guessed < read.size()) {
+      // Nothing to read: the records, as they would be if no other file came. Files read
+      // later often leave undefined what earlier ones define (a program's libraries,
+      // then its plugins): those records are made again at the end.
+      busy_ = true;
+      lock.unlock();
+      Read& r = *read[guessed++];
+      r.kept.clear();
+      r.guess = elf::FinishFacts(r.facts, [&](uint64_t h) {
+        r.kept.push_back(wanted.count(h) != 0);
+        return r.kept.back();
+      });
+      r.guessed = true;
+      lock.lock();
+      continue;
+    }
+    busy_ = false;
+    idle_.notify_all();
+    wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
   }
 }
 

@@ -35,7 +35,9 @@ RecordedFacts RecordFacts(const std::set<std::string>& paths, int limit_ms);
 // reads (maps, parses, and searches the bytes of) each path given to Add while the
 // traced programs run; Finish reads the paths it has not done yet, on up to 8 threads,
 // then makes the records exactly as RecordFacts would (the selection of definitions and
-// the deduplication need every file, so they wait for the end).
+// the deduplication need every file, so they wait for the end). When it has nothing to
+// read, the thread also makes each record as it would be if no other file came; Finish
+// keeps those whose choice of definitions the other files did not change.
 //
 // Finish's limit_ms bounds the reading done in Finish (the paths the background thread
 // had not read by then): a file read in the background always gets its record. A path
@@ -58,7 +60,8 @@ class FactsReader {
   // The records of paths (see RecordFacts). Stops the background thread first: it ends
   // the file it is reading, and what is still queued is read here. Call once.
   RecordedFacts Finish(const std::set<std::string>& paths, int limit_ms);
-  // For tests: waits until the background thread has read every path added so far.
+  // For tests: waits until the background thread has read every path added so far (and
+  // made its guesses of their records).
   void WaitIdle();
 
   struct Read;  // one path's reading (record_facts.cc)

@@ -154,6 +154,8 @@ v1::ObjectFacts ToFacts(const ElfInfo& e, const std::function<Keep(const Symbol&
   return f;
 }
 
+static_assert(PreparedFacts::kNamed == kNamed);
+
 PreparedFacts PrepareFacts(const ElfInfo& e, const std::function<bool(const Symbol&)>& named,
                            const std::map<std::string, std::vector<std::string>>& found) {
   PreparedFacts p;

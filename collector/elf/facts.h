@@ -35,8 +35,10 @@ v1::ObjectFacts ToFacts(const ElfInfo& e, const std::function<Keep(const Symbol&
 // kept with their name in full (undefined symbols always are). The result no longer
 // needs e. FinishFacts then makes exactly the record ToFacts(e, keep, found) makes, where
 // keep gives kName for those named definitions and, for every other definition,
-// kHash when keep_hash(HashOf(s)) and kDrop otherwise.
+// kHash when keep_hash(HashOf(s)) and kDrop otherwise (keep_hash is called once for each
+// of those, in .dynsym order: the symbols without kNamed whose defined is set).
 struct PreparedFacts {
+  static constexpr uint8_t kNamed = 128;  // the flag of a symbol recorded by name
   v1::ObjectFacts record;  // all but symbols_zlib and symbols_size
   struct Sym {
     uint64_t hash;     // HashOf (0 for a named symbol)
