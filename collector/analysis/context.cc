@@ -28,6 +28,11 @@ const Files::DiskRead& Files::ReadDisk(const std::string& path) {
   return it->second;
 }
 
+void Files::Adopt(std::unique_ptr<elf::ElfInfo> info) {
+  const std::string path = info->path;
+  Store().disk_[path] = DiskRead{std::move(info), ""};
+}
+
 Result<const elf::ElfInfo*> Files::MadeFromFacts(const std::string& path, const elf::FactsRecord& rec) {
   // Keyed by the record's content: hosts whose traces recorded the same facts share one,
   // and only the first decodes the record.

@@ -66,6 +66,10 @@ class Files {
   void set_trace_facts(const elf::TraceFacts* facts) { facts_ = facts; }
   const elf::TraceFacts* trace_facts() const { return facts_; }
   const elf::ElfInfo* Get(const std::string& path);
+  // A file read already, as Get would have read it from disk (`run`: its collector read
+  // each loaded file while the programs ran, analysis/record_facts.h): Get answers with
+  // it, the file as it was then, instead of reading the path again.
+  void Adopt(std::unique_ptr<elf::ElfInfo> info);
   // elf::FindString and elf::FindStrings of the file, or what the trace recorded of them
   // ("" and none when the writer did not look for that needle).
   std::string FindString(const std::string& path, std::string_view needle);

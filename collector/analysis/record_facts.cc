@@ -70,6 +70,7 @@ void ParallelFor(size_t n, F&& f) {
 struct FactsReader::Read {
   bool begun = false;
   bool ok = false;
+  std::unique_ptr<elf::ElfInfo> info;  // with FactsReader::KeepFiles
   std::string error;  // when not ok
   elf::PreparedFacts facts;  // when ok
   std::vector<uint64_t> undefined;  // the hashes of the names it leaves undefined
@@ -84,7 +85,7 @@ struct FactsReader::Read {
 
 namespace {
 
-std::shared_ptr<FactsReader::Read> ReadPath(const std::string& raw_path) {
+std::shared_ptr<FactsReader::Read> ReadPath(const std::string& raw_path, bool keep_file) {
   auto read = std::make_shared<FactsReader::Read>();
   read->begun = true;
   Result<std::unique_ptr<elf::ElfInfo>> r = elf::ReadElf(text::Escape(raw_path));
@@ -92,7 +93,7 @@ std::shared_ptr<FactsReader::Read> ReadPath(const std::string& raw_path) {
     read->error = r.error();
     return read;
   }
-  const std::unique_ptr<elf::ElfInfo> info = std::move(r).value();
+  std::unique_ptr<elf::ElfInfo> info = std::move(r).value();
   read->ok = true;
   // Definitions of the runtime-family marker names are kept with their names; the rest
   // by hash where some object leaves the name undefined (MakeRecords).
@@ -100,6 +101,10 @@ std::shared_ptr<FactsReader::Read> ReadPath(const std::string& raw_path) {
                                   Found(*info));
   info->ForEachSymbol(elf::ElfInfo::Which::kUndefined,
                       [&](const elf::Symbol& s) { read->undefined.push_back(elf::HashOf(s)); });
+  if (keep_file) {
+    info->ForEachUndefined([](const elf::Symbol&, const elf::SymbolQuery&) {});  // indexed now
+    read->info = std::move(info);
+  }
   return read;
 }
 
@@ -217,7 +222,7 @@ void FactsReader::Work() {
       // waits for at most the one in progress.
       auto& slot = done_[path];
       if (slot == nullptr) {
-        slot = ReadPath(path);
+        slot = ReadPath(path, keep_files_);
         if (slot->ok) {
           read.push_back(slot.get());
           wanted.insert(slot->undefined.begin(), slot->undefined.end());
@@ -248,6 +253,16 @@ void FactsReader::Work() {
   }
 }
 
+std::vector<std::unique_ptr<elf::ElfInfo>> FactsReader::TakeFiles() {
+  std::vector<std::unique_ptr<elf::ElfInfo>> files;
+  auto take = [&](const std::shared_ptr<Read>& r) {
+    if (r != nullptr && r->info != nullptr) files.push_back(std::move(r->info));
+  };
+  for (const auto& [path, r] : done_) take(r);
+  for (const auto& r : late_) take(r);
+  return files;
+}
+
 void FactsReader::WaitIdle() {
   std::unique_lock<std::mutex> lock(mu_);
   idle_.wait(lock, [&] { return stop_ || (queue_.empty() && !busy_); });
@@ -270,12 +285,12 @@ RecordedFacts FactsReader::Finish(const std::set<std::string>& paths, int limit_
     else todo.push_back(i);
   }
   // Read in parallel; what was not begun by the deadline stays unread (no record).
-  std::vector<std::shared_ptr<Read>> late(todo.size());
+  late_.resize(todo.size());
   ParallelFor(todo.size(), [&](size_t k) {
     if (NowMs() > deadline) return;
-    late[k] = ReadPath(all[todo[k]]);
+    late_[k] = ReadPath(all[todo[k]], keep_files_);
   });
-  for (size_t k = 0; k < todo.size(); ++k) reads[todo[k]] = late[k].get();
+  for (size_t k = 0; k < todo.size(); ++k) reads[todo[k]] = late_[k].get();
   return MakeRecords(all, reads);
 }
 

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "elf/elf_file.h"
 #include "ldscope_proto/events.pb.h"
 
 namespace ldscope::analysis {
@@ -54,12 +55,18 @@ class FactsReader {
   FactsReader(const FactsReader&) = delete;
   FactsReader& operator=(const FactsReader&) = delete;
 
+  // Before the first Add: keep each file read (mapped) for TakeFiles, for a report made
+  // right after (`run`).
+  void KeepFiles() { keep_files_ = true; }
   // Queues path for the background thread (started by the first call). Never waits for
   // the reading: the caller (the collector's event loop) holds the lock only to append.
   void Add(const std::string& path);
   // The records of paths (see RecordFacts). Stops the background thread first: it ends
   // the file it is reading, and what is still queued is read here. Call once.
   RecordedFacts Finish(const std::set<std::string>& paths, int limit_ms);
+  // After Finish, with KeepFiles: the files read (those that could be), as ReadElf gives
+  // them, each with its undefined symbols indexed.
+  std::vector<std::unique_ptr<elf::ElfInfo>> TakeFiles();
   // For tests: waits until the background thread has read every path added so far (and
   // made its guesses of their records).
   void WaitIdle();
@@ -73,11 +80,13 @@ class FactsReader {
   std::condition_variable wake_, idle_;
   std::deque<std::string> queue_;  // added, not yet taken by the thread
   bool stop_ = false;
+  bool keep_files_ = false;
   bool no_thread_ = false;          // the thread could not be started
   bool busy_ = false;               // the thread is reading a path it took
   std::thread thread_;
   // Paths read by the thread (written by it, read by Finish after the join).
   std::map<std::string, std::shared_ptr<Read>> done_;  // (shared_ptr: Read is incomplete here)
+  std::vector<std::shared_ptr<Read>> late_;  // read by Finish
 };
 
 }  // namespace ldscope::analysis

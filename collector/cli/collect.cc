@@ -78,7 +78,7 @@ int Collect(const CollectOptions& opt) {
     return kWriteFailed;
   }
   session.server().WatchExtra(sfd);
-  if (opt.facts) session.ReadFactsEarly();
+  if (opt.facts) session.ReadFactsEarly(/*keep_files=*/false);
   // Only named in the message below, like the audit library.
   const Result<std::string> python_hook = FindPythonHook();
   if (!opt.quiet)

@@ -13,6 +13,10 @@
 #include "ldscope_proto/report.pb.h"
 #include "ldscope_proto/timeline.pb.h"
 
+namespace ldscope::analysis {
+class Files;
+}
+
 namespace ldscope::cli {
 
 // Exit statuses of ldscope itself (run passes the command's own status through).
@@ -34,6 +38,8 @@ struct ReportOptions {
   std::string junit;                   // --junit FILE: JUnit XML for CI systems
   std::map<uint32_t, std::string> trace_of_stream;  // for --junit's trace property
   const elf::TraceFacts* facts = nullptr;  // the traces' ELF facts, for files gone or changed
+  // `run`: the files its collector read (the analysis reads the others); nullptr: read them.
+  analysis::Files* files = nullptr;
   // report over several hosts: only the comparison across hosts, not each host's own
   // diagnosis (--across-hosts-only).
   bool across_hosts_only = false;

@@ -83,7 +83,7 @@ Status CheckFailOn(const std::string& word) {
 
 int EmitReport(const v1::Timeline& timeline, const ReportOptions& opt, std::FILE* default_out,
                PrintWhen when) {
-  return EmitAnalysed(analysis::Analyze(timeline, opt.facts), &timeline, opt, default_out, when);
+  return EmitAnalysed(analysis::Analyze(timeline, opt.facts, opt.files, {}), &timeline, opt, default_out, when);
 }
 
 int EmitAnalysed(const v1::Report& report, const v1::Timeline* timeline, const ReportOptions& opt,

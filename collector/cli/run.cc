@@ -321,7 +321,7 @@ Status CloseSession(const RunOptions& opt, const RunInputs& in, Session& session
 // The diagnosis and the lock check of what was recorded, from memory: the output may
 // be a pipe or a device, or incomplete after a write error, and is never read back.
 // Sets *rc (the report's status) and *lock_rc (the check's).
-void Diagnose(const RunOptions& opt, const RunInputs& in, const Session& session, int* rc,
+void Diagnose(const RunOptions& opt, const RunInputs& in, Session& session, int* rc,
               int* lock_rc) {
   const store::TraceSet traces = store::LoadTraceImage(in.output, session.trace_copy());
   const v1::Timeline timeline = model::BuildTimeline(traces);
@@ -330,6 +330,7 @@ void Diagnose(const RunOptions& opt, const RunInputs& in, const Session& session
     ReportOptions ropt = opt.report;
     ropt.trace_of_stream = store::TraceFilesByStream(traces);
     ropt.facts = &facts;
+    ropt.files = session.read_files();
     std::vector<std::string> words;
     if (!ropt.title.empty()) words.push_back(ropt.title);
     for (const auto& a : opt.command) words.push_back(text::Escape(a));
@@ -355,7 +356,8 @@ int Run(const RunOptions& opt) {
   const std::string dir = OpenSession(opt, in, session);
   if (dir.empty()) return kUsage;
 
-  if (opt.facts) session.ReadFactsEarly();
+  // The report made right after reads the files the collector read.
+  if (opt.facts) session.ReadFactsEarly(/*keep_files=*/opt.analyse || !opt.report.junit.empty());
   SavedSignals old;
   IgnoreTerminalSignals(&old);
   int exec_errno = 0;

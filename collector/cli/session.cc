@@ -120,13 +120,17 @@ void Session::Drain(int idle_ms, int cap_ms) {
   writer_.AppendEvent(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 0).IgnoreError();
 }
 
-void Session::ReadFactsEarly() {
+void Session::ReadFactsEarly(bool keep_files) {
+  keep_files_ = keep_files;
+  if (keep_files) facts_reader_.KeepFiles();
   server_.set_on_new_object([this](const std::string& path) { facts_reader_.Add(path); });
 }
 
 void Session::WriteFacts(int limit_ms) {
   server_.set_on_new_object(nullptr);
   const analysis::RecordedFacts facts = facts_reader_.Finish(server_.object_paths(), limit_ms);
+  if (keep_files_)
+    for (auto& f : facts_reader_.TakeFiles()) files_.Adopt(std::move(f));
   v1::Event e;
   e.set_pid(static_cast<uint32_t>(getpid()));
   for (const auto& r : facts.records) {

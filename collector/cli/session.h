@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "analysis/context.h"
 #include "analysis/record_facts.h"
 #include "ipc/server.h"
 #include "store/trace_file.h"
@@ -48,7 +49,8 @@ class Session {
   // Before the traced programs start, when WriteFacts will be called: each object file
   // is read for its facts as soon as the first event naming it arrives, on a background
   // thread (analysis::FactsReader), so that WriteFacts has little left to read.
-  void ReadFactsEarly();
+  // keep_files: keep the files read for the report made right after (read_files()).
+  void ReadFactsEarly(bool keep_files);
   // After Drain: adds the ELF facts of every object file the traced programs loaded to
   // the trace (analysis/record_facts.h): the same records whether or not ReadFactsEarly
   // was called (but for files changed since they were read, see FactsReader). The
@@ -60,6 +62,9 @@ class Session {
   std::string Summary() const;
 
   ipc::Server& server() { return server_; }
+  // After WriteFacts, with ReadFactsEarly(true): the files read for the facts, as the
+  // analysis reads them (nullptr otherwise).
+  analysis::Files* read_files() { return keep_files_ ? &files_ : nullptr; }
   // The trace's bytes, when Start was asked to keep them.
   const std::string& trace_copy() const { return writer_.copy(); }
   const v1::CollectorNotes& notes() const { return notes_; }
@@ -69,6 +74,8 @@ class Session {
 
   ipc::Server server_;
   analysis::FactsReader facts_reader_;
+  bool keep_files_ = false;
+  analysis::Files files_;
   store::TraceWriter writer_;
   v1::TraceHeader header_;
   v1::CollectorNotes notes_;
