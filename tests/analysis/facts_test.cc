@@ -214,7 +214,8 @@ TEST(FactsRun, TheRecordsAreThoseOfReadingAtTheEnd) {
 
 // A program that loads a library and deletes it before it exits: `run` read the file
 // while it ran (the program waits until some other process has opened it too),
-// so the trace has its facts, not "unreadable".
+// so the trace has its facts, not "unreadable", and neither run's report nor a later
+// one says it could not be read.
 TEST(FactsRun, AFileDeletedBeforeTheEndKeepsItsFacts) {
   const std::string dir = testing::ScratchDir("facts_run_deleted");
   const std::string lib = dir + "/libfix_libc.so";
@@ -222,11 +223,16 @@ TEST(FactsRun, AFileDeletedBeforeTheEndKeepsItsFacts) {
   const analysis::RecordedFacts expected = analysis::RecordFacts({lib}, kNoLimit);
   ASSERT_EQ(expected.records.size(), 1u);
   const std::string trace = dir + "/t.ldscope";
-  const auto r = RunCmd({LDSCOPE_BIN, "run", "-q", "--no-report", "-o", trace, "--", "/usr/bin/python3",
-                         std::string(SCENARIOS_DIR) + "/load_then_delete.py", lib, "60"});
+  const auto r = RunCmd({LDSCOPE_BIN, "run", "-q", "-o", trace, "--report", dir + "/report.txt", "--",
+                         "/usr/bin/python3", std::string(SCENARIOS_DIR) + "/load_then_delete.py", lib, "60"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, "opened 2 times\n");
   EXPECT_FALSE(fs::exists(lib));
+  // The report made by run (from the files its collector read) and the one made of the
+  // trace afterwards (from the trace's facts) both know the file: no "could not be read".
+  EXPECT_EQ(testing::ReadFile(dir + "/report.txt"), "0 errors, 0 warnings, 0 info\n");
+  const auto later = RunCmd({LDSCOPE_BIN, "report", trace});
+  EXPECT_EQ(later.out, "0 errors, 0 warnings, 0 info\n");
   std::set<std::string> paths;
   bool found = false;
   for (const auto& bytes : TraceRecords(trace, &paths)) {
