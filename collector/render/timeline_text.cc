@@ -218,27 +218,31 @@ void RenderFooter(std::string& out, const v1::ProcessTimeline& p, size_t exit_un
                      p.missing_seqs());
 }
 
-bool RenderProcess(std::string& out, const v1::ProcessTimeline& p, const TextOptions& opt,
-                   const Sink& sink) {
-  RenderHeader(out, p);
-  size_t exit_unloads = 0;
-  if (!RenderEntries(out, p, opt, sink, &exit_unloads)) return false;
-  RenderFooter(out, p, exit_unloads);
-  return true;
-}
-
 }  // namespace
 
-bool ProcessText(const v1::ProcessTimeline& p, const TextOptions& opt,
-                 const std::function<bool(const std::string&)>& sink) {
-  std::string block;
-  return RenderProcess(block, p, opt, sink) && sink(text::GuardLines(std::move(block)));
+bool ProcessTextWriter::Part(const v1::ProcessTimeline& p) {
+  if (!begun_) {
+    begun_ = true;
+    exit_unloads_ = 0;
+    RenderHeader(out_, p);
+  }
+  return RenderEntries(out_, p, opt_, sink_, &exit_unloads_);
+}
+
+bool ProcessTextWriter::Complete(const v1::ProcessTimeline& p) {
+  if (!Part(p)) return false;
+  RenderFooter(out_, p, exit_unloads_);
+  begun_ = false;
+  const bool ok = sink_(text::GuardLines(std::move(out_)));
+  out_.clear();
+  return ok;
 }
 
 bool TimelineText(const v1::Timeline& t, const TextOptions& opt,
                   const std::function<bool(const std::string&)>& sink) {
+  ProcessTextWriter w(opt, sink);
   for (const auto& p : t.processes())
-    if (!ProcessText(p, opt, sink)) return false;
+    if (!w.Complete(p)) return false;
   return TimelineTailText(t, opt, sink);
 }
 
