@@ -240,23 +240,22 @@ class ProcessBuilder {
     FlushSearch();
     FlushCloses(true);  // closes that end the stream are the exit's
     if (batch_open_) EndBatch();
-    for (uint64_t id : open_) *out_->add_loaded_at_end() = Ref(id);
+    for (uint64_t id : open_) Ref(id, out_->add_loaded_at_end());
     for (const auto& e : out_->entries()) dirs_.Add(e);
     dirs_.Set(out_);
     if (final_entries_ == nullptr) EmitObjects();
   }
 
  private:
-  v1::ObjectRef Ref(uint64_t id) const {
-    v1::ObjectRef r;
-    r.set_id(id);
+  // The reference to object id, made in place (*r is a new message).
+  void Ref(uint64_t id, v1::ObjectRef* r) const {
+    r->set_id(id);
     auto it = objects_.find(id);
     if (it != objects_.end()) {
-      r.set_path(names_[it->second.path]);
-      r.set_soname(names_[it->second.soname]);
-      r.set_lmid(it->second.lmid);
+      r->set_path(names_[it->second.path]);
+      r->set_soname(names_[it->second.soname]);
+      r->set_lmid(it->second.lmid);
     }
-    return r;
   }
 
   v1::Load* LoadOf(const Obj& o) {
@@ -267,7 +266,7 @@ class ProcessBuilder {
   void EmitObjects() {
     for (const auto& [id, o] : objects_) {
       v1::LoadedObject* lo = out_->add_objects();
-      *lo->mutable_object() = Ref(id);
+      Ref(id, lo->mutable_object());
       lo->set_inherited(o.inherited);
       if (o.ended) lo->set_close_seq(o.end_seq);
       if (o.load_entry < 0) continue;
@@ -385,7 +384,7 @@ class ProcessBuilder {
       l->set_reason(v1::LOAD_VDSO);
     } else if (pending_.active) {
       l->set_requested_name(pending_.name);
-      *l->mutable_requester() = Ref(pending_.requester);
+      Ref(pending_.requester, l->mutable_requester());
       l->set_reason(ReasonFor(pending_.name, pending_.requester));
       for (const auto& c : pending_.tried) *l->add_tried() = c;
       obj.alias = names_.Id(pending_.name);
@@ -422,7 +421,7 @@ class ProcessBuilder {
     obj.close_seq = slot.close_seq;
     slot = obj;
     open_.insert(o.id());
-    *l->mutable_object() = Ref(o.id());
+    Ref(o.id(), l->mutable_object());
     py_->Attribute(en, batch_open_ ? batch_request_.first : "");
     batch_objects_.push_back(o.id());
   }
@@ -467,7 +466,7 @@ class ProcessBuilder {
     en->set_truncated(pending_.truncated);
     v1::SearchResult* s = en->mutable_search();
     s->set_requested_name(pending_.name);
-    *s->mutable_requester() = Ref(pending_.requester);
+    Ref(pending_.requester, s->mutable_requester());
     for (const auto& c : pending_.tried) *s->add_tried() = c;
     py_->Attribute(en, pending_.name);
     if (pending_.interrupted) {
@@ -479,7 +478,7 @@ class ProcessBuilder {
       for (uint64_t id : open_) {
         if (names_[objects_.at(id).path] == c.path()) {
           s->set_outcome("same file as an object already loaded");
-          *s->mutable_same_as() = Ref(id);
+          Ref(id, s->mutable_same_as());
           return;
         }
       }
@@ -516,7 +515,7 @@ class ProcessBuilder {
           if (how.empty()) continue;
           v1::Reuse* r = l->add_reused();
           r->set_name(names_[name]);
-          *r->mutable_object() = Ref(oid);
+          Ref(oid, r->mutable_object());
           r->set_matched_by(how);
           r->set_loaded_earlier(other.batch < o.batch);
           break;
@@ -533,9 +532,9 @@ class ProcessBuilder {
       v1::FailedDlopen* f = en->mutable_failed_dlopen();
       // The dlopen that failed is the request that started the batch.
       f->set_requested_name(batch_request_.first);
-      *f->mutable_requester() = Ref(batch_request_.second);
+      Ref(batch_request_.second, f->mutable_requester());
       for (uint64_t id : closes_.ids) {
-        *f->add_rolled_back() = Ref(id);
+        Ref(id, f->add_rolled_back());
         auto it = objects_.find(id);
         // What the failed dlopen's batch mapped (an object of an earlier batch was
         // relocated, so it is not this rollback's).
@@ -554,7 +553,7 @@ class ProcessBuilder {
       for (size_t i = 0; i < closes_.ids.size(); ++i) {
         const EventWhen& e = closes_.events[i];
         v1::Entry* en = NewEntry(e.seq, e.mono_ns, e.tid);
-        *en->mutable_unload()->mutable_object() = Ref(closes_.ids[i]);
+        Ref(closes_.ids[i], en->mutable_unload()->mutable_object());
         en->mutable_unload()->set_at_exit(at_exit);
       }
     }
