@@ -130,8 +130,46 @@ struct FactsScan {
   size_t offset = 0, size = 0;  // the ObjectFacts message within the record
 };
 
+// True when the record is plainly not a facts event: its top level is whole fields of
+// the varint, 64-bit, length-delimited and 32-bit wire types, ending exactly at len,
+// none of them the facts field. Then ScanFactsEvent's walk could only say kOther (the
+// parser checks the rest). Anything else (groups, bad wire types, field 0, tags over 32
+// bits, overlong varints) is left to that walk. It is the common case, made cheap: every
+// record of a trace goes through here.
+bool PlainlyNotFacts(const uint8_t* data, size_t len) {
+  constexpr uint64_t kFactsTag = (static_cast<uint64_t>(v1::Event::kObjectFactsFieldNumber) << 3) | 2;
+  size_t pos = 0;
+  while (pos < len) {
+    uint64_t tag = 0, v = 0;
+    const size_t tag_at = pos;
+    if (!wire::ReadVarint(data, len, &pos, &tag) || pos - tag_at > 5 || tag > UINT32_MAX ||
+        (tag >> 3) == 0 || tag == kFactsTag)
+      return false;
+    switch (tag & 7) {
+      case 0:
+        if (!wire::ReadVarint(data, len, &pos, &v)) return false;
+        break;
+      case 1:
+        if (len - pos < 8) return false;
+        pos += 8;
+        break;
+      case 2:
+        if (!wire::ReadVarint(data, len, &pos, &v) || v > UINT32_MAX || v > len - pos) return false;
+        pos += static_cast<size_t>(v);
+        break;
+      case 5:
+        if (len - pos < 4) return false;
+        pos += 4;
+        break;
+      default: return false;
+    }
+  }
+  return true;
+}
+
 FactsScan ScanFactsEvent(const uint8_t* data, size_t len) {
   using google::protobuf::internal::WireFormatLite;
+  if (PlainlyNotFacts(data, len)) return {};
   constexpr int kPid = v1::Event::kPidFieldNumber, kFactsField = v1::Event::kObjectFactsFieldNumber;
   FactsScan out;
   google::protobuf::io::CodedInputStream in(data, static_cast<int>(len));
