@@ -11,6 +11,9 @@
 #include "model/timeline.h"
 #include "render/render.h"
 #include "store/trace_file.h"
+#include "support/test_support.h"
+
+#include <google/protobuf/util/message_differencer.h>
 
 namespace ldscope {
 namespace {
@@ -48,6 +51,14 @@ class Events {
     c->set_unrelocated(unrelocated);
   }
   void Exit() { Next().mutable_exit(); }
+  // The events as a trace file's bytes.
+  std::string File() const {
+    v1::TraceHeader h;
+    h.set_format_version(1);
+    std::string out = testing::Delimited(h.SerializeAsString());
+    for (const auto& e : events_) out += testing::Delimited(e.SerializeAsString());
+    return out;
+  }
   store::TraceSet Set() const {
     store::TraceSet set;
     set.files.emplace_back();
@@ -137,6 +148,39 @@ TEST(Timeline, PartsHandOverOnlyFinalEntriesAndMakeTheWholeText) {
   EXPECT_EQ(streamed, render::TimelineText(whole, opt).substr(0, streamed.size()));
   render::TimelineTailText(rest, opt, sink);
   EXPECT_EQ(streamed, render::TimelineText(whole, opt));
+}
+
+// A process of many events (a churn of dlopens) is decoded on a thread of its own, ahead
+// of the builder: the timeline is the one of its events decoded up front.
+TEST(Timeline, ALongProcessDecodedAheadGivesTheSameTimeline) {
+  Events ev;
+  ev.Open(1, "/bin/prog");
+  ev.Activity(v1::ACTIVITY_ADD);
+  ev.Activity(v1::ACTIVITY_CONSISTENT);
+  for (uint64_t id = 2; id < 20000; ++id) {  // 8 events a round: 160,000 events
+    ev.Search(1, "libx.so", "/opt/libx.so");
+    ev.Activity(v1::ACTIVITY_ADD);
+    ev.Open(id, "/opt/libx.so");
+    ev.Activity(v1::ACTIVITY_CONSISTENT);
+    ev.Activity(v1::ACTIVITY_DELETE);
+    ev.Close(id, id % 1000 == 0);
+    ev.Activity(v1::ACTIVITY_CONSISTENT);
+  }
+  ev.Exit();
+  const std::string file = ev.File();
+  store::TraceSet indexed;
+  indexed.files.push_back(
+      store::ParseTrace("t.ldscope", reinterpret_cast<const uint8_t*>(file.data()), file.size(), true));
+  ASSERT_TRUE(indexed.files[0].ok());
+  ASSERT_GT(store::EventCount(indexed.files[0]), 150000u);
+  store::TraceSet decoded;
+  decoded.files.push_back(store::ParseTrace("t.ldscope", reinterpret_cast<const uint8_t*>(file.data()), file.size()));
+  const v1::Timeline a = model::BuildTimeline(indexed);
+  const v1::Timeline b = model::BuildTimeline(decoded);
+  ASSERT_EQ(a.processes_size(), 1);
+  EXPECT_EQ(a.processes(0).events(), store::EventCount(indexed.files[0]));
+  EXPECT_EQ(a.processes(0).missing_seqs(), 0u);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(a, b));
 }
 
 }  // namespace
