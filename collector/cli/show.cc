@@ -22,9 +22,10 @@ int Show(const ShowOptions& opt) {
   if (opt.format == "json") {
     model::BuildTimeline(traces, &timeline);
   } else {
-    // Each process printed as soon as it is complete, then freed.
-    model::BuildTimeline(traces, &timeline, [&](const v1::ProcessTimeline& p) {
-      if (written) written = render::ProcessText(p, t, sink);
+    // Each process printed as it is built: its entries as soon as they are final.
+    render::ProcessTextWriter w(t, sink);
+    model::BuildTimeline(traces, &timeline, [&](const v1::ProcessTimeline& p, bool complete) {
+      if (written) written = complete ? w.Complete(p) : w.Part(p);
     });
   }
   store::DropEvents(&traces);  // all the timeline needed of them

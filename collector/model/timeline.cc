@@ -11,16 +11,22 @@
 #include <link.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <deque>
+#include <mutex>
+#include <thread>
 #include <optional>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include <boost/container/flat_map.hpp>
+#include <boost/container/flat_set.hpp>
 #include <fmt/format.h>
 
 namespace ldscope::model {
@@ -29,26 +35,70 @@ namespace {
 using boost::container::flat_map;
 
 
+// The byte strings the object table repeats (paths, SONAMEs, NEEDED lists: a churn of
+// dlopens loads the same few files millions of times), each kept once and named by its
+// number. One pool per BuildTimeline call: fork children copy their parent's objects.
+class Names {
+ public:
+  static constexpr uint32_t kNone = UINT32_MAX;
+  uint32_t Id(const std::string& s) {
+    auto it = ids_.find(s);
+    if (it != ids_.end()) return it->second;
+    strings_.push_back(s);
+    const uint32_t id = static_cast<uint32_t>(strings_.size() - 1);
+    ids_.emplace(strings_.back(), id);
+    return id;
+  }
+  const std::string& operator[](uint32_t id) const { return id == kNone ? empty_ : strings_[id]; }
+  // A NEEDED list, by number.
+  template <class Range>
+  uint32_t ListId(const Range& names) {
+    std::vector<uint32_t> ids;
+    for (const auto& n : names) ids.push_back(Id(n));
+    auto it = list_ids_.find(ids);
+    if (it != list_ids_.end()) return it->second;
+    lists_.push_back(ids);
+    const uint32_t id = static_cast<uint32_t>(lists_.size() - 1);
+    list_ids_.emplace(std::move(ids), id);
+    return id;
+  }
+  const std::vector<uint32_t>& List(uint32_t id) const { return lists_[id]; }
+
+ private:
+  std::deque<std::string> strings_;  // stable: ids_ views them
+  std::unordered_map<std::string_view, uint32_t> ids_;
+  std::deque<std::vector<uint32_t>> lists_;
+  std::map<std::vector<uint32_t>, uint32_t> list_ids_;
+  const std::string empty_;
+};
+
 // An object of the image as the model reads it: of its ObjOpen, only what is read later
-// (the model keeps every object an image ever had: a churn of dlopens makes millions).
+// (the model keeps every object an image ever had: a churn of dlopens makes millions),
+// its strings as Names numbers.
 struct Obj {
-  std::string path;                  // made absolute
-  std::string soname;
+  uint32_t path = Names::kNone;      // made absolute
+  uint32_t soname = Names::kNone;
+  uint32_t needed = 0;               // a Names list (0: the empty list)
+  uint32_t alias = Names::kNone;     // the name it was requested by
   int64_t lmid = 0;
-  std::vector<std::string> needed;
-  bool has_runpath = false;
-  bool is_main = false;
-  std::vector<std::string> aliases;  // names it was requested by
   uint64_t batch = 0;
-  bool is_open = true;
-  int load_entry = -1;               // index into entries, -1 if inherited
-  bool inherited = false;            // over fork, from the parent image
-  bool ended = false;                // an Unload or FailedDlopen entry ended it
-  uint64_t end_seq = 0;              // that entry's seq
+  int64_t load_entry = -1;           // index into all the image's entries, -1 if inherited
+  uint64_t end_seq = 0;              // the seq of the Unload or FailedDlopen entry that ended it
   // For fork children: the seq of its last open (0: inherited, open from the start) and
   // of its last close, when there was one.
-  bool has_open_seq = false, has_close_seq = false;
   uint64_t open_seq = 0, close_seq = 0;
+  // Of its load entry, for the object table: the entry's seq, the requester, how it was
+  // found.
+  uint64_t load_seq = 0, requester = 0;
+  v1::CandidateStep found_by = v1::STEP_UNKNOWN;
+  bool has_found_by = false;
+  bool rolled_back = false;
+  bool has_runpath = false;
+  bool is_main = false;
+  bool is_open = true;
+  bool inherited = false;            // over fork, from the parent image
+  bool ended = false;                // an Unload or FailedDlopen entry ended it
+  bool has_open_seq = false, has_close_seq = false;
 };
 
 struct PendingSearch {
@@ -76,16 +126,61 @@ struct CloseGroup {
 };
 
 
+// The glibc-hwcaps subdirectories and the default directories glibc tried, learnt from
+// the candidate paths of the loads (the first search that went through several
+// directories shows the subdirectories), entry by entry: the entries of a streamed
+// image are gone by the end.
+class SearchDirs {
+ public:
+  void Add(const v1::Entry& e) {
+    if (!e.has_load()) return;
+    const auto& l = e.load();
+    if (!learnt_ && l.tried_size() > 1 && l.requested_name().find('/') == std::string::npos) {
+      std::vector<std::string> tried;
+      for (const auto& c : l.tried()) tried.push_back(c.path());
+      subdirs_ = loader::SubdirsFromCandidates(tried, l.requested_name());
+      learnt_ = !subdirs_.empty();
+    }
+    // The directories as tried; their subdirectories are cut off at the end (the
+    // subdirectories may be learnt from a later load).
+    for (const auto& c : l.tried()) {
+      if (c.step() != v1::STEP_DEFAULT_DIRS) continue;
+      std::string dir = c.path().substr(0, c.path().rfind('/'));
+      if (std::find(raw_.begin(), raw_.end(), dir) == raw_.end()) raw_.push_back(std::move(dir));
+    }
+  }
+  void Set(v1::ProcessTimeline* p) const {
+    std::vector<std::string> defaults;
+    for (std::string dir : raw_) {
+      for (const auto& sub : subdirs_)
+        if (dir.size() > sub.size() && dir.compare(dir.size() - sub.size(), sub.size(), sub) == 0)
+          dir = dir.substr(0, dir.size() - sub.size() - 1);
+      if (std::find(defaults.begin(), defaults.end(), dir) == defaults.end()) defaults.push_back(dir);
+    }
+    for (const auto& s : subdirs_) p->add_hwcaps_subdirs(s);
+    for (auto& d : defaults) p->add_default_dirs(std::move(d));
+  }
+
+ private:
+  bool learnt_ = false;
+  std::vector<std::string> subdirs_, raw_;
+};
+
 // Builds one process image's timeline from its events (sorted by seq).
 class ProcessBuilder {
  public:
   // py: the image's Python attribution, applied to each entry as it is made (used
-  // until Finish).
-  ProcessBuilder(v1::ProcessTimeline* out, uint64_t image_start_ns, PyAttribution* py)
-      : out_(out), start_ns_(image_start_ns), py_(py) {}
+  // until Finish). final_entries: when set, the entries are handed to it as soon as no
+  // later event can change them (see BuildTimeline), then dropped, and no object table
+  // is made.
+  ProcessBuilder(v1::ProcessTimeline* out, uint64_t image_start_ns, PyAttribution* py, Names* names,
+                 const std::function<void(const v1::ProcessTimeline&)>* final_entries = nullptr)
+      : out_(out), start_ns_(image_start_ns), py_(py), names_(*names), final_entries_(final_entries) {
+    names_.ListId(std::vector<std::string>{});  // list 0: no NEEDED entries
+  }
 
-  void Inherit(const flat_map<uint64_t, Obj>& parent_objects, uint64_t before_seq) {
-    for (const auto& [id, o] : parent_objects) {
+  void Inherit(const ProcessBuilder& parent, uint64_t before_seq) {
+    for (const auto& [id, o] : parent.objects_) {
       if (!o.has_open_seq || o.open_seq >= before_seq) continue;
       if (o.has_close_seq && o.close_seq < before_seq) continue;
       Obj copy = o;
@@ -99,7 +194,8 @@ class ProcessBuilder {
       copy.open_seq = 0;
       copy.has_close_seq = false;
       copy.close_seq = 0;
-      objects_[id] = std::move(copy);
+      objects_[id] = copy;
+      open_.insert(id);
     }
   }
 
@@ -147,43 +243,56 @@ class ProcessBuilder {
     FlushSearch();
     FlushCloses(true);  // closes that end the stream are the exit's
     if (batch_open_) EndBatch();
-    for (const auto& [id, o] : objects_)
-      if (o.is_open) *out_->add_loaded_at_end() = Ref(id);
-    EmitObjects();
+    for (uint64_t id : open_) Ref(id, out_->add_loaded_at_end());
+    for (const auto& e : out_->entries()) dirs_.Add(e);
+    dirs_.Set(out_);
+    if (final_entries_ == nullptr) EmitObjects();
   }
 
-  const flat_map<uint64_t, Obj>& objects() const { return objects_; }
-
  private:
-  v1::ObjectRef Ref(uint64_t id) const {
-    v1::ObjectRef r;
-    r.set_id(id);
+  // The reference to object id, made in place (*r is a new message).
+  void Ref(uint64_t id, v1::ObjectRef* r) const {
+    r->set_id(id);
     auto it = objects_.find(id);
     if (it != objects_.end()) {
-      r.set_path(it->second.path);
-      r.set_soname(it->second.soname);
-      r.set_lmid(it->second.lmid);
+      r->set_path(names_[it->second.path]);
+      r->set_soname(names_[it->second.soname]);
+      r->set_lmid(it->second.lmid);
     }
-    return r;
+  }
+
+  v1::Load* LoadOf(const Obj& o) {
+    return out_->mutable_entries(static_cast<int>(o.load_entry - dropped_entries_))->mutable_load();
   }
 
   // The object table (timeline.proto's LoadedObject), in id order.
   void EmitObjects() {
     for (const auto& [id, o] : objects_) {
       v1::LoadedObject* lo = out_->add_objects();
-      *lo->mutable_object() = Ref(id);
+      Ref(id, lo->mutable_object());
       lo->set_inherited(o.inherited);
       if (o.ended) lo->set_close_seq(o.end_seq);
       if (o.load_entry < 0) continue;
-      const v1::Entry& en = out_->entries(o.load_entry);
-      const v1::Load& l = en.load();
       lo->set_load_entry(static_cast<uint32_t>(o.load_entry + 1));
-      lo->set_open_seq(en.seq());
-      lo->set_requester(l.requester().id());
-      lo->set_rolled_back(l.rolled_back());
-      if (l.tried_size() > 0) lo->set_found_by(l.tried(l.tried_size() - 1).step());
+      lo->set_open_seq(o.load_seq);
+      lo->set_requester(o.requester);
+      lo->set_rolled_back(o.rolled_back);
+      if (o.has_found_by) lo->set_found_by(o.found_by);
     }
   }
+
+  // Every entry made so far is final (a later event changes only entries of objects of
+  // a batch still open, or rolled back by a dlopen that has not ended): to
+  // final_entries_, then dropped.
+  void HandOver() {
+    if (final_entries_ == nullptr || out_->entries_size() == 0) return;
+    (*final_entries_)(*out_);
+    for (const auto& e : out_->entries()) dirs_.Add(e);
+    dropped_entries_ += out_->entries_size();
+    out_->mutable_entries()->Clear();
+  }
+
+  int64_t EntryCount() const { return dropped_entries_ + out_->entries_size(); }
 
   v1::Entry* NewEntry(uint64_t seq, uint64_t mono_ns, uint32_t tid) {
     v1::Entry* en = out_->add_entries();
@@ -206,7 +315,7 @@ class ProcessBuilder {
       pending_.seq = e.seq();
       pending_.mono_ns = e.mono_ns();
       pending_.tid = e.tid();
-      searched_.insert({s.requester(), pending_.name});
+      searched_.insert({s.requester(), names_.Id(pending_.name)});
       if ((s.flag() & LA_SER_ORIG) != 0) {
         // A name with '/' is opened as given: the ORIG call is its only candidate.
         if (pending_.name.find('/') != std::string::npos) {
@@ -242,9 +351,8 @@ class ProcessBuilder {
   v1::LoadReason ReasonFor(const std::string& name, uint64_t requester) const {
     auto req = objects_.find(requester);
     if (req != objects_.end()) {
-      const auto& needed = req->second.needed;
-      if (std::find(needed.begin(), needed.end(), name) != needed.end())
-        return v1::LOAD_NEEDED;
+      for (uint32_t n : names_.List(req->second.needed))
+        if (names_[n] == name) return v1::LOAD_NEEDED;
       if (req->second.is_main && !startup_done_) {
         auto env = out_->env().find("LD_PRELOAD");
         if (env != out_->env().end()) {
@@ -261,10 +369,10 @@ class ProcessBuilder {
     FlushCloses(false);
     const auto& o = e.objopen();
     Obj obj;
-    obj.path = Absolute(o);
-    obj.soname = o.soname();
+    obj.path = names_.Id(Absolute(o));
+    obj.soname = names_.Id(o.soname());
     obj.lmid = o.lmid();
-    obj.needed.assign(o.needed().begin(), o.needed().end());
+    obj.needed = names_.ListId(o.needed());
     obj.has_runpath = !o.runpath().empty();
     obj.is_main = o.is_main();
     obj.batch = batch_;
@@ -279,10 +387,15 @@ class ProcessBuilder {
       l->set_reason(v1::LOAD_VDSO);
     } else if (pending_.active) {
       l->set_requested_name(pending_.name);
-      *l->mutable_requester() = Ref(pending_.requester);
+      Ref(pending_.requester, l->mutable_requester());
       l->set_reason(ReasonFor(pending_.name, pending_.requester));
       for (const auto& c : pending_.tried) *l->add_tried() = c;
-      obj.aliases.push_back(pending_.name);
+      obj.alias = names_.Id(pending_.name);
+      obj.requester = pending_.requester;
+      if (!pending_.tried.empty()) {
+        obj.has_found_by = true;
+        obj.found_by = pending_.tried.back().step();
+      }
       // Report the whole search at the time it began.
       en->set_seq(pending_.seq);
       en->set_offset_ns(pending_.mono_ns >= start_ns_ ? pending_.mono_ns - start_ns_ : 0);
@@ -292,7 +405,7 @@ class ProcessBuilder {
       // another namespace): the object's name is what was asked for.
       l->set_requested_name(o.path());
       l->set_reason(v1::LOAD_DLOPEN);
-      obj.aliases.push_back(o.path());
+      obj.alias = names_.Id(o.path());
     }
     l->set_base(o.base());
     l->set_dev(o.dev());
@@ -301,15 +414,17 @@ class ProcessBuilder {
     for (const auto& n : o.needed()) l->add_needed(n);
     l->set_rpath(o.rpath());
     l->set_runpath(o.runpath());
-    obj.load_entry = out_->entries_size() - 1;
+    obj.load_entry = EntryCount() - 1;
+    obj.load_seq = en->seq();
     obj.has_open_seq = true;
     obj.open_seq = e.seq();
     Obj& slot = objects_[o.id()];
     // An id opened again keeps its last close (the closes are flushed by now).
     obj.has_close_seq = slot.has_close_seq;
     obj.close_seq = slot.close_seq;
-    slot = std::move(obj);
-    *l->mutable_object() = Ref(o.id());
+    slot = obj;
+    open_.insert(o.id());
+    Ref(o.id(), l->mutable_object());
     py_->Attribute(en, batch_open_ ? batch_request_.first : "");
     batch_objects_.push_back(o.id());
   }
@@ -327,6 +442,9 @@ class ProcessBuilder {
       // ADD comes between a search and the objopen it leads to: keep the search.
       FlushCloses(false);
       if (batch_open_) EndBatch();
+      if (batch_objects_.empty()) HandOver();
+      // A failed dlopen rolls back what its batch mapped, from here on.
+      batch_first_entry_ = EntryCount();
       // The executable and ld.so are opened before the first ADD: same batch.
       if (seen_add_) ++batch_;
       seen_add_ = true;
@@ -351,7 +469,7 @@ class ProcessBuilder {
     en->set_truncated(pending_.truncated);
     v1::SearchResult* s = en->mutable_search();
     s->set_requested_name(pending_.name);
-    *s->mutable_requester() = Ref(pending_.requester);
+    Ref(pending_.requester, s->mutable_requester());
     for (const auto& c : pending_.tried) *s->add_tried() = c;
     py_->Attribute(en, pending_.name);
     if (pending_.interrupted) {
@@ -360,10 +478,10 @@ class ProcessBuilder {
       return;
     }
     for (const auto& c : pending_.tried) {
-      for (const auto& [id, o] : objects_) {
-        if (o.is_open && o.path == c.path()) {
+      for (uint64_t id : open_) {
+        if (names_[objects_.at(id).path] == c.path()) {
           s->set_outcome("same file as an object already loaded");
-          *s->mutable_same_as() = Ref(id);
+          Ref(id, s->mutable_same_as());
           return;
         }
       }
@@ -383,14 +501,15 @@ class ProcessBuilder {
     for (uint64_t id : batch_objects) {
       auto it = objects_.find(id);
       if (it == objects_.end() || it->second.load_entry < 0) continue;
-      const Obj& o = it->second;
-      v1::Load* l = out_->mutable_entries(o.load_entry)->mutable_load();
-      for (const auto& name : o.needed) {
+      const Obj o = it->second;
+      v1::Load* l = LoadOf(o);
+      for (uint32_t name : names_.List(o.needed)) {
         if (searched_.count({id, name}) != 0) continue;
-        for (const auto& [oid, other] : objects_) {
-          if (!other.is_open || oid == id || other.lmid != o.lmid) continue;
+        for (uint64_t oid : open_) {
+          const Obj& other = objects_.at(oid);
+          if (oid == id || other.lmid != o.lmid) continue;
           std::string how;
-          if (std::find(other.aliases.begin(), other.aliases.end(), name) != other.aliases.end())
+          if (other.alias == name)
             how = "requested name";
           else if (other.soname == name)
             how = "SONAME";
@@ -398,8 +517,8 @@ class ProcessBuilder {
             how = "file name";
           if (how.empty()) continue;
           v1::Reuse* r = l->add_reused();
-          r->set_name(name);
-          *r->mutable_object() = Ref(oid);
+          r->set_name(names_[name]);
+          Ref(oid, r->mutable_object());
           r->set_matched_by(how);
           r->set_loaded_earlier(other.batch < o.batch);
           break;
@@ -416,24 +535,28 @@ class ProcessBuilder {
       v1::FailedDlopen* f = en->mutable_failed_dlopen();
       // The dlopen that failed is the request that started the batch.
       f->set_requested_name(batch_request_.first);
-      *f->mutable_requester() = Ref(batch_request_.second);
+      Ref(batch_request_.second, f->mutable_requester());
       for (uint64_t id : closes_.ids) {
-        *f->add_rolled_back() = Ref(id);
+        Ref(id, f->add_rolled_back());
         auto it = objects_.find(id);
-        if (it != objects_.end() && it->second.load_entry >= 0)
-          out_->mutable_entries(it->second.load_entry)->mutable_load()->set_rolled_back(true);
+        // What the failed dlopen's batch mapped (an object of an earlier batch was
+        // relocated, so it is not this rollback's).
+        if (it != objects_.end() && it->second.load_entry >= batch_first_entry_) {
+          LoadOf(it->second)->set_rolled_back(true);
+          it->second.rolled_back = true;
+        }
       }
       if (f->requested_name().empty() && !closes_.ids.empty()) {
         auto it = objects_.find(closes_.ids.back());
-        if (it != objects_.end() && !it->second.aliases.empty())
-          f->set_requested_name(it->second.aliases.front());
+        if (it != objects_.end() && it->second.alias != Names::kNone)
+          f->set_requested_name(names_[it->second.alias]);
       }
       py_->Attribute(en, batch_request_.first);
     } else {
       for (size_t i = 0; i < closes_.ids.size(); ++i) {
         const EventWhen& e = closes_.events[i];
         v1::Entry* en = NewEntry(e.seq, e.mono_ns, e.tid);
-        *en->mutable_unload()->mutable_object() = Ref(closes_.ids[i]);
+        Ref(closes_.ids[i], en->mutable_unload()->mutable_object());
         en->mutable_unload()->set_at_exit(at_exit);
       }
     }
@@ -441,6 +564,7 @@ class ProcessBuilder {
       // An id first seen here (its open was lost) still gets a row in the table.
       Obj& o = objects_[closes_.ids[i]];
       o.is_open = false;
+      open_.erase(closes_.ids[i]);
       o.ended = true;
       o.end_seq = closes_.unrelocated ? first.seq : closes_.events[i].seq;
       o.has_close_seq = true;
@@ -452,14 +576,20 @@ class ProcessBuilder {
   v1::ProcessTimeline* out_;
   uint64_t start_ns_;
   PyAttribution* py_;
+  Names& names_;
+  const std::function<void(const v1::ProcessTimeline&)>* final_entries_;
+  int64_t dropped_entries_ = 0;    // entries handed over and dropped
+  int64_t batch_first_entry_ = 0;  // the first entry of the latest batch
+  SearchDirs dirs_;
   uint64_t next_seq_ = 0;      // the sequence number expected next
   uint64_t dropped_seen_ = 0;  // the highest drop count received so far
   bool lossy_ = false;
-  // Contiguous: FlushSearch and EndBatch walk every object (a std::map made a churn
-  // trace's many failed searches ten times slower).
+  // In id order; the open ones by id too: FlushSearch and EndBatch walk the open objects
+  // only (a churn of dlopens keeps millions of closed ones).
   flat_map<uint64_t, Obj> objects_;
+  boost::container::flat_set<uint64_t> open_;
   PendingSearch pending_;
-  std::set<std::pair<uint64_t, std::string>> searched_;
+  std::set<std::pair<uint64_t, uint32_t>> searched_;  // (requester, Names id)
   std::vector<uint64_t> batch_objects_;
   uint64_t batch_ = 1;
   bool seen_add_ = false;
@@ -489,32 +619,6 @@ void AddNotes(const v1::CollectorNotes& n, v1::Timeline* tl, Notes* notes) {
   for (const auto& u : n.untraced_after())
     notes->untraced_after[{u.image().pid(), u.image().image_start_ns()}] = u.exe_after();
   for (const auto& r : n.python_hook_silent()) notes->python_hook_silent.insert({r.pid(), r.image_start_ns()});
-}
-
-// The glibc-hwcaps subdirectories and the default directories glibc tried, learnt from
-// the candidate paths of the loads (the first search that went through several
-// directories shows the subdirectories).
-void LearnSearchDirs(v1::ProcessTimeline* p) {
-  std::vector<std::string> subdirs, defaults;
-  for (const auto& e : p->entries()) {
-    if (!e.has_load()) continue;
-    const auto& l = e.load();
-    if (subdirs.empty() && l.tried_size() > 1 && l.requested_name().find('/') == std::string::npos) {
-      std::vector<std::string> tried;
-      for (const auto& c : l.tried()) tried.push_back(c.path());
-      subdirs = loader::SubdirsFromCandidates(tried, l.requested_name());
-    }
-    for (const auto& c : l.tried()) {
-      if (c.step() != v1::STEP_DEFAULT_DIRS) continue;
-      std::string dir = c.path().substr(0, c.path().rfind('/'));
-      for (const auto& sub : subdirs)
-        if (dir.size() > sub.size() && dir.compare(dir.size() - sub.size(), sub.size(), sub) == 0)
-          dir = dir.substr(0, dir.size() - sub.size() - 1);
-      if (std::find(defaults.begin(), defaults.end(), dir) == defaults.end()) defaults.push_back(dir);
-    }
-  }
-  for (auto& s : subdirs) p->add_hwcaps_subdirs(std::move(s));
-  for (auto& d : defaults) p->add_default_dirs(std::move(d));
 }
 
 // One stream's events in seq order (equal seqs in file order): a file's decoded events,
@@ -550,20 +654,22 @@ class StreamEvents {
   void ForEach(F fn) const {
     for (const v1::Event* e : decoded_) fn(*e);
     if (groups_.empty()) return;
-    store::ScratchEvent scratch;
     std::vector<store::EventDecoder> decoders;
     for (const auto* g : groups_) decoders.emplace_back(*file_, *g);
-    if (groups_.size() == 1) {
-      for (const auto& r : groups_[0]->records) {
-        v1::Event* e = scratch.Next();
-        decoders[0].Decode(r, e);
-        fn(static_cast<const v1::Event&>(*e));
-      }
-      return;
-    }
-    for (const auto& m : merged_) {
+    const size_t n = groups_.size() == 1 ? groups_[0]->records.size() : merged_.size();
+    // The i-th record in order, decoded (in order: the decoders undo the wire economies
+    // record after record).
+    const auto decode = [&](size_t i, v1::Event* e) {
+      if (groups_.size() == 1)
+        decoders[0].Decode(groups_[0]->records[i], e);
+      else
+        decoders[merged_[i].first].Decode(Rec(merged_[i]), e);
+    };
+    if (n >= kPipelineAbove && std::thread::hardware_concurrency() > 1) return Pipelined(n, decode, fn);
+    store::ScratchEvent scratch;
+    for (size_t i = 0; i < n; ++i) {
       v1::Event* e = scratch.Next();
-      decoders[m.first].Decode(Rec(m), e);
+      decode(i, e);
       fn(static_cast<const v1::Event&>(*e));
     }
   }
@@ -592,6 +698,77 @@ class StreamEvents {
   }
 
  private:
+  // A stream this long is decoded on a thread of its own, a batch of events ahead of the
+  // builder (decoding is a third of building a big trace's timeline).
+  static constexpr size_t kPipelineAbove = 1u << 16;
+  static constexpr size_t kBatch = 2048, kBatchesAhead = 4;
+
+  // ForEach's loop with the decoding on another thread: batches of decoded events pass
+  // through a queue of at most kBatchesAhead (each batch on an arena of its own, reused),
+  // and are handed to fn in order. fn runs on the calling thread.
+  template <class Decode, class F>
+  static void Pipelined(size_t n, const Decode& decode, F& fn) {
+    struct Batch {
+      google::protobuf::Arena arena;
+      std::vector<v1::Event*> events;
+    };
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::unique_ptr<Batch>> full, free;
+    bool stop = false;  // the consumer left (fn threw): the producer ends
+    for (size_t i = 0; i < kBatchesAhead + 1; ++i) free.push_back(std::make_unique<Batch>());
+    std::thread producer([&] {
+      for (size_t i = 0; i < n;) {
+        std::unique_ptr<Batch> b;
+        {
+          std::unique_lock<std::mutex> lock(mu);
+          cv.wait(lock, [&] { return stop || !free.empty(); });
+          if (stop) return;
+          b = std::move(free.front());
+          free.pop_front();
+        }
+        b->arena.Reset();
+        b->events.clear();
+        for (; i < n && b->events.size() < kBatch; ++i) {
+          v1::Event* e = google::protobuf::Arena::CreateMessage<v1::Event>(&b->arena);
+          decode(i, e);
+          b->events.push_back(e);
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        full.push_back(std::move(b));
+        cv.notify_all();
+      }
+    });
+    struct Join {  // the producer is stopped and joined however this returns
+      std::mutex& mu;
+      std::condition_variable& cv;
+      bool& stop;
+      std::thread& t;
+      ~Join() {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          stop = true;
+        }
+        cv.notify_all();
+        t.join();
+      }
+    } join{mu, cv, stop, producer};
+    for (size_t done = 0; done < n;) {
+      std::unique_ptr<Batch> b;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return !full.empty(); });
+        b = std::move(full.front());
+        full.pop_front();
+      }
+      for (const v1::Event* e : b->events) fn(*e);
+      done += b->events.size();
+      std::lock_guard<std::mutex> lock(mu);
+      free.push_back(std::move(b));
+      cv.notify_all();
+    }
+  }
+
   const store::EventRecord& Rec(const std::pair<uint32_t, uint32_t>& m) const {
     return groups_[m.first]->records[m.second];
   }
@@ -785,8 +962,7 @@ v1::Timeline BuildTimeline(const store::TraceSet& traces) {
 
 void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out) { BuildTimeline(traces, out, nullptr); }
 
-void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out,
-                   const std::function<void(const v1::ProcessTimeline&)>& done) {
+void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out, const ProcessParts& parts) {
   v1::Timeline& tl = *out;
   Streams streams = ReadStreams(traces, &tl);
   std::vector<std::pair<uint32_t, const PyStream*>> py_streams;  // (pid, events)
@@ -795,16 +971,18 @@ void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out,
   const std::vector<Image> images = Images(streams.by_stream, &py_streams, &py_events, &py_pointers);
   const std::vector<std::vector<const PyStream*>> py_of = PyStreamsOf(images, py_streams);
   std::map<std::pair<uint32_t, uint64_t>, size_t> image_index;  // (pid, start) -> index
+  Names names;
+  // Kept for fork children (which read only their parent's object table).
   std::vector<std::unique_ptr<ProcessBuilder>> builders;
   for (size_t i = 0; i < images.size(); ++i) {
     const Image& img = images[i];
-    // Handed to done: on an arena of its own, freed once done returns (the builder,
-    // kept for fork children, reads only its own object table later).
-    std::unique_ptr<google::protobuf::Arena> own;
+    // Handed to parts: its own, freed once the image is complete (its entries are
+    // dropped as they are handed over, and reused: not on an arena).
+    std::unique_ptr<v1::ProcessTimeline> own;
     v1::ProcessTimeline* p = nullptr;
-    if (done) {
-      own = std::make_unique<google::protobuf::Arena>(TimelineArenaOptions());
-      p = google::protobuf::Arena::CreateMessage<v1::ProcessTimeline>(own.get());
+    if (parts) {
+      own = std::make_unique<v1::ProcessTimeline>();
+      p = own.get();
     } else {
       p = tl.add_processes();
     }
@@ -813,14 +991,16 @@ void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out,
     if (start != nullptr) image_index[{img.pid, start->image_start_ns()}] = i;
     // Import spans first: each entry is attributed as it is made.
     PyAttribution py(p, py_of[i]);
-    auto b = std::make_unique<ProcessBuilder>(p, p->start_mono_ns(), &py);
+    const std::function<void(const v1::ProcessTimeline&)> final_entries =
+        [&](const v1::ProcessTimeline& part) { parts(part, false); };
+    auto b = std::make_unique<ProcessBuilder>(p, p->start_mono_ns(), &py, &names,
+                                              parts ? &final_entries : nullptr);
     if (start != nullptr && start->reason() == v1::START_FORK) {
       auto it = image_index.find({static_cast<uint32_t>(start->parent_pid()),
                                   start->parent_image_start_ns()});
       if (it != image_index.end() && it->second < builders.size()) {
-        const ProcessBuilder& parent = *builders[it->second];
         p->set_parent_stream(images[it->second].stream);
-        b->Inherit(parent.objects(), start->parent_seq_at_fork());
+        b->Inherit(*builders[it->second], start->parent_seq_at_fork());
       }
     }
     // The events are in seq order: the distinct seqs are counted as they change.
@@ -834,12 +1014,11 @@ void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out,
       b->Add(e);
     });
     b->Finish(p->still_running());
-    LearnSearchDirs(p);
     p->set_events(img.events->size());
     p->set_dropped(dropped);
     p->set_missing_seqs(max_seq + 1 - distinct);
     builders.push_back(std::move(b));
-    if (done) done(*p);
+    if (parts) parts(*p, true);
   }
 }
 

@@ -16,12 +16,16 @@ v1::Timeline BuildTimeline(const store::TraceSet& traces);
 // big trace, whose millions of small fields are then neither allocated nor freed one by
 // one.
 void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out);
-// The same, handing each process image's timeline to `done` as soon as it is complete
-// (in the order BuildTimeline gives them) instead of adding it to out->processes(): it
-// is freed when done returns (`show` prints a process at a time, and no more than one is
-// held whole).
-void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out,
-                   const std::function<void(const v1::ProcessTimeline&)>& done);
+// The same, handing each process image's timeline to `parts` in pieces instead of adding
+// it to out->processes() (`show` prints a process as it is built, and holds neither its
+// entries nor a process whole): parts(p, false) with p's head (every field set before
+// the first event: pid, exe, argv, environment, Python imports) and the entries that no
+// later event can change (an entry changes only until the next batch of loads begins:
+// docs/ARCHITECTURE.md), which are dropped once it returns; then parts(p, true) once
+// the image is complete, with the remaining entries and every other field but the object
+// table (`objects`, left empty). Images come in BuildTimeline's order.
+using ProcessParts = std::function<void(const v1::ProcessTimeline& p, bool complete)>;
+void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out, const ProcessParts& parts);
 // An empty Timeline on arena, made with blocks of a size fit for big traces.
 v1::Timeline* ArenaTimeline(google::protobuf::Arena* arena);
 google::protobuf::ArenaOptions TimelineArenaOptions();

@@ -31,10 +31,25 @@ std::string TimelineText(const v1::Timeline& t, const TextOptions& opt);
 bool TimelineText(const v1::Timeline& t, const TextOptions& opt,
                   const std::function<bool(const std::string&)>& sink);
 // The same text in its parts, for a timeline whose processes are not held together
-// (model::BuildTimeline with `done`): each process block, in order, then the tail (the
+// (model::BuildTimeline with ProcessParts): each process block, in order, as its parts
+// arrive (Part: the head the first time, then the entries; Complete: the entries left
+// and the end, after which the writer takes the next process), then the tail (the
 // collector's summary and the problems of t).
-bool ProcessText(const v1::ProcessTimeline& p, const TextOptions& opt,
-                 const std::function<bool(const std::string&)>& sink);
+class ProcessTextWriter {
+ public:
+  using Sink = std::function<bool(const std::string&)>;
+  ProcessTextWriter(const TextOptions& opt, Sink sink) : opt_(opt), sink_(std::move(sink)) {}
+  // False once the sink failed.
+  bool Part(const v1::ProcessTimeline& p);
+  bool Complete(const v1::ProcessTimeline& p);
+
+ private:
+  TextOptions opt_;
+  Sink sink_;
+  bool begun_ = false;
+  size_t exit_unloads_ = 0;  // of the process being written
+  std::string out_;
+};
 bool TimelineTailText(const v1::Timeline& t, const TextOptions& opt,
                       const std::function<bool(const std::string&)>& sink);
 

@@ -14,22 +14,72 @@
 namespace ldscope::render {
 namespace {
 
-std::string Name(const v1::ObjectRef& r) {
-  if (!r.path().empty()) return r.path();
-  if (r.id() == 0) return "(unknown object)";
-  return fmt::format("(object {})", r.id());
+// Rendering appends to one string, piece by piece, without a temporary per piece or a
+// format string parsed per line: a big trace prints millions of lines.
+
+// An object's path, or what is known of it.
+void AppendName(std::string& out, const v1::ObjectRef& r) {
+  if (!r.path().empty())
+    out += r.path();
+  else if (r.id() == 0)
+    out += "(unknown object)";
+  else
+    fmt::format_to(std::back_inserter(out), "(object {})", r.id());
 }
 
-std::string Ns(const v1::ObjectRef& r) { return fmt::format("[ns {}]", r.lmid()); }
+std::string Name(const v1::ObjectRef& r) {
+  std::string out;
+  AppendName(out, r);
+  return out;
+}
+
+// The timestamp column: "{:>10} " of "+{:.3f}ms" of the offset in ms, as fmt formats it;
+// by integers where the decimal rounding cannot differ (a tie at the third decimal, or
+// an offset so big that the double is coarser than a nanosecond, goes through fmt).
+void AppendTime(std::string& out, const v1::Entry& e, const TextOptions& opt) {
+  if (!opt.timestamps) return;
+  const uint64_t ns = e.offset_ns();
+  if (ns % 1000 == 500 || ns >= 1'000'000'000'000'000ull) {
+    fmt::format_to(std::back_inserter(out), "{:>10} ", fmt::format("+{:.3f}ms", ns / 1e6));
+    return;
+  }
+  const uint64_t us = ns / 1000 + (ns % 1000 > 500 ? 1 : 0);
+  const fmt::format_int whole(us / 1000);
+  const size_t width = 1 + whole.size() + 4 + 2;  // +W.FFFms
+  if (width < 10) out.append(10 - width, ' ');
+  out += '+';
+  out.append(whole.data(), whole.size());
+  const unsigned frac = static_cast<unsigned>(us % 1000);
+  out += '.';
+  out += static_cast<char>('0' + frac / 100);
+  out += static_cast<char>('0' + frac / 10 % 10);
+  out += static_cast<char>('0' + frac % 10);
+  out += "ms ";
+}
 
 std::string Time(const v1::Entry& e, const TextOptions& opt) {
-  if (!opt.timestamps) return "";
-  return fmt::format("{:>10} ", fmt::format("+{:.3f}ms", e.offset_ns() / 1e6));
+  std::string out;
+  AppendTime(out, e, opt);
+  return out;
 }
 
-std::string Pad(const TextOptions& opt) { return std::string(opt.timestamps ? 11 : 0, ' '); }
+// "[ns N] "
+void AppendNs(std::string& out, const v1::ObjectRef& r) {
+  out += "[ns ";
+  const fmt::format_int n(r.lmid());
+  out.append(n.data(), n.size());
+  out += "] ";
+}
+
+std::string_view Pad(const TextOptions& opt) { return opt.timestamps ? "           " : ""; }
 
 const char* Cut(const v1::Entry& e) { return e.truncated() ? "  [truncated]" : ""; }
+
+// An ASCII word left-aligned in width columns (as fmt's "{:<width}").
+void Padded(std::string& out, std::string_view word, size_t width) {
+  out += word;
+  if (word.size() < width) out.append(width - word.size(), ' ');
+}
 
 const char* ReasonWord(v1::LoadReason r) {
   switch (r) {
@@ -45,8 +95,14 @@ const char* ReasonWord(v1::LoadReason r) {
 
 void Tried(std::string& out, const google::protobuf::RepeatedPtrField<v1::Candidate>& tried,
            const TextOptions& opt) {
-  for (const auto& c : tried)
-    out += fmt::format("{}      tried  {:<16} {}\n", Pad(opt), CandidateWord(c), c.path());
+  for (const auto& c : tried) {
+    out += Pad(opt);
+    out += "      tried  ";
+    Padded(out, c.step() == v1::STEP_UNKNOWN ? CandidateWord(c) : StepWord(c.step()), 16);
+    out += ' ';
+    out += c.path();
+    out += '\n';
+  }
 }
 
 // The Python side of an entry, when the hook saw one.
@@ -59,16 +115,34 @@ void RenderLoad(std::string& out, const v1::Entry& e, const std::string& cwd,
                 const TextOptions& opt) {
   const auto& l = e.load();
   const auto& o = l.object();
-  const std::string soname = o.soname().empty() ? "" : fmt::format(" (soname {})", o.soname());
+  const auto soname = [&] {
+    if (o.soname().empty()) return;
+    out += " (soname ";
+    out += o.soname();
+    out += ')';
+  };
+  AppendTime(out, e, opt);
+  AppendNs(out, o);
+  Padded(out, ReasonWord(l.reason()), 11);
+  out += ' ';
   if (l.requested_name().empty()) {
-    out += fmt::format("{}{} {:<11} {}{}{}\n", Time(e, opt), Ns(o), ReasonWord(l.reason()),
-                       Name(o), soname, Cut(e));
+    AppendName(out, o);
+    soname();
   } else {
-    out += fmt::format("{}{} {:<11} {}  requested by {}{}\n", Time(e, opt), Ns(o),
-                       ReasonWord(l.reason()), l.requested_name(), Name(l.requester()), Cut(e));
+    out += l.requested_name();
+    out += "  requested by ";
+    AppendName(out, l.requester());
+  }
+  out += Cut(e);
+  out += '\n';
+  if (!l.requested_name().empty()) {
     Tried(out, l.tried(), opt);
-    out += fmt::format("{}      mapped {}{}{}\n", Pad(opt), Name(o), soname,
-                       l.rolled_back() ? "  (rolled back: the dlopen failed)" : "");
+    out += Pad(opt);
+    out += "      mapped ";
+    AppendName(out, o);
+    soname();
+    if (l.rolled_back()) out += "  (rolled back: the dlopen failed)";
+    out += '\n';
   }
   if (l.has_python()) Python(out, l.python(), cwd, opt);
   for (const auto& r : l.reused()) {
@@ -77,9 +151,9 @@ void RenderLoad(std::string& out, const v1::Entry& e, const std::string& cwd,
     const std::string& path = r.object().path();
     const std::string base = text::BaseName(path);
     if (!opt.verbose && (!r.loaded_earlier() || base == r.name())) continue;
-    out += fmt::format("{}      needs  {} -> already loaded {} ({} match, no search){}\n",
-                       Pad(opt), r.name(), Name(r.object()), r.matched_by(),
-                       r.loaded_earlier() ? ", loaded by an earlier operation" : "");
+    fmt::format_to(std::back_inserter(out), "{}      needs  {} -> already loaded {} ({} match, no search){}\n",
+                   Pad(opt), r.name(), Name(r.object()), r.matched_by(),
+                   r.loaded_earlier() ? ", loaded by an earlier operation" : "");
   }
 }
 
@@ -140,8 +214,13 @@ void RenderHeader(std::string& out, const v1::ProcessTimeline& p) {
 void RenderSearch(std::string& out, const v1::Entry& e, const std::string& cwd,
                   const TextOptions& opt) {
   const auto& s = e.search();
-  out += fmt::format("{}       search {}  requested by {}{}\n", Time(e, opt),
-                     s.requested_name(), Name(s.requester()), Cut(e));
+  AppendTime(out, e, opt);
+  out += "       search ";
+  out += s.requested_name();
+  out += "  requested by ";
+  AppendName(out, s.requester());
+  out += Cut(e);
+  out += '\n';
   Tried(out, s.tried(), opt);
   out += fmt::format("{}      result {}{}\n", Pad(opt), s.outcome(),
                      s.has_same_as() ? ": " + Name(s.same_as()) : "");
@@ -155,7 +234,7 @@ void RenderFailedDlopen(std::string& out, const v1::Entry& e, const std::string&
                      f.requested_name().empty() ? "(unknown name)" : f.requested_name(),
                      Name(f.requester()));
   for (const auto& r : f.rolled_back())
-    out += fmt::format("{}      unmap  {}\n", Pad(opt), Name(r));
+    fmt::format_to(std::back_inserter(out), "{}      unmap  {}\n", Pad(opt), Name(r));
   if (f.has_python()) Python(out, f.python(), cwd, opt);
 }
 
@@ -173,9 +252,12 @@ bool RenderEntries(std::string& out, const v1::ProcessTimeline& p, const TextOpt
           ++*exit_unloads;
           break;
         }
-        out += fmt::format("{}{} {:<11} {}{}\n", Time(e, opt), Ns(e.unload().object()),
-                           "unload", Name(e.unload().object()),
-                           e.unload().at_exit() ? " (at exit)" : "");
+        AppendTime(out, e, opt);
+        AppendNs(out, e.unload().object());
+        out += "unload      ";
+        AppendName(out, e.unload().object());
+        if (e.unload().at_exit()) out += " (at exit)";
+        out += '\n';
         break;
       case v1::Entry::kFailedDlopen: RenderFailedDlopen(out, e, p.cwd(), opt); break;
       default: break;
@@ -218,27 +300,31 @@ void RenderFooter(std::string& out, const v1::ProcessTimeline& p, size_t exit_un
                      p.missing_seqs());
 }
 
-bool RenderProcess(std::string& out, const v1::ProcessTimeline& p, const TextOptions& opt,
-                   const Sink& sink) {
-  RenderHeader(out, p);
-  size_t exit_unloads = 0;
-  if (!RenderEntries(out, p, opt, sink, &exit_unloads)) return false;
-  RenderFooter(out, p, exit_unloads);
-  return true;
-}
-
 }  // namespace
 
-bool ProcessText(const v1::ProcessTimeline& p, const TextOptions& opt,
-                 const std::function<bool(const std::string&)>& sink) {
-  std::string block;
-  return RenderProcess(block, p, opt, sink) && sink(text::GuardLines(std::move(block)));
+bool ProcessTextWriter::Part(const v1::ProcessTimeline& p) {
+  if (!begun_) {
+    begun_ = true;
+    exit_unloads_ = 0;
+    RenderHeader(out_, p);
+  }
+  return RenderEntries(out_, p, opt_, sink_, &exit_unloads_);
+}
+
+bool ProcessTextWriter::Complete(const v1::ProcessTimeline& p) {
+  if (!Part(p)) return false;
+  RenderFooter(out_, p, exit_unloads_);
+  begun_ = false;
+  const bool ok = sink_(text::GuardLines(std::move(out_)));
+  out_.clear();
+  return ok;
 }
 
 bool TimelineText(const v1::Timeline& t, const TextOptions& opt,
                   const std::function<bool(const std::string&)>& sink) {
+  ProcessTextWriter w(opt, sink);
   for (const auto& p : t.processes())
-    if (!ProcessText(p, opt, sink)) return false;
+    if (!w.Complete(p)) return false;
   return TimelineTailText(t, opt, sink);
 }
 

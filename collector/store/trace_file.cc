@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <optional>
+#include <thread>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -130,8 +132,46 @@ struct FactsScan {
   size_t offset = 0, size = 0;  // the ObjectFacts message within the record
 };
 
+// True when the record is plainly not a facts event: its top level is whole fields of
+// the varint, 64-bit, length-delimited and 32-bit wire types, ending exactly at len,
+// none of them the facts field. Then ScanFactsEvent's walk could only say kOther (the
+// parser checks the rest). Anything else (groups, bad wire types, field 0, tags over 32
+// bits, overlong varints) is left to that walk. It is the common case, made cheap: every
+// record of a trace goes through here.
+bool PlainlyNotFacts(const uint8_t* data, size_t len) {
+  constexpr uint64_t kFactsTag = (static_cast<uint64_t>(v1::Event::kObjectFactsFieldNumber) << 3) | 2;
+  size_t pos = 0;
+  while (pos < len) {
+    uint64_t tag = 0, v = 0;
+    const size_t tag_at = pos;
+    if (!wire::ReadVarint(data, len, &pos, &tag) || pos - tag_at > 5 || tag > UINT32_MAX ||
+        (tag >> 3) == 0 || tag == kFactsTag)
+      return false;
+    switch (tag & 7) {
+      case 0:
+        if (!wire::ReadVarint(data, len, &pos, &v)) return false;
+        break;
+      case 1:
+        if (len - pos < 8) return false;
+        pos += 8;
+        break;
+      case 2:
+        if (!wire::ReadVarint(data, len, &pos, &v) || v > UINT32_MAX || v > len - pos) return false;
+        pos += static_cast<size_t>(v);
+        break;
+      case 5:
+        if (len - pos < 4) return false;
+        pos += 4;
+        break;
+      default: return false;
+    }
+  }
+  return true;
+}
+
 FactsScan ScanFactsEvent(const uint8_t* data, size_t len) {
   using google::protobuf::internal::WireFormatLite;
+  if (PlainlyNotFacts(data, len)) return {};
   constexpr int kPid = v1::Event::kPidFieldNumber, kFactsField = v1::Event::kObjectFactsFieldNumber;
   FactsScan out;
   google::protobuf::io::CodedInputStream in(data, static_cast<int>(len));
@@ -203,6 +243,63 @@ size_t DecodeRecord(const uint8_t* data, size_t size, uint64_t at, v1::Event* ou
 // The records of a file: header, facts, problem, and the event records indexed by
 // stream (not decoded). The CollectorNotes records go to t.collector when indexed, else
 // into their stream like any other. trim: the bytes, when a mapping (see TraceBytes::Trim).
+// What checking one event record found.
+struct Checked {
+  enum Kind : uint8_t { kCorrupt, kFacts, kCollector, kEvent } kind = kCorrupt;
+  bool process_start = false;
+  uint32_t stream = 0;
+  uint64_t seq = 0;
+  size_t facts_offset = 0, facts_size = 0;  // kFacts: the ObjectFacts message in the record
+};
+
+// Checks an event record by decoding it into scratch (then forgotten); a facts record
+// only by ScanFactsEvent (it is kept as bytes). Runs on any thread.
+Checked Check(const uint8_t* rec, size_t len, bool indexed, ScratchEvent& scratch) {
+  Checked c;
+  const FactsScan facts = ScanFactsEvent(rec, len);
+  if (facts.kind == FactsScan::kFacts) {
+    c.kind = Checked::kFacts;
+    c.facts_offset = facts.offset;
+    c.facts_size = facts.size;
+    return c;
+  }
+  v1::Event& e = *scratch.Next();
+  if (facts.kind == FactsScan::kCorrupt || !e.ParseFromArray(rec, static_cast<int>(len)) || e.pid() == 0)
+    return c;
+  c.kind = indexed && e.has_collector() ? Checked::kCollector : Checked::kEvent;
+  c.stream = e.stream();
+  c.seq = e.seq();
+  c.process_start = e.has_process_start();
+  return c;
+}
+
+// A record found by its length prefix: where the prefix is, where the message is.
+struct RecordSpan {
+  uint64_t start = 0, body = 0;
+  uint32_t len = 0;
+};
+
+// Checks spans[i] into out[i], on up to 8 threads when there are many (decoding is
+// most of the reading of a big trace); the results are the same however many.
+void CheckAll(const uint8_t* data, const std::vector<RecordSpan>& spans, bool indexed,
+              std::vector<Checked>* out) {
+  out->assign(spans.size(), Checked{});
+  const auto range = [&](size_t from, size_t to) {
+    ScratchEvent scratch;
+    for (size_t i = from; i < to; ++i)
+      (*out)[i] = Check(data + spans[i].body, spans[i].len, indexed, scratch);
+  };
+  const size_t threads = std::min<size_t>({std::max(1u, std::thread::hardware_concurrency()), 8,
+                                           spans.size() / 4096 + 1});
+  if (threads == 1) return range(0, spans.size());
+  std::vector<std::thread> pool;
+  const size_t per = (spans.size() + threads - 1) / threads;
+  for (size_t k = 1; k < threads; ++k)
+    pool.emplace_back(range, std::min(spans.size(), k * per), std::min(spans.size(), (k + 1) * per));
+  range(0, std::min(spans.size(), per));
+  for (auto& th : pool) th.join();
+}
+
 TraceFile Index(const std::string& name, const uint8_t* data, size_t size, bool indexed,
                 const TraceBytes* trim = nullptr) {
   TraceFile t;
@@ -211,61 +308,72 @@ TraceFile Index(const std::string& name, const uint8_t* data, size_t size, bool 
   size_t pos = 0;
   bool have_header = false;
   std::map<uint32_t, EventStream> streams;
-  ScratchEvent scratch;  // each record is checked by decoding it here, then forgotten
   size_t trimmed = 0;
-  while (pos < size) {
-    const size_t start = pos;
+  // The records are found one after another by their length prefixes, a block of them
+  // at a time, then checked (in parallel), then taken in file order up to the first
+  // that is damaged: what a record-by-record reading would give.
+  std::vector<RecordSpan> spans;
+  std::vector<Checked> checked;
+  while (pos < size && t.ok()) {
     if (trim != nullptr && pos - trimmed > (32u << 20)) {
       trim->Trim();
       trimmed = pos;
     }
-    uint64_t len = 0;
-    auto fail = [&](std::string msg) { t.problem = ReadProblem{shown, start, std::move(msg)}; };
-    if (!wire::ReadVarint(data, size, &pos, &len)) {
-      fail("truncated record length");
-      break;
-    }
-    if (len > kMaxRecord) {
-      fail(fmt::format("record length {} is not plausible (corrupt data)", len));
-      break;
-    }
-    if (len > size - pos) {
-      fail(fmt::format("truncated record: {} bytes declared, {} present", len, size - pos));
-      break;
-    }
-    if (!have_header) {
-      if (!t.header.ParseFromArray(data + pos, static_cast<int>(len)) ||
-          t.header.format_version() == 0) {
-        fail("not an ldscope trace (no valid header)");
+    spans.clear();
+    std::optional<ReadProblem> damage;  // where finding the records stopped
+    const size_t block_end = std::min(size, pos + (8u << 20));
+    while (pos < size && (pos < block_end || !have_header) && !damage) {
+      const size_t start = pos;
+      uint64_t len = 0;
+      auto fail = [&](std::string msg) { damage = ReadProblem{shown, start, std::move(msg)}; };
+      if (!wire::ReadVarint(data, size, &pos, &len)) {
+        fail("truncated record length");
         break;
       }
-      if (t.header.format_version() != 1) {
-        fail(fmt::format("unsupported trace format version {}", t.header.format_version()));
+      if (len > kMaxRecord) {
+        fail(fmt::format("record length {} is not plausible (corrupt data)", len));
         break;
       }
-      have_header = true;
-    } else {
-      const FactsScan facts = ScanFactsEvent(data + pos, len);
-      if (facts.kind == FactsScan::kFacts) {
-        t.facts.emplace_back(reinterpret_cast<const char*>(data + pos + facts.offset), facts.size);
-      } else {
-        v1::Event& e = *scratch.Next();
-        if (facts.kind == FactsScan::kCorrupt || !e.ParseFromArray(data + pos, static_cast<int>(len)) ||
-            e.pid() == 0) {
-          fail("corrupt event record");
+      if (len > size - pos) {
+        fail(fmt::format("truncated record: {} bytes declared, {} present", len, size - pos));
+        break;
+      }
+      if (!have_header) {
+        if (!t.header.ParseFromArray(data + pos, static_cast<int>(len)) ||
+            t.header.format_version() == 0) {
+          fail("not an ldscope trace (no valid header)");
           break;
         }
-        if (indexed && e.has_collector()) {
-          t.collector.emplace_back(start, e.stream());
-        } else {
-          EventStream& s = streams[e.stream()];
-          s.records.push_back({start, e.seq()});
-          // Marked here, made indexes once the records are sorted.
-          if (e.has_process_start()) s.starts.push_back(static_cast<uint32_t>(s.records.size() - 1));
+        if (t.header.format_version() != 1) {
+          fail(fmt::format("unsupported trace format version {}", t.header.format_version()));
+          break;
         }
+        have_header = true;
+      } else {
+        spans.push_back({start, pos, static_cast<uint32_t>(len)});
+      }
+      pos += len;
+    }
+    CheckAll(data, spans, indexed, &checked);
+    for (size_t i = 0; i < spans.size(); ++i) {
+      const Checked& c = checked[i];
+      const uint64_t start = spans[i].start;
+      if (c.kind == Checked::kCorrupt) {
+        t.problem = ReadProblem{shown, start, "corrupt event record"};
+        break;
+      }
+      if (c.kind == Checked::kFacts) {
+        t.facts.emplace_back(reinterpret_cast<const char*>(data + spans[i].body + c.facts_offset), c.facts_size);
+      } else if (c.kind == Checked::kCollector) {
+        t.collector.emplace_back(start, c.stream);
+      } else {
+        EventStream& s = streams[c.stream];
+        s.records.push_back({start, c.seq});
+        // Marked here, made indexes once the records are sorted.
+        if (c.process_start) s.starts.push_back(static_cast<uint32_t>(s.records.size() - 1));
       }
     }
-    pos += len;
+    if (t.ok() && damage) t.problem = std::move(damage);
   }
   if (t.ok() && !have_header) t.problem = ReadProblem{shown, 0, "empty file: not an ldscope trace"};
   t.header.set_host(text::Escape(t.header.host()));

@@ -1,7 +1,9 @@
 // Fuzz target: a trace file's bytes through the reader, the timeline model and both
 // renderers (arbitrary events, absurd values included). The file read indexed (its
 // events decoded as the model reads them, as `show` and `report` read files) must give
-// the timeline of its events decoded up front.
+// the timeline of its events decoded up front; and `show`'s text, printed as the model
+// hands over each process's entries once they are final (BuildTimeline with parts), must
+// be the text of the whole timeline.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -17,11 +19,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   set.files.push_back(ldscope::store::ParseTrace("fuzz", data, size));
   const auto timeline = ldscope::model::BuildTimeline(set);
   ldscope::render::TextOptions opt;
-  (void)ldscope::render::TimelineText(timeline, opt);
+  opt.timestamps = size % 2 == 0;
+  opt.verbose = size % 3 == 0;
+  const std::string whole = ldscope::render::TimelineText(timeline, opt);
   (void)ldscope::render::Json(timeline);
   ldscope::store::TraceSet indexed;
   indexed.files.push_back(ldscope::store::ParseTrace("fuzz", data, size, /*indexed=*/true));
   if (!google::protobuf::util::MessageDifferencer::Equals(ldscope::model::BuildTimeline(indexed), timeline))
     std::abort();
+  std::string streamed;
+  const auto sink = [&](const std::string& piece) {
+    streamed += piece;
+    return true;
+  };
+  ldscope::render::ProcessTextWriter w(opt, sink);
+  ldscope::v1::Timeline rest;
+  ldscope::model::BuildTimeline(indexed, &rest, [&](const ldscope::v1::ProcessTimeline& p, bool complete) {
+    if (complete) {
+      w.Complete(p);
+    } else {
+      w.Part(p);
+    }
+  });
+  (void)ldscope::render::TimelineTailText(rest, opt, sink);
+  if (streamed != whole) std::abort();
   return 0;
 }

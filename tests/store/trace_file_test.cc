@@ -67,6 +67,66 @@ TEST(TraceFile, EveryTruncationKeepsThePrefixAndNamesTheOffset) {
   }
 }
 
+// A trace of many records is checked in blocks, on several threads: reading still stops
+// at the first damaged record, in file order, keeping every record before it, whether the
+// damage is a record that does not decode or a length prefix that runs past the end, and
+// whichever comes first.
+TEST(TraceFile, ABigTraceStopsAtItsFirstDamageAsRecordByRecord) {
+  const auto dir = testing::ScratchDir("trace_big_damage");
+  constexpr int kEvents = 60000;  // several blocks of records for the threads
+  const std::string full = testing::ReadFile(WriteSample(dir, kEvents));
+  std::vector<size_t> starts;  // record i's length prefix (0: the header)
+  for (size_t pos = 0; pos < full.size();) {
+    starts.push_back(pos);
+    size_t len = 0, shift = 0, p = pos;
+    for (uint8_t b = 0x80; b & 0x80; shift += 7) {
+      b = static_cast<uint8_t>(full[p++]);
+      len |= static_cast<size_t>(b & 0x7f) << shift;
+    }
+    pos = p + len;
+  }
+  ASSERT_EQ(starts.size(), kEvents + 1u);
+  auto body = [&](size_t record) { return starts[record] + 1; };  // records here are < 128 bytes
+  auto read = [](const std::string& bytes) {
+    return store::ParseTrace("x", reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), true);
+  };
+  // A record that does not decode (a field tag with wire type 7), late in the file.
+  std::string corrupt = full;
+  corrupt[body(41234)] = static_cast<char>(0x0f);
+  auto t = read(corrupt);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.problem->offset, starts[41234]);
+  EXPECT_EQ(t.problem->message, "corrupt event record");
+  EXPECT_EQ(store::EventCount(t), 41233u);
+  // The same, and a later cut: the corrupt record comes first.
+  t = read(corrupt.substr(0, starts[50000] + 2));
+  EXPECT_EQ(t.problem->offset, starts[41234]);
+  EXPECT_EQ(store::EventCount(t), 41233u);
+  // A cut alone: every whole record before it.
+  t = read(full.substr(0, starts[50000] + 2));
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.problem->offset, starts[50000]);
+  EXPECT_EQ(store::EventCount(t), 49999u);
+  // Damage in the first record after the header, and in the last.
+  std::string first = full;
+  first[body(1)] = static_cast<char>(0x0f);
+  EXPECT_EQ(read(first).problem->offset, starts[1]);
+  EXPECT_EQ(store::EventCount(read(first)), 0u);
+  std::string last = full;
+  last[body(kEvents)] = static_cast<char>(0x0f);
+  EXPECT_EQ(read(last).problem->offset, starts[kEvents]);
+  EXPECT_EQ(store::EventCount(read(last)), kEvents - 1u);
+  // Whole: every event, in one stream, in seq order.
+  t = read(full);
+  ASSERT_TRUE(t.ok());
+  ASSERT_EQ(t.streams.size(), 1u);
+  ASSERT_EQ(t.streams[0].records.size(), size_t{kEvents});
+  for (size_t i = 0; i < kEvents; ++i) {
+    EXPECT_EQ(t.streams[0].records[i].seq, i);
+    EXPECT_EQ(t.streams[0].records[i].at, starts[i + 1]);
+  }
+}
+
 // The ELF facts records are kept as the file's bytes (decoded when a lookup needs one):
 // a record comes back byte for byte, the events around it are read, and a record that is
 // not a well-formed message at its top level stops reading at its offset, as any corrupt

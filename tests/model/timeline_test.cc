@@ -1,0 +1,187 @@
+// The timeline model handed over in parts (model::BuildTimeline with ProcessParts, what
+// `show` prints from): an entry is handed over only once no later event can change it,
+// and the parts make exactly the text of the whole timeline.
+#include <link.h>
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "model/timeline.h"
+#include "render/render.h"
+#include "store/trace_file.h"
+#include "support/test_support.h"
+
+#include <google/protobuf/util/message_differencer.h>
+
+namespace ldscope {
+namespace {
+
+// The events of one process image, numbered in order.
+class Events {
+ public:
+  Events() {
+    v1::Event& e = Next();
+    e.mutable_process_start()->set_image_start_ns(1000);
+    e.mutable_process_start()->set_exe("/bin/prog");
+  }
+  void Open(uint64_t id, const std::string& path, std::vector<std::string> needed = {}) {
+    auto* o = Next().mutable_objopen();
+    o->set_id(id);
+    o->set_path(path);
+    o->set_soname(path.substr(path.rfind('/') + 1));
+    o->set_is_main(id == 1);
+    for (auto& n : needed) o->add_needed(n);
+  }
+  void Search(uint64_t requester, const std::string& name, const std::string& candidate) {
+    auto* s = Next().mutable_search();
+    s->set_requester(requester);
+    s->set_name(name);
+    s->set_flag(LA_SER_ORIG);
+    s = Next().mutable_search();
+    s->set_requester(requester);
+    s->set_candidate(candidate);
+    s->set_flag(LA_SER_RUNPATH);
+  }
+  void Activity(v1::ActivityKind k) { Next().mutable_activity()->set_kind(k); }
+  void Close(uint64_t id, bool unrelocated) {
+    auto* c = Next().mutable_objclose();
+    c->set_id(id);
+    c->set_unrelocated(unrelocated);
+  }
+  void Exit() { Next().mutable_exit(); }
+  // The events as a trace file's bytes.
+  std::string File() const {
+    v1::TraceHeader h;
+    h.set_format_version(1);
+    std::string out = testing::Delimited(h.SerializeAsString());
+    for (const auto& e : events_) out += testing::Delimited(e.SerializeAsString());
+    return out;
+  }
+  store::TraceSet Set() const {
+    store::TraceSet set;
+    set.files.emplace_back();
+    set.files.back().path = "t.ldscope";
+    set.files.back().events = events_;
+    return set;
+  }
+
+ private:
+  v1::Event& Next() {
+    v1::Event& e = events_.emplace_back();
+    e.set_pid(7);
+    e.set_stream(1);
+    e.set_seq(events_.size() - 1);
+    e.set_mono_ns(1000 + events_.size());
+    return e;
+  }
+  std::vector<v1::Event> events_;
+};
+
+// Three dlopens: libx.so, then libz.so (which needs libx.so: reused), then liby.so,
+// which fails and is rolled back together with libx.so's close in the same group (an
+// object of an earlier batch: relocated, not this rollback's), then libw.so.
+Events ThreeDlopens() {
+  Events ev;
+  ev.Open(1, "/bin/prog");
+  ev.Activity(v1::ACTIVITY_ADD);
+  ev.Activity(v1::ACTIVITY_CONSISTENT);
+  for (const char* lib : {"libx.so", "libz.so", "liby.so", "libw.so"}) {
+    const std::string name = lib;
+    const uint64_t id = name == "libx.so" ? 2 : name == "libz.so" ? 3 : name == "liby.so" ? 4 : 5;
+    ev.Search(1, name, "/opt/" + name);
+    ev.Activity(v1::ACTIVITY_ADD);
+    ev.Open(id, "/opt/" + name, name == "libz.so" ? std::vector<std::string>{"libx.so"}
+                                                  : std::vector<std::string>{});
+    if (name == "liby.so") {
+      ev.Activity(v1::ACTIVITY_DELETE);
+      ev.Close(4, true);
+      ev.Close(2, false);
+    }
+    ev.Activity(v1::ACTIVITY_CONSISTENT);
+  }
+  ev.Exit();
+  return ev;
+}
+
+TEST(Timeline, PartsHandOverOnlyFinalEntriesAndMakeTheWholeText) {
+  const store::TraceSet set = ThreeDlopens().Set();
+  const v1::Timeline whole = model::BuildTimeline(set);
+  ASSERT_EQ(whole.processes_size(), 1);
+  const v1::ProcessTimeline& p = whole.processes(0);
+  // The failed dlopen rolled back liby.so (its batch's) and listed libx.so, whose load
+  // (an earlier batch) stays as it was.
+  std::vector<std::string> loads;
+  for (const auto& e : p.entries())
+    if (e.has_load())
+      loads.push_back(e.load().object().path() + (e.load().rolled_back() ? " rolled back" : ""));
+  EXPECT_EQ(loads, (std::vector<std::string>{"/bin/prog", "/opt/libx.so", "/opt/libz.so",
+                                             "/opt/liby.so rolled back", "/opt/libw.so"}));
+  // libz.so's NEEDED libx.so was reused: set by the end of libz.so's batch.
+  ASSERT_EQ(p.entries(2).load().reused_size(), 1);
+
+  render::TextOptions opt;
+  opt.timestamps = false;
+  opt.verbose = true;
+  std::string streamed;
+  auto sink = [&](const std::string& piece) {
+    streamed += piece;
+    return true;
+  };
+  render::ProcessTextWriter w(opt, sink);
+  std::vector<int> handed;  // entries per part
+  v1::Timeline rest;
+  model::BuildTimeline(set, &rest, [&](const v1::ProcessTimeline& part, bool complete) {
+    handed.push_back(part.entries_size());
+    EXPECT_EQ(part.objects_size(), 0);  // no object table when handed over in parts
+    if (complete) {
+      w.Complete(part);
+    } else {
+      w.Part(part);
+    }
+  });
+  // Each ADD hands over what came before it: the start-up batch (prog), libx.so, libz.so
+  // (its reuse set at its CONSISTENT), liby.so with the failed dlopen's entry; then the
+  // rest, libw.so.
+  EXPECT_EQ(handed, (std::vector<int>{1, 1, 1, 2, 1}));
+  EXPECT_EQ(streamed, render::TimelineText(whole, opt).substr(0, streamed.size()));
+  render::TimelineTailText(rest, opt, sink);
+  EXPECT_EQ(streamed, render::TimelineText(whole, opt));
+}
+
+// A process of many events (a churn of dlopens) is decoded on a thread of its own, ahead
+// of the builder: the timeline is the one of its events decoded up front.
+TEST(Timeline, ALongProcessDecodedAheadGivesTheSameTimeline) {
+  Events ev;
+  ev.Open(1, "/bin/prog");
+  ev.Activity(v1::ACTIVITY_ADD);
+  ev.Activity(v1::ACTIVITY_CONSISTENT);
+  for (uint64_t id = 2; id < 20000; ++id) {  // 8 events a round: 160,000 events
+    ev.Search(1, "libx.so", "/opt/libx.so");
+    ev.Activity(v1::ACTIVITY_ADD);
+    ev.Open(id, "/opt/libx.so");
+    ev.Activity(v1::ACTIVITY_CONSISTENT);
+    ev.Activity(v1::ACTIVITY_DELETE);
+    ev.Close(id, id % 1000 == 0);
+    ev.Activity(v1::ACTIVITY_CONSISTENT);
+  }
+  ev.Exit();
+  const std::string file = ev.File();
+  store::TraceSet indexed;
+  indexed.files.push_back(
+      store::ParseTrace("t.ldscope", reinterpret_cast<const uint8_t*>(file.data()), file.size(), true));
+  ASSERT_TRUE(indexed.files[0].ok());
+  ASSERT_GT(store::EventCount(indexed.files[0]), 150000u);
+  store::TraceSet decoded;
+  decoded.files.push_back(store::ParseTrace("t.ldscope", reinterpret_cast<const uint8_t*>(file.data()), file.size()));
+  const v1::Timeline a = model::BuildTimeline(indexed);
+  const v1::Timeline b = model::BuildTimeline(decoded);
+  ASSERT_EQ(a.processes_size(), 1);
+  EXPECT_EQ(a.processes(0).events(), store::EventCount(indexed.files[0]));
+  EXPECT_EQ(a.processes(0).missing_seqs(), 0u);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(a, b));
+}
+
+}  // namespace
+}  // namespace ldscope
