@@ -10,6 +10,7 @@
 #include <system_error>
 #include <thread>
 #include <tuple>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "analysis/families.h"
@@ -81,6 +82,17 @@ struct FactsReader::Read {
   bool guessed = false;
   v1::ObjectFacts guess;
   std::vector<bool> kept;
+  size_t known_at = 0;  // Known::log's size when the guess was made or last checked
+  std::vector<uint64_t> decided;  // the hashes of its definitions decided by hash, sorted
+};
+
+// The names left undefined by the files the background thread read (each file's
+// hashes counted once per occurrence), in the order they first came (log), and those
+// files, in the order they were read.
+struct FactsReader::Known {
+  std::unordered_map<uint64_t, uint32_t> wanted;
+  std::vector<uint64_t> log;
+  std::vector<Read*> read;
 };
 
 namespace {
@@ -109,8 +121,9 @@ std::shared_ptr<FactsReader::Read> ReadPath(const std::string& raw_path, bool ke
 }
 
 // The records of the files among all (in path order), from their reads (null: not read).
+// known: what the background thread read, when Finish read nothing itself.
 RecordedFacts MakeRecords(const std::vector<std::string>& all,
-                          const std::vector<FactsReader::Read*>& reads) {
+                          const std::vector<FactsReader::Read*>& reads, FactsReader::Known* known) {
   RecordedFacts out;
   struct File {
     FactsReader::Read* read;
@@ -146,17 +159,37 @@ RecordedFacts MakeRecords(const std::vector<std::string>& all,
     }
     files.push_back({reads[i], {path}});
   }
-  // The names some object leaves undefined: the only names lookups ask for.
-  std::unordered_set<uint64_t> wanted;
-  for (const auto& f : files) wanted.insert(f.read->undefined.begin(), f.read->undefined.end());
+  // The names some object leaves undefined: the only names lookups ask for. They are
+  // those the background thread knows when every file it read is among files (a
+  // duplicate, or a path not asked for, may have added some no file of files leaves
+  // undefined: then they are counted again).
+  bool as_known = known != nullptr;
+  if (as_known) {
+    std::unordered_set<const FactsReader::Read*> used;
+    for (const auto& f : files) used.insert(f.read);
+    for (const FactsReader::Read* r : known->read)
+      if (used.count(r) == 0)
+        for (uint64_t h : r->undefined)
+          if (--known->wanted[h] == 0) as_known = false;
+  }
+  std::unordered_set<uint64_t> counted;
+  if (!as_known)
+    for (const auto& f : files) counted.insert(f.read->undefined.begin(), f.read->undefined.end());
+  auto wanted = [&](uint64_t h) { return as_known ? known->wanted.count(h) != 0 : counted.count(h) != 0; };
   std::vector<v1::ObjectFacts> made(files.size());
   ParallelFor(files.size(), [&](size_t i) {
     const File& f = files[i];
+    if (as_known && f.read->guessed && f.read->known_at == known->log.size()) {
+      // Made, or checked, with every name the files leave undefined.
+      made[i] = std::move(f.read->guess);
+      for (size_t k = 1; k < f.paths.size(); ++k) made[i].add_paths(text::Unescape(f.paths[k]));
+      return;
+    }
     // The choice of definitions, as FinishFacts makes it (one keep_hash call per
     // definition decided by hash, in order).
     std::vector<bool> kept;
     for (const elf::PreparedFacts::Sym& s : f.read->facts.symbols)
-      if (s.defined && !(s.flags & elf::PreparedFacts::kNamed)) kept.push_back(wanted.count(s.hash) != 0);
+      if (s.defined && !(s.flags & elf::PreparedFacts::kNamed)) kept.push_back(wanted(s.hash));
     if (f.read->guessed && f.read->kept == kept) {
       made[i] = std::move(f.read->guess);  // the same choice: FinishFacts would make this record
     } else {
@@ -175,6 +208,8 @@ RecordedFacts RecordFacts(const std::set<std::string>& paths, int limit_ms) {
   FactsReader reader;  // nothing added: Finish reads every path
   return reader.Finish(paths, limit_ms);
 }
+
+FactsReader::FactsReader() : known_(std::make_unique<Known>()) {}
 
 FactsReader::~FactsReader() {
   {
@@ -206,10 +241,18 @@ void FactsReader::Add(const std::string& path) {
 }
 
 void FactsReader::Work() {
-  // The names left undefined by the files read so far, and the files read, in order.
-  std::unordered_set<uint64_t> wanted;
-  std::vector<Read*> read;
-  size_t guessed = 0;  // read[0 .. guessed) have their guess
+  Known& known = *known_;
+  size_t guessed = 0;  // known.read[0 .. guessed) have their guess
+  size_t checked = 0;  // and those of known.read[0 .. checked) were checked since the last read
+  auto guess = [&](Read& r) {
+    r.kept.clear();
+    r.guess = elf::FinishFacts(r.facts, [&](uint64_t h) {
+      r.kept.push_back(known.wanted.count(h) != 0);
+      return r.kept.back();
+    });
+    r.guessed = true;
+    r.known_at = known.log.size();
+  };
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     if (stop_) return;
@@ -224,26 +267,41 @@ void FactsReader::Work() {
       if (slot == nullptr) {
         slot = ReadPath(path, keep_files_);
         if (slot->ok) {
-          read.push_back(slot.get());
-          wanted.insert(slot->undefined.begin(), slot->undefined.end());
+          known.read.push_back(slot.get());
+          for (uint64_t h : slot->undefined)
+            if (known.wanted[h]++ == 0) known.log.push_back(h);
+          checked = 0;
         }
       }
       lock.lock();
       continue;
     }
-    if (guessed < read.size()) {
-      // Nothing to read: the records, as they would be if no other file came. Files read
-      // later often leave undefined what earlier ones define (a program's libraries,
-      // then its plugins): those records are made again at the end.
+    if (guessed < known.read.size()) {
+      // Nothing to read: the records, as they would be if no other file came.
       busy_ = true;
       lock.unlock();
-      Read& r = *read[guessed++];
-      r.kept.clear();
-      r.guess = elf::FinishFacts(r.facts, [&](uint64_t h) {
-        r.kept.push_back(wanted.count(h) != 0);
-        return r.kept.back();
-      });
-      r.guessed = true;
+      Read& r = *known.read[guessed++];
+      for (const elf::PreparedFacts::Sym& s : r.facts.symbols)
+        if (s.defined && !(s.flags & elf::PreparedFacts::kNamed)) r.decided.push_back(s.hash);
+      std::sort(r.decided.begin(), r.decided.end());
+      guess(r);
+      lock.lock();
+      continue;
+    }
+    if (checked < known.read.size()) {
+      // Files read later often leave undefined what earlier ones define (a program's
+      // libraries, then its plugins): a record whose definitions the names come since
+      // would choose differently is made again.
+      busy_ = true;
+      lock.unlock();
+      Read& r = *known.read[checked++];
+      bool same = true;
+      for (size_t k = r.known_at; k < known.log.size() && same; ++k)
+        same = !std::binary_search(r.decided.begin(), r.decided.end(), known.log[k]);
+      if (same)
+        r.known_at = known.log.size();
+      else
+        guess(r);
       lock.lock();
       continue;
     }
@@ -291,7 +349,7 @@ RecordedFacts FactsReader::Finish(const std::set<std::string>& paths, int limit_
     late_[k] = ReadPath(all[todo[k]], keep_files_);
   });
   for (size_t k = 0; k < todo.size(); ++k) reads[todo[k]] = late_[k].get();
-  return MakeRecords(all, reads);
+  return MakeRecords(all, reads, todo.empty() ? known_.get() : nullptr);
 }
 
 }  // namespace ldscope::analysis

@@ -37,7 +37,8 @@ RecordedFacts RecordFacts(const std::set<std::string>& paths, int limit_ms);
 // traced programs run; Finish reads the paths it has not done yet, on up to 8 threads,
 // then makes the records exactly as RecordFacts would (the selection of definitions and
 // the deduplication need every file, so they wait for the end). When it has nothing to
-// read, the thread also makes each record as it would be if no other file came; Finish
+// read, the thread also makes each record as it would be if no other file came (and
+// makes it again when a file read later leaves undefined a name it defines); Finish
 // keeps those whose choice of definitions the other files did not change.
 //
 // Finish's limit_ms bounds the reading done in Finish (the paths the background thread
@@ -50,7 +51,7 @@ RecordedFacts RecordFacts(const std::set<std::string>& paths, int limit_ms);
 // Finish, describes the file as it is at the end).
 class FactsReader {
  public:
-  FactsReader() = default;
+  FactsReader();
   ~FactsReader();  // stops and joins the background thread
   FactsReader(const FactsReader&) = delete;
   FactsReader& operator=(const FactsReader&) = delete;
@@ -72,6 +73,7 @@ class FactsReader {
   void WaitIdle();
 
   struct Read;  // one path's reading (record_facts.cc)
+  struct Known;  // what the background thread knows of all it read (record_facts.cc)
 
  private:
   void Work();
@@ -87,6 +89,7 @@ class FactsReader {
   // Paths read by the thread (written by it, read by Finish after the join).
   std::map<std::string, std::shared_ptr<Read>> done_;  // (shared_ptr: Read is incomplete here)
   std::vector<std::shared_ptr<Read>> late_;  // read by Finish
+  std::unique_ptr<Known> known_;  // the thread's, then Finish's
 };
 
 }  // namespace ldscope::analysis

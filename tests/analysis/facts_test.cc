@@ -151,6 +151,23 @@ TEST(Facts, PreparedThenFinishedIsToFacts) {
   EXPECT_GT(hashed, 1000u);
 }
 
+// Names left undefined only by a file read in the background but not asked for at the
+// end (Finish's paths are the trace's): they do not keep the definitions of the others.
+TEST(Facts, AFileNotAskedForChoosesNoDefinitions) {
+  const std::string mpi = kFx + "/mpi/v5/libmpi.so.40";
+  const std::string user = kFx + "/mpi/app/libmpiuser.so";  // needs MPI_Comm_create_from_group
+  const std::set<std::string> paths = {mpi};
+  const analysis::RecordedFacts at_end = analysis::RecordFacts(paths, kNoLimit);
+  const analysis::RecordedFacts with_user = analysis::RecordFacts({mpi, user}, kNoLimit);
+  ASSERT_EQ(Summary(with_user), user + "\n" + mpi + "\n");
+  ASSERT_NE(Bytes(with_user)[1], Bytes(at_end)[0]) << "the user's name keeps a definition of libmpi's";
+  analysis::FactsReader reader;
+  reader.Add(user);
+  reader.Add(mpi);
+  reader.WaitIdle();
+  EXPECT_EQ(Bytes(reader.Finish(paths, kNoLimit)), Bytes(at_end));
+}
+
 // A file read while the programs run, then deleted or replaced by another build before
 // the end: its record is the file as it was read (what the program loaded). Read only at
 // the end, the deleted one is unreadable.
