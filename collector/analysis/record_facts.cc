@@ -122,8 +122,7 @@ std::shared_ptr<FactsReader::Read> ReadPath(const std::string& raw_path, bool ke
   // by hash where some object leaves the name undefined (MakeRecords).
   read->facts = elf::PrepareFacts(*info, [](const elf::Symbol& s) { return IsMarkerSymbol(s.name); },
                                   Found(*info));
-  info->ForEachSymbol(elf::ElfInfo::Which::kUndefined,
-                      [&](const elf::Symbol& s) { read->undefined.push_back(elf::HashOf(s)); });
+  read->undefined = std::move(read->facts.undefined);
   if (keep_file) {
     info->ForEachUndefined([](const elf::Symbol&, const elf::SymbolQuery&) {});  // indexed now
     read->info = std::move(info);

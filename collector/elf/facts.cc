@@ -166,6 +166,7 @@ PreparedFacts PrepareFacts(const ElfInfo& e, const std::function<bool(const Symb
     const uint8_t b = (sym.defined ? kDefined : 0) | (sym.weak ? kWeak : 0) | (sym.unique ? kUnique : 0) |
                       (sym.data ? kData : 0) | (sym.hidden ? kHidden : 0) | (full ? kNamed : 0);
     PreparedFacts::Sym s{0, 0, b, sym.defined};
+    if (!sym.defined) p.undefined.push_back(HashOf(sym));
     if (full) {
       p.names += Raw(sym.name);
       p.name_ends.push_back(static_cast<uint32_t>(p.names.size()));

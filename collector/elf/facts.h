@@ -50,6 +50,7 @@ struct PreparedFacts {
   std::string names;                 // the named symbols' names (the file's bytes), one after the other
   std::vector<uint32_t> name_ends;   // where each ends in names
   std::vector<std::pair<std::string, std::string>> versions;  // (name, file), the file's bytes
+  std::vector<uint64_t> undefined;   // HashOf of each undefined symbol, in order
 };
 PreparedFacts PrepareFacts(const ElfInfo& e, const std::function<bool(const Symbol&)>& named,
                            const std::map<std::string, std::vector<std::string>>& found);

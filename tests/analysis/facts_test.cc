@@ -146,6 +146,9 @@ TEST(Facts, PreparedThenFinishedIsToFacts) {
     const v1::ObjectFacts two_steps =
         elf::FinishFacts(prepared, [&](uint64_t h) { return wanted.count(h) != 0; });
     EXPECT_EQ(two_steps.SerializeAsString(), whole.SerializeAsString()) << e->path;
+    std::vector<uint64_t> undefined;
+    e->ForEachSymbol(elf::ElfInfo::Which::kUndefined, [&](const elf::Symbol& s) { undefined.push_back(elf::HashOf(s)); });
+    EXPECT_EQ(prepared.undefined, undefined) << e->path;
   }
   EXPECT_GT(markers, 0u) << "some file defines a marker name (libgomp's omp_get_num_threads, say)";
   EXPECT_GT(hashed, 1000u);
