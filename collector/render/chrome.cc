@@ -12,11 +12,7 @@
 #include <memory>
 
 #include <fmt/format.h>
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/struct.pb.h>
-#include <google/protobuf/util/json_util.h>
-#include <google/protobuf/util/type_resolver_util.h>
 
 #include "render/render.h"
 #include "text/strings.h"
@@ -181,30 +177,6 @@ void ChromeEvents::AddFinding(const v1::ProcessTimeline& p, const v1::Finding& f
   Add(std::move(ev));
 }
 
-// The JSON of a Struct with its keys sorted: protobuf's JSON writer prints a map in the
-// order of its wire form, which is sorted only when serialized deterministically.
-std::string SortedJson(const Struct& doc) {
-  std::string wire;
-  {
-    google::protobuf::io::StringOutputStream out(&wire);
-    google::protobuf::io::CodedOutputStream coded(&out);
-    coded.SetSerializationDeterministic(true);
-    doc.SerializeToCodedStream(&coded);
-  }
-  static const std::unique_ptr<google::protobuf::util::TypeResolver> resolver(
-      google::protobuf::util::NewTypeResolverForDescriptorPool(
-          "type.googleapis.com", google::protobuf::DescriptorPool::generated_pool()));
-  google::protobuf::util::JsonPrintOptions opt;
-  opt.add_whitespace = true;
-  std::string json;
-  if (!google::protobuf::util::BinaryToJsonString(resolver.get(), "type.googleapis.com/google.protobuf.Struct",
-                                                  wire, &json, opt)
-           .ok())
-    return "{}\n";  // cannot happen for a Struct we built; an empty document, not a crash
-  if (json.empty() || json.back() != '\n') json += '\n';
-  return json;
-}
-
 }  // namespace
 
 std::string ChromeTrace(const v1::Timeline& t, const v1::Report& findings) {
@@ -214,7 +186,7 @@ std::string ChromeTrace(const v1::Timeline& t, const v1::Report& findings) {
   auto& f = *doc.mutable_fields();
   f["displayTimeUnit"].set_string_value("ms");
   *f["traceEvents"].mutable_list_value() = std::move(events.list());
-  return SortedJson(doc);
+  return Json(doc);  // keys sorted (see render::Json)
 }
 
 }  // namespace ldscope::render

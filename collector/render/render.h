@@ -17,7 +17,8 @@
 
 namespace ldscope::render {
 
-// The proto3 JSON mapping of any message, pretty-printed, with a trailing newline.
+// The proto3 JSON mapping of any message, pretty-printed, with a trailing newline; maps
+// (a process's environment) sorted by key, so the same message prints the same bytes.
 std::string Json(const google::protobuf::Message& m);
 
 struct TextOptions {

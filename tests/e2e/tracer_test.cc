@@ -201,6 +201,20 @@ TEST(Tracer, ShowJsonIsTheProto3Mapping) {
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(s.out, &parsed).ok()) << s.out;
   const auto direct = testing::TimelineOf({trace});
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(parsed, direct));
+  // The same bytes every time, the environment's names in order (a map's order was
+  // protobuf's, changing from run to run).
+  ASSERT_GT(direct.processes(0).env_size(), 3);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(RunCmd({LDSCOPE_BIN, "show", "--format", "json", trace}).out, s.out);
+  const size_t env = s.out.find("\"env\": {");
+  ASSERT_NE(env, std::string::npos);
+  std::vector<std::string> names;
+  for (size_t at = env + 8; s.out.compare(s.out.find_first_not_of(" \n", at), 1, "}") != 0;) {
+    const size_t q = s.out.find('"', at);
+    names.push_back(s.out.substr(q + 1, s.out.find('"', q + 1) - q - 1));
+    at = s.out.find('\n', q);
+  }
+  EXPECT_EQ(static_cast<int>(names.size()), direct.processes(0).env_size());
+  EXPECT_TRUE(std::is_sorted(names.begin(), names.end())) << s.out.substr(env, 400);
 }
 
 // `ld.so PROGRAM` (some wrappers start programs so): /proc/self/exe is ld.so, but the
