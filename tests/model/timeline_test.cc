@@ -136,11 +136,7 @@ TEST(Timeline, PartsHandOverOnlyFinalEntriesAndMakeTheWholeText) {
   model::BuildTimeline(set, &rest, [&](const v1::ProcessTimeline& part, bool complete) {
     handed.push_back(part.entries_size());
     EXPECT_EQ(part.objects_size(), 0);  // no object table when handed over in parts
-    if (complete) {
-      w.Complete(part);
-    } else {
-      w.Part(part);
-    }
+    return complete ? w.Complete(part) : w.Part(part);
   });
   // Each ADD hands over what came before it: the start-up batch (prog), libx.so, libz.so
   // (its reuse set at its CONSISTENT), liby.so with the failed dlopen's entry; then the
@@ -182,6 +178,27 @@ TEST(Timeline, ALongProcessDecodedAheadGivesTheSameTimeline) {
   EXPECT_EQ(a.processes(0).events(), store::EventCount(indexed.files[0]));
   EXPECT_EQ(a.processes(0).missing_seqs(), 0u);
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(a, b));
+}
+
+// A receiver that says stop (show's output failed) gets nothing more: the rest of the
+// process and the processes after it are not built.
+TEST(Timeline, PartsStopWhenTheReceiverSaysSo) {
+  const std::string file = ThreeDlopens().File() ;
+  store::TraceSet set;
+  set.files.push_back(store::ParseTrace("t.ldscope", reinterpret_cast<const uint8_t*>(file.data()), file.size(), true));
+  int calls = 0;
+  v1::Timeline rest;
+  model::BuildTimeline(set, &rest, [&](const v1::ProcessTimeline&, bool) {
+    ++calls;
+    return false;
+  });
+  EXPECT_EQ(calls, 1);
+  int all = 0;
+  model::BuildTimeline(set, &rest, [&](const v1::ProcessTimeline&, bool) {
+    ++all;
+    return true;
+  });
+  EXPECT_GT(all, 2);
 }
 
 // show's time column, written digit by digit, is what fmt's "+{:.3f}ms" right-aligned in
