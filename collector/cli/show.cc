@@ -24,8 +24,10 @@ int Show(const ShowOptions& opt) {
   } else {
     // Each process printed as it is built: its entries as soon as they are final.
     render::ProcessTextWriter w(t, sink);
+    // Once the output fails (a closed pipe: `show | head`), nothing more is built.
     model::BuildTimeline(traces, &timeline, [&](const v1::ProcessTimeline& p, bool complete) {
-      if (written) written = complete ? w.Complete(p) : w.Part(p);
+      written = complete ? w.Complete(p) : w.Part(p);
+      return written;
     });
   }
   store::DropEvents(&traces);  // all the timeline needed of them

@@ -5,6 +5,7 @@
 
 #include "wire.h"
 
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -343,9 +344,16 @@ Server::PollResult Server::Poll(int timeout_ms) {
   if (accept_paused_ && freed_) ResumeAccept();
   if (writer_ != nullptr) writer_->Flush().IgnoreError();  // the writer's Close() reports it
   if (extra) return PollResult::kExtraReady;
-  if (timeout_ms != 0 && stats_.datagrams - datagrams_before < kCoalesceBelow) {
+  // No pause with no connection open (nothing to gather: the last one just ended), and
+  // none past the extra descriptor (the command's end, which `run` waits for).
+  if (timeout_ms != 0 && !conns_.empty() && stats_.datagrams - datagrams_before < kCoalesceBelow) {
     timespec pause{0, kCoalesceNs};
-    nanosleep(&pause, nullptr);
+    if (extra_fd_ >= 0) {
+      pollfd p{extra_fd_, POLLIN, 0};
+      ppoll(&p, 1, &pause, nullptr);
+    } else {
+      nanosleep(&pause, nullptr);
+    }
   }
   return PollResult::kServed;
 }

@@ -174,7 +174,7 @@ class ProcessBuilder {
   // later event can change them (see BuildTimeline), then dropped, and no object table
   // is made.
   ProcessBuilder(v1::ProcessTimeline* out, uint64_t image_start_ns, PyAttribution* py, Names* names,
-                 const std::function<void(const v1::ProcessTimeline&)>* final_entries = nullptr)
+                 const std::function<bool(const v1::ProcessTimeline&)>* final_entries = nullptr)
       : out_(out), start_ns_(image_start_ns), py_(py), names_(*names), final_entries_(final_entries) {
     names_.ListId(std::vector<std::string>{});  // list 0: no NEEDED entries
   }
@@ -235,6 +235,9 @@ class ProcessBuilder {
     }
   }
 
+  // The parts' receiver said to stop (BuildTimeline then stops).
+  bool stopped() const { return stopped_; }
+
   // cut: the stream was still connected when recording stopped.
   void Finish(bool cut) {
     // Without the exit event, a search last in a stream that lost events (or was cut off)
@@ -286,7 +289,7 @@ class ProcessBuilder {
   // final_entries_, then dropped.
   void HandOver() {
     if (final_entries_ == nullptr || out_->entries_size() == 0) return;
-    (*final_entries_)(*out_);
+    stopped_ = !(*final_entries_)(*out_);
     for (const auto& e : out_->entries()) dirs_.Add(e);
     dropped_entries_ += out_->entries_size();
     out_->mutable_entries()->Clear();
@@ -577,7 +580,8 @@ class ProcessBuilder {
   uint64_t start_ns_;
   PyAttribution* py_;
   Names& names_;
-  const std::function<void(const v1::ProcessTimeline&)>* final_entries_;
+  const std::function<bool(const v1::ProcessTimeline&)>* final_entries_;
+  bool stopped_ = false;  // final_entries_ said to stop
   int64_t dropped_entries_ = 0;    // entries handed over and dropped
   int64_t batch_first_entry_ = 0;  // the first entry of the latest batch
   SearchDirs dirs_;
@@ -649,10 +653,12 @@ class StreamEvents {
     if (groups_.empty()) return decoded_.size();
     return decoded_.size() + (groups_.size() == 1 ? groups_[0]->records.size() : merged_.size());
   }
-  // fn(const v1::Event&) for each event in order; the event lives during the call.
+  // fn(const v1::Event&) for each event in order, until it returns false; the event
+  // lives during the call.
   template <class F>
   void ForEach(F fn) const {
-    for (const v1::Event* e : decoded_) fn(*e);
+    for (const v1::Event* e : decoded_)
+      if (!fn(*e)) return;
     if (groups_.empty()) return;
     std::vector<store::EventDecoder> decoders;
     for (const auto* g : groups_) decoders.emplace_back(*file_, *g);
@@ -670,7 +676,7 @@ class StreamEvents {
     for (size_t i = 0; i < n; ++i) {
       v1::Event* e = scratch.Next();
       decode(i, e);
-      fn(static_cast<const v1::Event&>(*e));
+      if (!fn(static_cast<const v1::Event&>(*e))) return;
     }
   }
   // The first event (there is one).
@@ -705,7 +711,7 @@ class StreamEvents {
 
   // ForEach's loop with the decoding on another thread: batches of decoded events pass
   // through a queue of at most kBatchesAhead (each batch on an arena of its own, reused),
-  // and are handed to fn in order. fn runs on the calling thread.
+  // and are handed to fn in order, until it returns false. fn runs on the calling thread.
   template <class Decode, class F>
   static void Pipelined(size_t n, const Decode& decode, F& fn) {
     struct Batch {
@@ -761,7 +767,8 @@ class StreamEvents {
         b = std::move(full.front());
         full.pop_front();
       }
-      for (const v1::Event* e : b->events) fn(*e);
+      for (const v1::Event* e : b->events)
+        if (!fn(*e)) return;  // the producer is stopped by join
       done += b->events.size();
       std::lock_guard<std::mutex> lock(mu);
       free.push_back(std::move(b));
@@ -851,7 +858,10 @@ std::vector<Image> Images(const std::map<uint32_t, StreamEvents>& by_stream,
     if (first.has_py_start()) {
       PyEvents& owned = py_events->emplace_back();
       owned.reserve(evs.size());
-      evs.ForEach([&](const v1::Event& e) { owned.push_back(e); });
+      evs.ForEach([&](const v1::Event& e) {
+        owned.push_back(e);
+        return true;
+      });
       PyStream& ptrs = py_pointers->emplace_back();
       for (const auto& e : owned) ptrs.push_back(&e);
       py_streams->emplace_back(first.pid(), &ptrs);
@@ -991,8 +1001,8 @@ void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out, const Proce
     if (start != nullptr) image_index[{img.pid, start->image_start_ns()}] = i;
     // Import spans first: each entry is attributed as it is made.
     PyAttribution py(p, py_of[i]);
-    const std::function<void(const v1::ProcessTimeline&)> final_entries =
-        [&](const v1::ProcessTimeline& part) { parts(part, false); };
+    const std::function<bool(const v1::ProcessTimeline&)> final_entries =
+        [&](const v1::ProcessTimeline& part) { return parts(part, false); };
     auto b = std::make_unique<ProcessBuilder>(p, p->start_mono_ns(), &py, &names,
                                               parts ? &final_entries : nullptr);
     if (start != nullptr && start->reason() == v1::START_FORK) {
@@ -1012,13 +1022,15 @@ void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out, const Proce
       max_seq = std::max(max_seq, e.seq());
       dropped = std::max(dropped, e.dropped());
       b->Add(e);
+      return !b->stopped();
     });
+    if (b->stopped()) return;
     b->Finish(p->still_running());
     p->set_events(img.events->size());
     p->set_dropped(dropped);
     p->set_missing_seqs(max_seq + 1 - distinct);
     builders.push_back(std::move(b));
-    if (parts) parts(*p, true);
+    if (parts && !parts(*p, true)) return;
   }
 }
 

@@ -23,8 +23,10 @@ void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out);
 // later event can change (an entry changes only until the next batch of loads begins:
 // docs/ARCHITECTURE.md), which are dropped once it returns; then parts(p, true) once
 // the image is complete, with the remaining entries and every other field but the object
-// table (`objects`, left empty). Images come in BuildTimeline's order.
-using ProcessParts = std::function<void(const v1::ProcessTimeline& p, bool complete)>;
+// table (`objects`, left empty). Images come in BuildTimeline's order. parts returns
+// false to stop: BuildTimeline then returns at once (out's problems and collector summary
+// are set; nothing more is built or handed over), as `show` does once its output failed.
+using ProcessParts = std::function<bool(const v1::ProcessTimeline& p, bool complete)>;
 void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out, const ProcessParts& parts);
 // An empty Timeline on arena, made with blocks of a size fit for big traces.
 v1::Timeline* ArenaTimeline(google::protobuf::Arena* arena);

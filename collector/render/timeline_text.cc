@@ -98,7 +98,7 @@ void Tried(std::string& out, const google::protobuf::RepeatedPtrField<v1::Candid
   for (const auto& c : tried) {
     out += Pad(opt);
     out += "      tried  ";
-    Padded(out, c.step() == v1::STEP_UNKNOWN ? CandidateWord(c) : StepWord(c.step()), 16);
+    Padded(out, CandidateWord(c), 16);
     out += ' ';
     out += c.path();
     out += '\n';

@@ -26,26 +26,6 @@ const std::string kApp = PYFIXTURES_DIR "/app";
 const std::string kSitePackages = FIXTURES "/site-packages";
 
 // /usr/bin/python3 and every pyenv CPython >= 3.8.
-std::vector<std::string> Interpreters() {
-  std::vector<std::string> out = {"/usr/bin/python3"};
-  const char* root = std::getenv("PYENV_ROOT");
-  const char* home = std::getenv("HOME");
-  const fs::path versions =
-      fs::path(root ? root : (home ? std::string(home) + "/.pyenv" : "/nonexistent")) / "versions";
-  std::error_code ec;
-  std::vector<std::string> found;
-  for (const auto& d : fs::directory_iterator(versions, ec)) {
-    std::smatch m;
-    const std::string name = d.path().filename().string();
-    if (!std::regex_match(name, m, std::regex("3\\.([0-9]+)\\.[0-9]+")) || std::stoi(m[1]) < 8)
-      continue;
-    if (fs::exists(d.path() / "bin/python3")) found.push_back((d.path() / "bin/python3").string());
-  }
-  std::sort(found.begin(), found.end());
-  out.insert(out.end(), found.begin(), found.end());
-  return out;
-}
-
 // `ldscope run` of python with cwd = the app directory.
 testing::Proc RunInApp(const std::vector<std::string>& ldscope_args, const std::string& python,
                        const std::vector<std::string>& script_args) {
@@ -80,7 +60,7 @@ const v1::Load* LoadOf(const v1::ProcessTimeline& p, const std::string& base) {
 TEST(Python, CupyThenTorchAttributedOnEveryInterpreter) {
   const std::string dir = testing::ScratchDir("python_attr");
   const std::string golden = GOLDEN_DIR "/python_cupy_then_torch.txt";
-  for (const auto& py : Interpreters()) {
+  for (const auto& py : testing::Pythons(8, 99)) {
     SCOPED_TRACE(py);
     const std::string trace = dir + "/t.ldscope", report = dir + "/report.txt";
     const auto r = RunInApp({"run", "-q", "-o", trace, "--report", report}, py, {"train.py"});
@@ -130,7 +110,7 @@ TEST(Python, CupyThenTorchAttributedOnEveryInterpreter) {
 // included), exit status, sys.path, sitecustomize, stack depth.
 TEST(Python, HookLeavesTheProgramAlone) {
   const std::string dir = testing::ScratchDir("python_alone");
-  for (const auto& py : Interpreters()) {
+  for (const auto& py : testing::Pythons(8, 99)) {
     SCOPED_TRACE(py);
     const auto bare = RunCmd({"/usr/bin/env", "-C", kApp, py, "behaviour.py"}, {"PYTHONPATH=" + kSitePackages});
     const auto traced = RunInApp({"run", "-q", "--no-report", "-o", dir + "/t.ldscope"}, py,
@@ -157,7 +137,7 @@ TEST(Python, ChainsToTheEnvironmentsSitecustomize) {
   const std::string dir = testing::ScratchDir("python_chain");
   const std::string code =
       "import sitecustomize, sys; print(sitecustomize.__file__); print(sys.path[1:2])";
-  for (const auto& py : Interpreters()) {
+  for (const auto& py : testing::Pythons(8, 99)) {
     SCOPED_TRACE(py);
     const std::vector<std::string> env = {"PYTHONPATH=" PYFIXTURES_DIR "/own_site"};
     const auto bare = RunCmd({py, "-c", code}, env);
@@ -175,7 +155,7 @@ TEST(Python, ChainsToTheEnvironmentsSitecustomize) {
 // listens on): nothing imported, nothing printed, nothing different.
 TEST(Python, InertWhenNotCollecting) {
   const std::string code = "import sys; print('_socket' in sys.modules, sys.path[1:])";
-  for (const auto& py : Interpreters()) {
+  for (const auto& py : testing::Pythons(8, 99)) {
     SCOPED_TRACE(py);
     const auto bare = RunCmd({py, "-c", code}, {}, {"PYTHONPATH", "LDSCOPE_SOCKET"});
     const auto off = RunCmd({py, "-c", code}, {"PYTHONPATH=" PYTHON_HOOK_DIR}, {"LDSCOPE_SOCKET"});
@@ -220,7 +200,7 @@ TEST(Python, DiffNamesTheImportThatNowLoadsALibraryFirst) {
 // the hook notices (inode) and never writes to it.
 TEST(Python, NeverWritesToADescriptorNoLongerItsOwn) {
   const std::string dir = testing::ScratchDir("python_fd");
-  for (const auto& py : Interpreters()) {
+  for (const auto& py : testing::Pythons(8, 99)) {
     SCOPED_TRACE(py);
     const auto r = RunInApp({"run", "-q", "--no-report", "-o", dir + "/t.ldscope"}, py, {"fd_reuse.py"});
     EXPECT_EQ(r.code, 0) << r.err;
@@ -233,7 +213,7 @@ TEST(Python, NeverWritesToADescriptorNoLongerItsOwn) {
 // each load attributed on its own thread and in its own process.
 TEST(Python, ThreadsForkAndImportModule) {
   const std::string dir = testing::ScratchDir("python_fork");
-  for (const auto& py : Interpreters()) {
+  for (const auto& py : testing::Pythons(8, 99)) {
     SCOPED_TRACE(py);
     const auto r = RunInApp({"run", "-q", "--no-report", "-o", dir + "/t.ldscope"}, py,
                             {"threads_fork.py"});

@@ -35,11 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ldscope::render::ProcessTextWriter w(opt, sink);
   ldscope::v1::Timeline rest;
   ldscope::model::BuildTimeline(indexed, &rest, [&](const ldscope::v1::ProcessTimeline& p, bool complete) {
-    if (complete) {
-      w.Complete(p);
-    } else {
-      w.Part(p);
-    }
+    return complete ? w.Complete(p) : w.Part(p);
   });
   (void)ldscope::render::TimelineTailText(rest, opt, sink);
   if (streamed != whole) std::abort();

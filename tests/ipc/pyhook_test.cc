@@ -267,31 +267,6 @@ TEST(PyHook, ServerStoresTheHooksEventsAndDropsABadSender) {
 }
 
 
-// The line of an import statement, found by the collector in the code's line table
-// (events of kind 4) exactly where CPython's f_lineno finds it: every code object of a
-// few large standard modules, at offsets from before the first instruction to past the
-// last, against what co_lines() says (the interpreter's own reading of the table).
-// /usr/bin/python3 and pyenv's CPython 3.11 and 3.12 where installed: the two line-table
-// formats the collector reads (3.11's and 3.12's differ in their opcodes' caches).
-std::vector<std::string> LineTablePythons() {
-  std::vector<std::string> out = {"/usr/bin/python3"};
-  const char* root = std::getenv("PYENV_ROOT");
-  const char* home = std::getenv("HOME");
-  const std::filesystem::path versions =
-      std::filesystem::path(root ? root : (home ? std::string(home) + "/.pyenv" : "/nonexistent")) / "versions";
-  std::error_code ec;
-  std::vector<std::string> found;
-  for (const auto& d : std::filesystem::directory_iterator(versions, ec)) {
-    const std::string name = d.path().filename().string();
-    if ((name.rfind("3.11.", 0) == 0 || name.rfind("3.12.", 0) == 0) &&
-        std::filesystem::exists(d.path() / "bin/python3"))
-      found.push_back((d.path() / "bin/python3").string());
-  }
-  std::sort(found.begin(), found.end());
-  out.insert(out.end(), found.begin(), found.end());
-  return out;
-}
-
 // Lines the collector finds from the line tables `python` sends, against its co_lines(); false
 // when `python` is not a 3.11 or 3.12 (no line tables sent).
 void CheckLines(const std::string& python, bool* checked_any) {
@@ -347,9 +322,15 @@ void CheckLines(const std::string& python, bool* checked_any) {
   *checked_any = true;
 }
 
+// The line of an import statement, found by the collector in the code's line table
+// (events of kind 4) exactly where CPython's f_lineno finds it: every code object of a
+// few large standard modules, at offsets from before the first instruction to past the
+// last, against what co_lines() says (the interpreter's own reading of the table).
 TEST(PyHook, LinesAreFoundAsCPythonFindsThem) {
   bool any = false;
-  for (const std::string& python : LineTablePythons()) {
+  // /usr/bin/python3 and pyenv's CPython 3.11 and 3.12 where installed: the two line-table
+  // formats the collector reads (3.11's and 3.12's differ in their opcodes' caches).
+  for (const std::string& python : testing::Pythons(11, 12)) {
     SCOPED_TRACE(python);
     CheckLines(python, &any);
   }

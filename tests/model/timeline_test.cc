@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "model/timeline.h"
@@ -135,11 +136,7 @@ TEST(Timeline, PartsHandOverOnlyFinalEntriesAndMakeTheWholeText) {
   model::BuildTimeline(set, &rest, [&](const v1::ProcessTimeline& part, bool complete) {
     handed.push_back(part.entries_size());
     EXPECT_EQ(part.objects_size(), 0);  // no object table when handed over in parts
-    if (complete) {
-      w.Complete(part);
-    } else {
-      w.Part(part);
-    }
+    return complete ? w.Complete(part) : w.Part(part);
   });
   // Each ADD hands over what came before it: the start-up batch (prog), libx.so, libz.so
   // (its reuse set at its CONSISTENT), liby.so with the failed dlopen's entry; then the
@@ -181,6 +178,62 @@ TEST(Timeline, ALongProcessDecodedAheadGivesTheSameTimeline) {
   EXPECT_EQ(a.processes(0).events(), store::EventCount(indexed.files[0]));
   EXPECT_EQ(a.processes(0).missing_seqs(), 0u);
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(a, b));
+}
+
+// A receiver that says stop (show's output failed) gets nothing more: the rest of the
+// process and the processes after it are not built.
+TEST(Timeline, PartsStopWhenTheReceiverSaysSo) {
+  const std::string file = ThreeDlopens().File() ;
+  store::TraceSet set;
+  set.files.push_back(store::ParseTrace("t.ldscope", reinterpret_cast<const uint8_t*>(file.data()), file.size(), true));
+  int calls = 0;
+  v1::Timeline rest;
+  model::BuildTimeline(set, &rest, [&](const v1::ProcessTimeline&, bool) {
+    ++calls;
+    return false;
+  });
+  EXPECT_EQ(calls, 1);
+  int all = 0;
+  model::BuildTimeline(set, &rest, [&](const v1::ProcessTimeline&, bool) {
+    ++all;
+    return true;
+  });
+  EXPECT_GT(all, 2);
+}
+
+// show's time column, written digit by digit, is what fmt's "+{:.3f}ms" right-aligned in
+// 10 columns gives, ties at the third decimal and offsets of any size included.
+TEST(Timeline, TimeColumnIsFmtsRounding) {
+  std::vector<uint64_t> offsets = {0, 1, 499, 500, 501, 999, 1000, 1500, 2500, 999'499, 999'500,
+                                   999'501, 1'000'500, 12'345'678, 999'999'999'999,
+                                   999'999'999'999'999, 1'000'000'000'000'000,
+                                   1'000'000'000'000'500, UINT64_MAX};
+  uint64_t x = 88172645463325252ull;  // xorshift: offsets of every size
+  for (int i = 0; i < 3000; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    offsets.push_back(x >> (i % 64));
+  }
+  v1::Timeline t;
+  v1::ProcessTimeline* p = t.add_processes();
+  for (uint64_t ns : offsets) {
+    v1::Entry* e = p->add_entries();
+    e->set_offset_ns(ns);
+    e->mutable_unload()->mutable_object()->set_path("/x");
+  }
+  render::TextOptions opt;
+  const std::string text = render::TimelineText(t, opt);
+  size_t at = 0;
+  for (uint64_t ns : offsets) {
+    const std::string want =
+        fmt::format("{:>10} [ns 0] unload      /x\n", fmt::format("+{:.3f}ms", ns / 1e6));
+    at = text.find("[ns 0] unload", at);
+    ASSERT_NE(at, std::string::npos);
+    const size_t line = text.rfind('\n', at) + 1;
+    EXPECT_EQ(text.substr(line, text.find('\n', at) + 1 - line), want) << ns;
+    ++at;
+  }
 }
 
 }  // namespace

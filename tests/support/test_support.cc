@@ -11,7 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -274,6 +276,27 @@ std::string Delimited(const std::string& bytes) {
     if (n < 0x80) break;
   }
   return out + bytes;
+}
+
+std::vector<std::string> Pythons(int min_minor, int max_minor) {
+  std::vector<std::string> out = {"/usr/bin/python3"};
+  const char* root = std::getenv("PYENV_ROOT");
+  const char* home = std::getenv("HOME");
+  const std::filesystem::path versions =
+      std::filesystem::path(root ? root : (home ? std::string(home) + "/.pyenv" : "/nonexistent")) / "versions";
+  std::error_code ec;
+  std::vector<std::string> found;
+  for (const auto& d : std::filesystem::directory_iterator(versions, ec)) {
+    std::smatch m;
+    const std::string name = d.path().filename().string();
+    if (!std::regex_match(name, m, std::regex("3\\.([0-9]+)\\.[0-9]+")) || std::stoi(m[1]) < min_minor ||
+        std::stoi(m[1]) > max_minor)
+      continue;
+    if (std::filesystem::exists(d.path() / "bin/python3")) found.push_back((d.path() / "bin/python3").string());
+  }
+  std::sort(found.begin(), found.end());
+  out.insert(out.end(), found.begin(), found.end());
+  return out;
 }
 
 ipc::ServerStats ServeGoodAndBad(const std::string& dir, const std::vector<std::string>& good,

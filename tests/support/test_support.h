@@ -82,6 +82,9 @@ void SendDatagram(int fd, const std::string& bytes);
 std::vector<std::string> ReceiveDatagrams(int lfd, bool* connected);
 // bytes with its length in front as a varint: one record of a trace file.
 std::string Delimited(const std::string& bytes);
+// /usr/bin/python3, then pyenv's CPython 3.<min_minor> to 3.<max_minor> present here
+// ($PYENV_ROOT, else ~/.pyenv: versions/3.M.P/bin/python3), in name order.
+std::vector<std::string> Pythons(int min_minor, int max_minor);
 
 // Through a real ipc::Server writing DIR/t.ldscope: one connection sends `good` and closes,
 // then another sends `bad`; served until both are gone (the bad one dropped by the server).
