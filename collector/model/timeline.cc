@@ -1032,6 +1032,16 @@ void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out, const Proce
     builders.push_back(std::move(b));
     if (parts && !parts(*p, true)) return;
   }
+  // A mapped file cut short after it was indexed: what was decoded of it past the cut is
+  // zeros.
+  for (const auto& f : traces.files) {
+    if (const auto cut = store::CutWhileDecoding(f)) {
+      auto* pr = tl.add_problems();
+      pr->set_file(cut->file);
+      pr->set_offset(cut->offset);
+      pr->set_message(cut->message);
+    }
+  }
 }
 
 }  // namespace ldscope::model

@@ -30,7 +30,9 @@ struct ReadProblem {
 class TraceBytes {
  public:
   TraceBytes(std::string copy) : copy_(std::move(copy)), data_(reinterpret_cast<const uint8_t*>(copy_.data())), size_(copy_.size()) {}
-  TraceBytes(const uint8_t* map, size_t size) : data_(map), size_(size), mapped_(true) {}
+  // A mapping (unmapped when destroyed), guarded: a page past the end of a file another
+  // program truncates meanwhile reads as zeros instead of killing the process (SIGBUS).
+  TraceBytes(const uint8_t* map, size_t size);
   ~TraceBytes();
   TraceBytes(const TraceBytes&) = delete;
   TraceBytes& operator=(const TraceBytes&) = delete;
@@ -39,12 +41,17 @@ class TraceBytes {
   // A mapping's pages read so far leave this process's memory (they are read again,
   // from the page cache, when needed): a big file is never resident as a whole.
   void Trim() const;
+  // Where the mapped file was found cut short while it was read: an offset from which it
+  // read as zeros at the latest (the start of the page before the first that faulted);
+  // none when it was not (or for a copy).
+  std::optional<uint64_t> CutAt() const;
 
  private:
   std::string copy_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   bool mapped_ = false;
+  void* guard_ = nullptr;  // the mapping's guard (trace_file.cc)
 };
 
 // An event record not decoded yet: where its length prefix lies in the file's bytes,
@@ -100,6 +107,12 @@ bool Readable(const TraceFile& f);
 // Parses an in-memory image of a trace file (for tests and fuzzing): decoded events, or
 // (indexed) events indexed into a copy of the bytes.
 TraceFile ParseTrace(const std::string& name, const uint8_t* data, size_t size, bool indexed = false);
+// Parses the bytes of a file (a mapping, say): events indexed into them, or decoded. A
+// mapped file cut short while it was read says so in its problem.
+TraceFile ParseTraceBytes(const std::string& name, std::shared_ptr<const TraceBytes> bytes, bool indexed);
+// The problem of a file whose mapping was found cut short (see TraceBytes::CutAt) after it
+// was indexed, while its events were decoded; none otherwise.
+std::optional<ReadProblem> CutWhileDecoding(const TraceFile& f);
 // The number of events of a file, decoded or indexed.
 size_t EventCount(const TraceFile& f);
 

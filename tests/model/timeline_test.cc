@@ -183,7 +183,7 @@ TEST(Timeline, ALongProcessDecodedAheadGivesTheSameTimeline) {
 // A receiver that says stop (show's output failed) gets nothing more: the rest of the
 // process and the processes after it are not built.
 TEST(Timeline, PartsStopWhenTheReceiverSaysSo) {
-  const std::string file = ThreeDlopens().File() ;
+  const std::string file = ThreeDlopens().File();
   store::TraceSet set;
   set.files.push_back(store::ParseTrace("t.ldscope", reinterpret_cast<const uint8_t*>(file.data()), file.size(), true));
   int calls = 0;

@@ -1,5 +1,9 @@
 // Trace files: written by the collector's writer, read back whole; damaged files give
 // an error with the byte offset and keep everything before the damage.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <google/protobuf/util/message_differencer.h>
@@ -125,6 +129,54 @@ TEST(TraceFile, ABigTraceStopsAtItsFirstDamageAsRecordByRecord) {
     EXPECT_EQ(t.streams[0].records[i].seq, i);
     EXPECT_EQ(t.streams[0].records[i].at, starts[i + 1]);
   }
+}
+
+// A big trace is read through a mapping. Another program truncating the file meanwhile
+// (a new `run -o` on the same path) must not kill the reader with SIGBUS: the pages past
+// the new end read as zeros, and the file's problem says it was cut short.
+struct Mapped {
+  std::shared_ptr<const store::TraceBytes> bytes;
+  int fd = -1;
+  size_t size = 0;
+};
+Mapped MapSample(const std::string& dir, int events) {
+  Mapped m;
+  const std::string path = WriteSample(dir, events);
+  m.fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  m.size = static_cast<size_t>(lseek(m.fd, 0, SEEK_END));
+  void* map = mmap(nullptr, m.size, PROT_READ, MAP_PRIVATE, m.fd, 0);
+  EXPECT_NE(map, MAP_FAILED);
+  m.bytes = std::make_shared<const store::TraceBytes>(static_cast<const uint8_t*>(map), m.size);
+  return m;
+}
+
+TEST(TraceFile, AMappedTraceCutWhileIndexedSaysSo) {
+  Mapped m = MapSample(testing::ScratchDir("trace_cut_index"), 20000);
+  ASSERT_EQ(ftruncate(m.fd, static_cast<off_t>(m.size / 2)), 0);
+  const auto t = store::ParseTraceBytes("t.ldscope", m.bytes, true);
+  close(m.fd);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.problem->message, "cut short while it was read (another program truncated or rewrote the file)");
+  EXPECT_LE(t.problem->offset, m.size / 2);
+  EXPECT_GT(t.problem->offset, m.size / 2 - 8192);  // at most a page and a record before
+  ASSERT_EQ(t.streams.size(), 1u);
+  EXPECT_GT(t.streams[0].records.size(), 9000u);
+  for (const auto& r : t.streams[0].records) EXPECT_LT(r.at, t.problem->offset);
+}
+
+TEST(TraceFile, AMappedTraceCutWhileDecodedSaysSo) {
+  Mapped m = MapSample(testing::ScratchDir("trace_cut_decode"), 20000);
+  store::TraceSet set;
+  set.files.push_back(store::ParseTraceBytes("t.ldscope", m.bytes, true));
+  ASSERT_TRUE(set.files[0].ok());
+  ASSERT_EQ(ftruncate(m.fd, static_cast<off_t>(m.size / 2)), 0);
+  close(m.fd);
+  const v1::Timeline t = model::BuildTimeline(set);
+  ASSERT_EQ(t.problems_size(), 1);
+  EXPECT_EQ(t.problems(0).message(), "cut short while it was read (another program truncated or rewrote "
+                                     "the file); the events of it read from there on are wrong");
+  EXPECT_LE(t.problems(0).offset(), m.size / 2 + 4096);
+  EXPECT_GT(t.problems(0).offset(), m.size / 2 - 4096);
 }
 
 // The ELF facts records are kept as the file's bytes (decoded when a lookup needs one):
