@@ -117,6 +117,16 @@ v1::ObjectFacts FactsWithoutSymbols(const ElfInfo& e, const std::map<std::string
   return f;
 }
 
+// f with its symbol table s (flags as bytes, one per symbol), compressed.
+v1::ObjectFacts WithSymbols(v1::ObjectFacts f, v1::SymbolFacts* s, std::string flags) {
+  s->set_flags(std::move(flags));
+  s->set_defined_complete(false);
+  const std::string bytes = s->SerializeAsString();
+  f.set_symbols_zlib(Compress(bytes));
+  f.set_symbols_size(static_cast<uint32_t>(bytes.size()));
+  return f;
+}
+
 }  // namespace
 
 v1::ObjectFacts ToFacts(const ElfInfo& e, const std::function<Keep(const Symbol&)>& keep,
@@ -146,12 +156,7 @@ v1::ObjectFacts ToFacts(const ElfInfo& e, const std::function<Keep(const Symbol&
     }
     s.add_version(it->second + 1);
   });
-  s.set_flags(std::move(flags));
-  s.set_defined_complete(false);
-  const std::string bytes = s.SerializeAsString();
-  f.set_symbols_zlib(Compress(bytes));
-  f.set_symbols_size(static_cast<uint32_t>(bytes.size()));
-  return f;
+  return WithSymbols(std::move(f), &s, std::move(flags));
 }
 
 static_assert(PreparedFacts::kNamed == kNamed);
@@ -215,12 +220,7 @@ v1::ObjectFacts FinishFacts(const PreparedFacts& p, const std::function<bool(uin
     }
     s.add_version(i);
   }
-  s.set_flags(std::move(flags));
-  s.set_defined_complete(false);
-  const std::string bytes = s.SerializeAsString();
-  f.set_symbols_zlib(Compress(bytes));
-  f.set_symbols_size(static_cast<uint32_t>(bytes.size()));
-  return f;
+  return WithSymbols(std::move(f), &s, std::move(flags));
 }
 
 v1::ObjectFacts UnreadableFacts(const std::string& path, const std::string& error) {
