@@ -62,6 +62,27 @@ bool Decode(const std::string& d, std::vector<v1::Event>* events) {
   return true;
 }
 
+// The events of every datagram the hook sent to lfd's one connection, in order; false
+// (with a failure added) when it did not connect or a datagram does not decode.
+bool ReceivedEvents(int lfd, std::vector<v1::Event>* events) {
+  bool connected = false;
+  const std::vector<std::string> datagrams = testing::ReceiveDatagrams(lfd, &connected);
+  if (!connected) {
+    ADD_FAILURE() << "the hook did not connect";
+    return false;
+  }
+  events->clear();
+  for (const std::string& d : datagrams) {
+    std::vector<v1::Event> got;
+    if (!Decode(d, &got)) {
+      ADD_FAILURE() << "a datagram does not decode";
+      return false;
+    }
+    events->insert(events->end(), got.begin(), got.end());
+  }
+  return true;
+}
+
 void ExpectSame(const v1::Event& got, const v1::Event& want) {
   std::string diff;
   google::protobuf::util::MessageDifferencer d;
@@ -365,15 +386,8 @@ TEST(PyHook, HookSendsWhatMarshalRefusesAndWhatIsTooLong) {
                                    env, {"PYTHONSAFEPATH", "PYTHONNOUSERSITE"});
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.out, ascii ? "ascii\n" : "utf-8\n");
-    bool connected = false;
-    const std::vector<std::string> datagrams = testing::ReceiveDatagrams(lfd, &connected);
-    ASSERT_TRUE(connected) << "the hook did not connect";
     std::vector<v1::Event> events;
-    for (const std::string& d : datagrams) {
-      std::vector<v1::Event> got;
-      ASSERT_TRUE(Decode(d, &got));
-      events.insert(events.end(), got.begin(), got.end());
-    }
+    ASSERT_TRUE(ReceivedEvents(lfd, &events));
     std::vector<std::string> seen;
     for (size_t i = 0; i < events.size(); ++i) {
       const v1::Event& e = events[i];
@@ -453,23 +467,18 @@ TEST(PyHook, ShortcutsReportWhatTheLongWayDoes) {
                                    {"HOOK=" PYTHON_HOOK_DIR, "LDSCOPE_SOCKET=" + sock},
                                    {"PYTHONPATH", "PYTHONSAFEPATH", "PYTHONNOUSERSITE"});
     ASSERT_EQ(r.code, 0) << r.err;
-    bool connected = false;
-    const std::vector<std::string> datagrams = testing::ReceiveDatagrams(lfd, &connected);
-    ASSERT_TRUE(connected) << "the hook did not connect";
+    std::vector<v1::Event> events;
+    ASSERT_TRUE(ReceivedEvents(lfd, &events));
     std::vector<std::string> seen;
-    for (const std::string& d : datagrams) {
-      std::vector<v1::Event> got;
-      ASSERT_TRUE(Decode(d, &got));
-      for (const auto& e : got) {
-        if (e.has_py_import()) {
-          const auto& b = e.py_import();
-          std::string line = "begin " + b.module();
-          for (const auto& f : b.stack())
-            line += " at " + f.file() + ":" + std::to_string(f.line()) + " " + f.function();
-          seen.push_back(line);
-        } else if (e.has_py_import_end()) {
-          seen.push_back("end " + e.py_import_end().module() + (e.py_import_end().failed() ? " failed" : ""));
-        }
+    for (const auto& e : events) {
+      if (e.has_py_import()) {
+        const auto& b = e.py_import();
+        std::string line = "begin " + b.module();
+        for (const auto& f : b.stack())
+          line += " at " + f.file() + ":" + std::to_string(f.line()) + " " + f.function();
+        seen.push_back(line);
+      } else if (e.has_py_import_end()) {
+        seen.push_back("end " + e.py_import_end().module() + (e.py_import_end().failed() ? " failed" : ""));
       }
     }
     runs.push_back(seen);

@@ -230,11 +230,18 @@ std::string NormalizeReport(std::string s, const std::string& scratch) {
   return s;
 }
 
-int ListenSeqpacket(const std::string& path) {
-  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+namespace {
+sockaddr_un UnixAddress(const std::string& path) {
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
   std::snprintf(a.sun_path, sizeof a.sun_path, "%s", path.c_str());
+  return a;
+}
+}  // namespace
+
+int ListenSeqpacket(const std::string& path) {
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un a = UnixAddress(path);
   EXPECT_GE(fd, 0);
   EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << path;
   EXPECT_EQ(listen(fd, 16), 0);
@@ -243,9 +250,7 @@ int ListenSeqpacket(const std::string& path) {
 
 int ConnectSeqpacket(const std::string& path) {
   const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  std::snprintf(a.sun_path, sizeof a.sun_path, "%s", path.c_str());
+  sockaddr_un a = UnixAddress(path);
   EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << path;
   return fd;
 }
