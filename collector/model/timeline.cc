@@ -640,14 +640,36 @@ class StreamEvents {
     std::stable_sort(decoded_.begin(), decoded_.end(),
                      [](const v1::Event* a, const v1::Event* b) { return a->seq() < b->seq(); });
     if (groups_.size() < 2) return;
-    for (uint32_t g = 0; g < groups_.size(); ++g)
-      for (uint32_t i = 0; i < groups_[g]->records.size(); ++i) merged_.emplace_back(g, i);
-    // Each stream is in seq order already, equal seqs in file order: so all of them.
-    std::stable_sort(merged_.begin(), merged_.end(), [&](const auto& a, const auto& b) {
-      const store::EventRecord& ra = Rec(a);
-      const store::EventRecord& rb = Rec(b);
-      return ra.seq != rb.seq ? ra.seq < rb.seq : ra.at < rb.at;
-    });
+    // Each stream is in seq order already, equal seqs in file order: merged by (seq,
+    // file offset), each record's seq read back from it once, when it is a stream's next.
+    size_t n = 0;
+    for (const auto* g : groups_) n += g->records.size();
+    merged_.reserve(n);
+    struct Head {
+      uint32_t next = 0;
+      uint64_t seq = 0, at = 0;
+    };
+    std::vector<Head> heads(groups_.size());
+    const auto read = [&](uint32_t g) {
+      Head& h = heads[g];
+      if (h.next < groups_[g]->records.size()) {
+        h.at = groups_[g]->records[h.next];
+        h.seq = store::SeqAt(*file_, h.at);
+      }
+    };
+    for (uint32_t g = 0; g < groups_.size(); ++g) read(g);
+    for (size_t k = 0; k < n; ++k) {
+      uint32_t best = UINT32_MAX;
+      for (uint32_t g = 0; g < groups_.size(); ++g) {
+        const Head& h = heads[g];
+        if (h.next < groups_[g]->records.size() &&
+            (best == UINT32_MAX || h.seq < heads[best].seq || (h.seq == heads[best].seq && h.at < heads[best].at)))
+          best = g;
+      }
+      merged_.emplace_back(best, heads[best].next++);
+      read(best);
+      if ((k & 0x3ffff) == 0x3ffff) file_->bytes->Trim();  // a mapping's pages read so far
+    }
   }
   size_t size() const {
     if (groups_.empty()) return decoded_.size();
@@ -776,7 +798,7 @@ class StreamEvents {
     }
   }
 
-  const store::EventRecord& Rec(const std::pair<uint32_t, uint32_t>& m) const {
+  uint64_t Rec(const std::pair<uint32_t, uint32_t>& m) const {
     return groups_[m.first]->records[m.second];
   }
   std::vector<const v1::Event*> decoded_;
@@ -818,7 +840,7 @@ Streams ReadStreams(const store::TraceSet& traces, v1::Timeline* tl) {
     if (!f.collector.empty()) {
       store::EventStream none;
       for (const auto& [at, stream] : f.collector) {
-        const v1::Event e = store::DecodeAlone(f, none, {at, 0});
+        const v1::Event e = store::DecodeAlone(f, none, at);
         AddNotes(e.collector(), tl, &s.notes);
       }
     }

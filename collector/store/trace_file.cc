@@ -235,6 +235,27 @@ std::pair<const uint8_t*, size_t> RecordAt(const uint8_t* data, size_t size, uin
   return {data + pos, static_cast<size_t>(len)};
 }
 
+// The seq of the record at `at`, as the parser gives it: the last Event.seq of the
+// varint wire type at the top level (another wire type is an unknown field to the
+// parser), skipping other fields (groups too) whole. The records were checked when
+// indexed; a record read as zeros (a mapping cut meanwhile) gives 0.
+uint64_t SeqOfRecord(const uint8_t* data, size_t size, uint64_t at) {
+  using google::protobuf::internal::WireFormatLite;
+  constexpr uint32_t kSeqTag =
+      WireFormatLite::MakeTag(v1::Event::kSeqFieldNumber, WireFormatLite::WIRETYPE_VARINT);
+  const auto [msg, len] = RecordAt(data, size, at);
+  google::protobuf::io::CodedInputStream in(msg, static_cast<int>(len));
+  uint64_t seq = 0;
+  while (const uint32_t tag = in.ReadTag()) {
+    if (tag == kSeqTag) {
+      if (!in.ReadVarint64(&seq)) break;
+    } else if (!WireFormatLite::SkipField(&in, tag)) {
+      break;
+    }
+  }
+  return seq;
+}
+
 size_t DecodeRecord(const uint8_t* data, size_t size, uint64_t at, v1::Event* out) {
   const auto [msg, len] = RecordAt(data, size, at);
   out->Clear();
@@ -309,7 +330,14 @@ TraceFile Index(const std::string& name, const uint8_t* data, size_t size, bool 
   const std::string shown = text::Escape(name);  // a file name, too
   size_t pos = 0;
   bool have_header = false;
-  std::map<uint32_t, EventStream> streams;
+  // The streams as they are indexed, and whether each is in seq order so far (records
+  // come in file order).
+  struct Building {
+    EventStream s;
+    uint64_t last_seq = 0;
+    bool sorted = true;
+  };
+  std::map<uint32_t, Building> streams;
   size_t trimmed = 0;
   // The records are found one after another by their length prefixes, a block of them
   // at a time, then checked (in parallel), then taken in file order up to the first
@@ -369,36 +397,43 @@ TraceFile Index(const std::string& name, const uint8_t* data, size_t size, bool 
       } else if (c.kind == Checked::kCollector) {
         t.collector.emplace_back(start, c.stream);
       } else {
-        EventStream& s = streams[c.stream];
-        s.records.push_back({start, c.seq});
+        Building& b = streams[c.stream];
+        if (!b.s.records.empty() && c.seq < b.last_seq) b.sorted = false;
+        b.last_seq = c.seq;
+        b.s.records.push_back(start);
         // Marked here, made indexes once the records are sorted.
-        if (c.process_start) s.starts.push_back(static_cast<uint32_t>(s.records.size() - 1));
+        if (c.process_start) b.s.starts.push_back(static_cast<uint32_t>(b.s.records.size() - 1));
       }
     }
     if (t.ok() && damage) t.problem = std::move(damage);
   }
   if (t.ok() && !have_header) t.problem = ReadProblem{shown, 0, "empty file: not an ldscope trace"};
   t.header.set_host(text::Escape(t.header.host()));
-  for (auto& entry : streams) {  // not a structured binding: the lambda below uses it
-    EventStream& s = entry.second;
+  for (auto& entry : streams) {
+    EventStream& s = entry.second.s;
     s.file_stream = s.stream = entry.first;
     s.records.shrink_to_fit();
-    // In seq order, equal seqs in file order (records are in file order so far).
-    std::vector<char> is_start(s.records.size(), 0);
-    for (uint32_t i : s.starts) is_start[i] = 1;
-    const bool sorted = std::is_sorted(s.records.begin(), s.records.end(),
-                                       [](const EventRecord& a, const EventRecord& b) { return a.seq < b.seq; });
-    if (!sorted) {
-      std::vector<uint32_t> order(s.records.size());
+    if (!entry.second.sorted) {
+      // In seq order, equal seqs in file order (records are in file order so far); the
+      // seqs read back from the records (a mapping's pages trimmed as they are read).
+      const size_t n = s.records.size();
+      std::vector<uint64_t> seqs(n);
+      for (size_t i = 0; i < n; ++i) {
+        seqs[i] = SeqOfRecord(data, size, s.records[i]);
+        if (trim != nullptr && (i & 0x3ffff) == 0x3ffff) trim->Trim();
+      }
+      std::vector<char> is_start(n, 0);
+      for (uint32_t i : s.starts) is_start[i] = 1;
+      std::vector<uint32_t> order(n);
       for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-      std::stable_sort(order.begin(), order.end(),
-                       [&](uint32_t a, uint32_t b) { return s.records[a].seq < s.records[b].seq; });
-      std::vector<EventRecord> records(s.records.size());
+      std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return seqs[a] < seqs[b]; });
+      RecordIndex records;
       s.starts.clear();
       for (uint32_t i = 0; i < order.size(); ++i) {
-        records[i] = s.records[order[i]];
+        records.push_back(s.records[order[i]]);
         if (is_start[order[i]]) s.starts.push_back(i);
       }
+      records.shrink_to_fit();
       s.records = std::move(records);
     }
     t.streams.push_back(std::move(s));
@@ -414,9 +449,10 @@ void DecodeAll(TraceFile* t, const uint8_t* data, size_t size) {
     uint64_t image_start = 0;
     std::unordered_map<uint32_t, std::string> dirs;
     std::string name;
-    for (const auto& r : s.records) {
-      all.emplace_back(r.at, v1::Event());
-      DecodeRecord(data, size, r.at, &all.back().second);
+    for (size_t i = 0; i < s.records.size(); ++i) {
+      const uint64_t at = s.records[i];
+      all.emplace_back(at, v1::Event());
+      DecodeRecord(data, size, at, &all.back().second);
       Apply(image_start, dirs, name, &all.back().second);
     }
   }
@@ -568,9 +604,9 @@ v1::Event* ScratchEvent::Next() {
   return event_;
 }
 
-void EventDecoder::Decode(const EventRecord& r, v1::Event* out) {
+void EventDecoder::Decode(uint64_t at, v1::Event* out) {
   const TraceBytes& b = *file_.bytes;
-  since_trim_ += DecodeRecord(b.data(), b.size(), r.at, out);
+  since_trim_ += DecodeRecord(b.data(), b.size(), at, out);
   Apply(image_start_, dirs_, name_, out);
   EscapeStrings(out);
   out->set_stream(stream_.stream);
@@ -580,10 +616,47 @@ void EventDecoder::Decode(const EventRecord& r, v1::Event* out) {
   }
 }
 
-v1::Event DecodeAlone(const TraceFile& file, const EventStream& stream, const EventRecord& r) {
+v1::Event DecodeAlone(const TraceFile& file, const EventStream& stream, uint64_t at) {
   v1::Event e;
-  EventDecoder(file, stream).Decode(r, &e);
+  EventDecoder(file, stream).Decode(at, &e);
   return e;
+}
+
+uint64_t SeqAt(const TraceFile& file, uint64_t at) {
+  return SeqOfRecord(file.bytes->data(), file.bytes->size(), at);
+}
+
+void RecordIndex::push_back(uint64_t at) {
+  if ((size_ & kMask) == 0) {
+    chunks_.emplace_back();
+    chunks_.back().segment = at >> 32;
+  }
+  Chunk& c = chunks_.back();
+  if (c.wide.empty() && at >> 32 == c.segment) {
+    c.narrow.push_back(static_cast<uint32_t>(at));
+  } else {
+    if (c.wide.empty()) {  // the chunk's first offset outside its segment: whole from now on
+      c.wide.reserve(c.narrow.capacity());
+      for (const uint32_t lo : c.narrow) c.wide.push_back(c.segment << 32 | lo);
+      std::vector<uint32_t>().swap(c.narrow);
+    }
+    c.wide.push_back(at);
+  }
+  ++size_;
+}
+
+void RecordIndex::shrink_to_fit() {
+  chunks_.shrink_to_fit();
+  if (chunks_.empty()) return;
+  chunks_.back().narrow.shrink_to_fit();
+  chunks_.back().wide.shrink_to_fit();
+}
+
+size_t RecordIndex::bytes() const {
+  size_t n = chunks_.capacity() * sizeof(Chunk);
+  for (const Chunk& c : chunks_)
+    n += c.narrow.capacity() * sizeof(uint32_t) + c.wide.capacity() * sizeof(uint64_t);
+  return n;
 }
 
 namespace {

@@ -54,11 +54,38 @@ class TraceBytes {
   void* guard_ = nullptr;  // the mapping's guard (trace_file.cc)
 };
 
-// An event record not decoded yet: where its length prefix lies in the file's bytes,
-// and its sequence number.
-struct EventRecord {
-  uint64_t at = 0;
-  uint64_t seq = 0;
+// Where the event records of one stream lie in the file's bytes (the offset of each
+// one's length prefix), in the stream's order: 4 bytes a record. The offsets are kept in
+// chunks of 65,536, each as offsets within one 4 GiB segment of the file, or whole (8
+// bytes a record) for a chunk whose records lie in more than one; a chunk never grows
+// by more than itself, so there is no copy of the whole index as it grows. A record's
+// sequence number is not kept: SeqAt reads it back from the record when needed.
+class RecordIndex {
+ public:
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  uint64_t operator[](size_t i) const {
+    const Chunk& c = chunks_[i >> kShift];
+    const size_t j = i & kMask;
+    return c.wide.empty() ? (c.segment << 32) | c.narrow[j] : c.wide[j];
+  }
+  uint64_t front() const { return (*this)[0]; }
+  void push_back(uint64_t at);
+  // Frees the last chunk's spare room (call when the index is complete).
+  void shrink_to_fit();
+  // The bytes held (for tests and benchmarks).
+  size_t bytes() const;
+
+ private:
+  static constexpr unsigned kShift = 16;
+  static constexpr size_t kMask = (size_t{1} << kShift) - 1;
+  struct Chunk {
+    uint64_t segment = 0;          // the high 32 bits of narrow's offsets
+    std::vector<uint32_t> narrow;  // the low 32 bits, while every offset is in segment
+    std::vector<uint64_t> wide;    // else whole offsets (narrow is then empty)
+  };
+  std::vector<Chunk> chunks_;
+  size_t size_ = 0;
 };
 
 // The event records of one stream of a file (as the file numbers it: the audit
@@ -67,7 +94,7 @@ struct EventRecord {
 struct EventStream {
   uint32_t file_stream = 0;
   uint32_t stream = 0;  // as Event.stream after LoadTraces (file_stream until then)
-  std::vector<EventRecord> records;
+  RecordIndex records;
   std::vector<uint32_t> starts;  // indexes into records
 };
 
@@ -139,7 +166,7 @@ class EventDecoder {
   EventDecoder(const TraceFile& file, const EventStream& stream) : file_(file), stream_(stream) {}
   // The record's event, resolved and escaped as ParseTrace gives it. The records were
   // checked when the file was indexed.
-  void Decode(const EventRecord& r, v1::Event* out);
+  void Decode(uint64_t at, v1::Event* out);
 
  private:
   const TraceFile& file_;
@@ -151,7 +178,11 @@ class EventDecoder {
 };
 // The event of one record alone, without what earlier records of its stream would add:
 // exact for a stream's first record and for every ProcessStart.
-v1::Event DecodeAlone(const TraceFile& file, const EventStream& stream, const EventRecord& r);
+v1::Event DecodeAlone(const TraceFile& file, const EventStream& stream, uint64_t at);
+// The sequence number of an indexed file's event record at `at` (a record of
+// EventStream.records), read from the record as the decoder reads it (the last seq
+// field wins), without decoding the rest.
+uint64_t SeqAt(const TraceFile& file, uint64_t at);
 
 struct TraceSet {
   std::vector<TraceFile> files;

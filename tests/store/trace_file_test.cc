@@ -126,8 +126,8 @@ TEST(TraceFile, ABigTraceStopsAtItsFirstDamageAsRecordByRecord) {
   ASSERT_EQ(t.streams.size(), 1u);
   ASSERT_EQ(t.streams[0].records.size(), size_t{kEvents});
   for (size_t i = 0; i < kEvents; ++i) {
-    EXPECT_EQ(t.streams[0].records[i].seq, i);
-    EXPECT_EQ(t.streams[0].records[i].at, starts[i + 1]);
+    EXPECT_EQ(store::SeqAt(t, t.streams[0].records[i]), i);
+    EXPECT_EQ(t.streams[0].records[i], starts[i + 1]);
   }
 }
 
@@ -161,7 +161,7 @@ TEST(TraceFile, AMappedTraceCutWhileIndexedSaysSo) {
   EXPECT_GT(t.problem->offset, m.size / 2 - 8192);  // at most a page and a record before
   ASSERT_EQ(t.streams.size(), 1u);
   EXPECT_GT(t.streams[0].records.size(), 9000u);
-  for (const auto& r : t.streams[0].records) EXPECT_LT(r.at, t.problem->offset);
+  for (size_t i = 0; i < t.streams[0].records.size(); ++i) EXPECT_LT(t.streams[0].records[i], t.problem->offset);
 }
 
 TEST(TraceFile, AMappedTraceCutWhileDecodedSaysSo) {
