@@ -3,7 +3,8 @@
 // events decoded as the model reads them, as `show` and `report` read files) must give
 // the timeline of its events decoded up front; and `show`'s text, printed as the model
 // hands over each process's entries once they are final (BuildTimeline with parts), must
-// be the text of the whole timeline.
+// be the text of the whole timeline. Each indexed record's seq, read back from it, is its
+// event's.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -27,6 +28,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   indexed.files.push_back(ldscope::store::ParseTrace("fuzz", data, size, /*indexed=*/true));
   if (!google::protobuf::util::MessageDifferencer::Equals(ldscope::model::BuildTimeline(indexed), timeline))
     std::abort();
+  // The index keeps no seqs: each record's, read back (store::SeqAt), is the decoded
+  // event's, in seq order.
+  for (const auto& s : indexed.files[0].streams) {
+    ldscope::store::EventDecoder decoder(indexed.files[0], s);
+    ldscope::v1::Event e;
+    uint64_t last = 0;
+    for (size_t i = 0; i < s.records.size(); ++i) {
+      decoder.Decode(s.records[i], &e);
+      const uint64_t seq = ldscope::store::SeqAt(indexed.files[0], s.records[i]);
+      if (seq != e.seq() || seq < last) std::abort();
+      last = seq;
+    }
+  }
   std::string streamed;
   const auto sink = [&](const std::string& piece) {
     streamed += piece;

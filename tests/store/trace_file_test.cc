@@ -4,6 +4,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <functional>
+
 #include <gtest/gtest.h>
 
 #include <google/protobuf/util/message_differencer.h>
@@ -333,6 +335,131 @@ TEST(TraceFile, IndexedEventsGiveTheTimelineOfDecodedOnes) {
   store::DropEvents(&set);
   EXPECT_EQ(store::EventCount(set.files[0]), 0u);
   EXPECT_FALSE(set.files[0].ok());
+}
+
+// A stream's records are kept as offsets, 4 bytes each (8 for a chunk of them that lies
+// across a 4 GiB boundary of the file), and come back as they were given.
+TEST(TraceFile, TheIndexKeepsFourBytesARecordAndGivesEveryOffsetBack) {
+  store::RecordIndex small;
+  std::vector<uint64_t> given;
+  for (uint64_t i = 0; i < 100000; ++i) given.push_back(40 * i + (i % 7));
+  for (uint64_t at : given) small.push_back(at);
+  small.shrink_to_fit();
+  ASSERT_EQ(small.size(), given.size());
+  for (size_t i = 0; i < given.size(); ++i) ASSERT_EQ(small[i], given[i]) << i;
+  EXPECT_LE(small.bytes(), 4 * given.size() + 256);
+  // Offsets past 4 GiB, a chunk across the boundary, then out of order (a sorted stream
+  // whose records were not in file order).
+  store::RecordIndex big;
+  given.clear();
+  // The first chunk across the 12 GiB boundary, the second in one segment, the third
+  // with offsets of two segments after its first few thousand.
+  const uint64_t from = (uint64_t{3} << 32) - 50000 * 1000;
+  for (uint64_t i = 0; i < 140000; ++i) given.push_back(from + i * 1000);
+  for (uint64_t i = 0; i < 1000; ++i) given.push_back((uint64_t{5} << 32) - 1 - (i % 2) * (uint64_t{3} << 32));
+  for (uint64_t at : given) big.push_back(at);
+  big.shrink_to_fit();
+  ASSERT_EQ(big.size(), given.size());
+  for (size_t i = 0; i < given.size(); ++i) ASSERT_EQ(big[i], given[i]) << i;
+  EXPECT_EQ(big.front(), from);
+  EXPECT_LE(big.bytes(), 8 * 65536 + 4 * 65536 + 8 * (given.size() - 2 * 65536) + 256);
+}
+
+// A file's streams 0 and 1 are one image's (LoadTraces numbers both alike): the indexed
+// reader merges them by seq, read back from each record as the decoder reads it (the last
+// seq field of a record wins; a seq inside an unknown group or of another wire type is not
+// the record's), each stream sorted by seq first (its records out of seq order in the
+// file). The timeline is the one of the same events written plainly in seq order.
+TEST(TraceFile, StreamsOfOneFileMergeBySeqsReadFromTheRecords) {
+  auto record = testing::Delimited;
+  v1::TraceHeader h;
+  h.set_format_version(1);
+  h.set_host("h");
+  struct Ev {
+    uint32_t stream;
+    uint64_t seq;
+    std::function<void(v1::Event&)> fill;
+    std::string decoy;  // bytes appended after the event (with its seq set to decoy_seq)
+    uint64_t decoy_seq = 0;
+  };
+  const auto start = [](v1::Event& e) {
+    e.mutable_process_start()->set_reason(v1::START_EXEC);
+    e.mutable_process_start()->set_exe("/bin/x");
+    e.mutable_process_start()->set_image_start_ns(1000);
+  };
+  const auto open = [](uint64_t id, const std::string& path, bool main) {
+    return [=](v1::Event& e) {
+      e.mutable_objopen()->set_id(id);
+      e.mutable_objopen()->set_path(path);
+      e.mutable_objopen()->set_is_main(main);
+    };
+  };
+  const auto search = [](const std::string& name, uint32_t flag, uint32_t dir_ref, const std::string& dir) {
+    return [=](v1::Event& e) {
+      e.mutable_search()->set_name(name);
+      e.mutable_search()->set_flag(flag);
+      e.mutable_search()->set_requester(1);
+      e.mutable_search()->set_dir_ref(dir_ref);
+      e.mutable_search()->set_dir(dir);
+    };
+  };
+  const std::string seq_field = "\x18";                       // Event.seq, varint
+  const std::string group = std::string("\xa3\x06\x18\x02\xa4\x06", 6);  // field 100 group {seq: 2}
+  const std::string other_type = std::string("\x1a\x01\x09", 3);  // field 3, length-delimited
+  // In file order: stream 1's candidate (seq 4) before its ORIG (seq 3), the streams
+  // interleaved, seq 5 in both (file order decides).
+  const std::vector<Ev> tricky = {
+      {1, 0, start, group, 0},
+      {0, 1, open(1, "/bin/x", true), other_type, 0},
+      {1, 4, search("", 0x40, 7, "/opt/a"), seq_field + "\x04", 40},
+      {0, 2, search("libz.so", 0x01, 0, ""), "", 0},
+      {1, 3, search("liby.so", 0x01, 0, ""), seq_field + "\x09" + seq_field + "\x03", 1},
+      {1, 5, open(2, "/opt/a/liby.so", false), group, 0},
+      {0, 5, open(3, "/lib/libz.so", false), "", 0},
+      {1, 7, [](v1::Event& e) { e.mutable_exit(); }, "", 0},
+      {0, 6, [](v1::Event& e) { e.mutable_activity()->set_kind(v1::ACTIVITY_CONSISTENT); }, other_type, 0},
+  };
+  auto write = [&](const std::vector<Ev>& evs, bool plain) {
+    std::string file = record(h.SerializeAsString());
+    for (const Ev& ev : evs) {
+      v1::Event e;
+      e.set_pid(10);
+      e.set_tid(10);
+      e.set_seq(plain || ev.decoy_seq == 0 ? ev.seq : ev.decoy_seq);
+      e.set_offset_ns(100 * ev.seq);
+      e.set_stream(ev.stream);
+      ev.fill(e);
+      file += record(e.SerializeAsString() + (plain ? "" : ev.decoy));
+    }
+    return file;
+  };
+  std::vector<Ev> sorted = tricky;
+  std::stable_sort(sorted.begin(), sorted.end(), [](const Ev& a, const Ev& b) { return a.seq < b.seq; });
+  const auto dir = testing::ScratchDir("trace_merge_seqs");
+  testing::WriteFile(dir + "/tricky.ldscope", write(tricky, false));
+  testing::WriteFile(dir + "/plain.ldscope", write(sorted, true));
+
+  const store::TraceSet set = store::LoadTracesIndexed({dir + "/tricky.ldscope"});
+  ASSERT_EQ(set.files.size(), 1u);
+  ASSERT_TRUE(set.files[0].ok()) << set.files[0].problem->message;
+  const store::TraceFile& f = set.files[0];
+  ASSERT_EQ(f.streams.size(), 2u);
+  std::vector<std::vector<uint64_t>> seqs;
+  for (const auto& s : f.streams) {
+    seqs.emplace_back();
+    for (size_t i = 0; i < s.records.size(); ++i) seqs.back().push_back(store::SeqAt(f, s.records[i]));
+  }
+  EXPECT_EQ(seqs, (std::vector<std::vector<uint64_t>>{{1, 2, 5, 6}, {0, 3, 4, 5, 7}}));
+  EXPECT_EQ(f.streams[1].starts, std::vector<uint32_t>{0});
+
+  const v1::Timeline expected = model::BuildTimeline(store::LoadTraces({dir + "/plain.ldscope"}));
+  ASSERT_EQ(expected.processes_size(), 1);
+  const v1::Timeline indexed = model::BuildTimeline(set);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(indexed, expected))
+      << indexed.DebugString() << "\n---\n" << expected.DebugString();
+  const v1::Timeline decoded = model::BuildTimeline(store::LoadTraces({dir + "/tricky.ldscope"}));
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(decoded, expected))
+      << decoded.DebugString() << "\n---\n" << expected.DebugString();
 }
 
 TEST(TraceFile, GarbageIsReportedNotFatal) {
