@@ -610,7 +610,7 @@ void EventDecoder::Decode(uint64_t at, v1::Event* out) {
   Apply(image_start_, dirs_, name_, out);
   EscapeStrings(out);
   out->set_stream(stream_.stream);
-  if (since_trim_ > (32u << 20)) {
+  if (since_trim_ > (8u << 20)) {
     since_trim_ = 0;
     b.Trim();
   }
