@@ -55,11 +55,12 @@ class TraceBytes {
 };
 
 // Where the event records of one stream lie in the file's bytes (the offset of each
-// one's length prefix), in the stream's order: 4 bytes a record. The offsets are kept in
-// chunks of 65,536, each as offsets within one 4 GiB segment of the file, or whole (8
-// bytes a record) for a chunk whose records lie in more than one; a chunk never grows
-// by more than itself, so there is no copy of the whole index as it grows. A record's
-// sequence number is not kept: SeqAt reads it back from the record when needed.
+// one's length prefix), in the stream's order, about 2 bytes a record. The offsets are
+// kept in chunks of 65,536, each in the first form that holds all of its offsets:
+// 2 bytes each above a base per 64 records (a stream's records lie close together in a
+// file), else 4 bytes within one 4 GiB segment of the file, else 8 bytes. A chunk
+// never grows by more than itself, so the index is never copied whole as it grows. A
+// record's sequence number is not kept: SeqAt reads it back from the record.
 class RecordIndex {
  public:
   size_t size() const { return size_; }
@@ -67,7 +68,11 @@ class RecordIndex {
   uint64_t operator[](size_t i) const {
     const Chunk& c = chunks_[i >> kShift];
     const size_t j = i & kMask;
-    return c.wide.empty() ? (c.segment << 32) | c.narrow[j] : c.wide[j];
+    switch (c.form) {
+      case Chunk::kSmall: return c.bases[j >> kBaseShift] + c.small[j];
+      case Chunk::kNarrow: return (c.segment << 32) | c.narrow[j];
+      default: return c.wide[j];
+    }
   }
   uint64_t front() const { return (*this)[0]; }
   void push_back(uint64_t at);
@@ -77,13 +82,18 @@ class RecordIndex {
   size_t bytes() const;
 
  private:
-  static constexpr unsigned kShift = 16;
+  static constexpr unsigned kShift = 16, kBaseShift = 6;
   static constexpr size_t kMask = (size_t{1} << kShift) - 1;
   struct Chunk {
-    uint64_t segment = 0;          // the high 32 bits of narrow's offsets
-    std::vector<uint32_t> narrow;  // the low 32 bits, while every offset is in segment
-    std::vector<uint64_t> wide;    // else whole offsets (narrow is then empty)
+    enum Form : uint8_t { kSmall, kNarrow, kWide } form = kSmall;
+    std::vector<uint64_t> bases;   // kSmall: the first offset of each 64 records
+    std::vector<uint16_t> small;   // kSmall: each offset above its base
+    uint64_t segment = 0;          // kNarrow: the high 32 bits of the offsets
+    std::vector<uint32_t> narrow;  // kNarrow: the low 32 bits
+    std::vector<uint64_t> wide;    // kWide: whole offsets
   };
+  // The chunk's offsets so far, whole.
+  static std::vector<uint64_t> Whole(const Chunk& c);
   std::vector<Chunk> chunks_;
   size_t size_ = 0;
 };

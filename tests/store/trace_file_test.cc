@@ -337,9 +337,10 @@ TEST(TraceFile, IndexedEventsGiveTheTimelineOfDecodedOnes) {
   EXPECT_FALSE(set.files[0].ok());
 }
 
-// A stream's records are kept as offsets, 4 bytes each (8 for a chunk of them that lies
-// across a 4 GiB boundary of the file), and come back as they were given.
-TEST(TraceFile, TheIndexKeepsFourBytesARecordAndGivesEveryOffsetBack) {
+// A stream's records are kept as offsets, about 2 bytes each where they lie close
+// together (records of one process), 4 within a 4 GiB segment of the file, 8 for a chunk
+// of them across a segment boundary, and come back as they were given.
+TEST(TraceFile, TheIndexKeepsAboutTwoBytesARecordAndGivesEveryOffsetBack) {
   store::RecordIndex small;
   std::vector<uint64_t> given;
   for (uint64_t i = 0; i < 100000; ++i) given.push_back(40 * i + (i % 7));
@@ -347,22 +348,24 @@ TEST(TraceFile, TheIndexKeepsFourBytesARecordAndGivesEveryOffsetBack) {
   small.shrink_to_fit();
   ASSERT_EQ(small.size(), given.size());
   for (size_t i = 0; i < given.size(); ++i) ASSERT_EQ(small[i], given[i]) << i;
-  EXPECT_LE(small.bytes(), 4 * given.size() + 256);
-  // Offsets past 4 GiB, a chunk across the boundary, then out of order (a sorted stream
-  // whose records were not in file order).
+  EXPECT_LE(small.bytes(), 2 * given.size() + given.size() / 8 + 1024);
+  // Chunks of 65,536: the first across the 12 GiB boundary of the file (8 bytes a
+  // record), the second in one segment (4), the third dense (2), the last out of order
+  // and in two segments (8).
   store::RecordIndex big;
   given.clear();
-  // The first chunk across the 12 GiB boundary, the second in one segment, the third
-  // with offsets of two segments after its first few thousand.
-  const uint64_t from = (uint64_t{3} << 32) - 50000 * 1000;
-  for (uint64_t i = 0; i < 140000; ++i) given.push_back(from + i * 1000);
-  for (uint64_t i = 0; i < 1000; ++i) given.push_back((uint64_t{5} << 32) - 1 - (i % 2) * (uint64_t{3} << 32));
+  const uint64_t from = (uint64_t{3} << 32) - 30000 * 2000;
+  for (uint64_t i = 0; i < 2 * 65536; ++i) given.push_back(from + i * 2000);
+  for (uint64_t i = 0; i < 65536; ++i) given.push_back(from + 2 * 65536 * 2000 + i * 40);
+  for (uint64_t i = 0; i < 1000; ++i) given.push_back((uint64_t{5} << 32) + 1000 - i - (i % 2) * (uint64_t{3} << 32));
   for (uint64_t at : given) big.push_back(at);
   big.shrink_to_fit();
   ASSERT_EQ(big.size(), given.size());
   for (size_t i = 0; i < given.size(); ++i) ASSERT_EQ(big[i], given[i]) << i;
   EXPECT_EQ(big.front(), from);
-  EXPECT_LE(big.bytes(), 8 * 65536 + 4 * 65536 + 8 * (given.size() - 2 * 65536) + 256);
+  const size_t expected = 8 * 65536 + 4 * 65536 + (2 * 65536 + 8 * 1024) + 8 * 1000;
+  EXPECT_GE(big.bytes(), expected);
+  EXPECT_LE(big.bytes(), expected + 1024);
 }
 
 // A file's streams 0 and 1 are one image's (LoadTraces numbers both alike): the indexed
