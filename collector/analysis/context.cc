@@ -341,10 +341,7 @@ namespace {
 // Context.LoadsAlikeShareWhatThePassesRead places every field of the schema's Load.
 struct FactsHasher {
   uint64_t h = 1469598103934665603ull;
-  void Add(std::string_view s) {
-    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-    Add(uint64_t{s.size()});
-  }
+  void Add(std::string_view s) { Add(std::hash<std::string_view>()(s)); }
   void Add(uint64_t v) { h = (h ^ v) * 1099511628211ull; }
 };
 
