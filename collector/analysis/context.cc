@@ -212,11 +212,43 @@ std::vector<const Obj*> ProcessIndex::AliveAt(int64_t lmid, uint64_t seq) const 
 }
 
 void ProcessIndex::Index() {
+  by_request_.clear();
+  by_soname.clear();
+  by_request_.reserve(objects.size());
   for (const auto& [id, o] : objects) {
     if (o.load != nullptr && o.load->reason() == v1::LOAD_EXECUTABLE && exe == nullptr) exe = &o;
-    if (o.load != nullptr) by_request.try_emplace({o.requester, o.load->requested_name()}, &o);
-    if (!o.soname.empty()) by_soname[o.soname].push_back(&o);
+    if (o.load != nullptr) by_request_.push_back({o.requester, &o.load->requested_name(), &o});
+    if (!o.soname->empty()) by_soname[o.soname].push_back(&o);
   }
+  // Stable: of one (requester, name), the first in id order comes first.
+  std::stable_sort(by_request_.begin(), by_request_.end(), [](const Request& a, const Request& b) {
+    return a.requester != b.requester ? a.requester < b.requester : *a.name < *b.name;
+  });
+  for (size_t i = 0; i < by_request_.size() && i < UINT32_MAX; ++i)
+    if (i == 0 || by_request_[i - 1].requester != by_request_[i].requester)
+      if (auto it = objects.find(by_request_[i].requester); it != objects.end())
+        it->second.requests = static_cast<uint32_t>(i);
+}
+
+const Obj* ProcessIndex::Requested(const Obj& requester, const std::string& name) const {
+  auto before = [&](const Request& r) {
+    return r.requester != requester.id ? r.requester < requester.id : *r.name < name;
+  };
+  // From where its requests begin, in steps that double (a churn's million requests:
+  // a binary search over all of them misses the cache at every step), else over all.
+  const size_t n = by_request_.size();
+  size_t lo = 0, hi = n;
+  if (requester.requests != UINT32_MAX) {
+    // Everything below lo comes before; hi: the end, or an entry that does not.
+    lo = hi = requester.requests;
+    for (size_t step = 1; hi < n && before(by_request_[hi]); step *= 2) {
+      lo = hi + 1;
+      hi = std::min(n, hi + step);
+    }
+  }
+  auto it = std::partition_point(by_request_.begin() + static_cast<std::ptrdiff_t>(lo),
+                                 by_request_.begin() + static_cast<std::ptrdiff_t>(hi), before);
+  return it != by_request_.end() && it->requester == requester.id && *it->name == name ? it->obj : nullptr;
 }
 
 const Obj* ProcessIndex::AliveWithSoname(const std::string& soname, int64_t lmid,
@@ -275,67 +307,291 @@ const Obj* BoundFor(const ProcessIndex& pi, const Obj& o, const std::string& nam
         auto it = pi.objects.find(r.object().id());
         if (it != pi.objects.end()) return &it->second;
       }
-  if (auto it = pi.by_request.find({o.id, name}); it != pi.by_request.end()) return it->second;
+  if (const Obj* r = pi.Requested(o, name)) return r;
   if (name.empty()) return nullptr;
   return pi.AliveWithSoname(name, o.lmid, o.open_seq);
 }
 
-Context::Context(const v1::Timeline& t, const elf::TraceFacts* facts, Files* files)
-    : t_(t), files_(files != nullptr ? files : &own_files_) {
-  if (facts != nullptr) files_->set_trace_facts(facts);
-  cache_status_ = cache_.Load();
-  const bool multiarch = [] {
-    struct stat st;
-    return stat("/lib/x86_64-linux-gnu", &st) == 0;
-  }();
-  for (const auto& p : t.processes()) {
-    ProcessIndex pi;
-    pi.p = &p;
-    // The model's object table (timeline.proto's LoadedObject), indexed by id.
-    pi.objects.reserve(static_cast<size_t>(p.objects_size()));
-    for (const auto& lo : p.objects()) {
-      Obj& o = pi.objects.try_emplace(pi.objects.end(), lo.object().id())->second;
-      o.id = lo.object().id();
-      o.path = lo.object().path();
-      o.soname = lo.object().soname();
+const std::string& Str::Empty() {
+  static const std::string empty;
+  return empty;
+}
+
+Str Strings::Intern(std::string_view s) {
+  auto it = ids_.find(s);
+  if (it != ids_.end()) return Str(it->second);
+  const std::string& kept = strings_.emplace_back(s);
+  ids_.emplace(kept, &kept);
+  return Str(&kept);
+}
+
+v1::Load LoadFacts(const v1::Load& l) {
+  v1::Load f = l;
+  f.clear_object();
+  f.clear_requester();
+  f.clear_base();
+  f.clear_rolled_back();
+  return f;
+}
+
+namespace {
+
+// A hash of what LoadFacts keeps of a load, and whether two loads keep the same, read in
+// place (a churn interns a million loads: no copy per load). The test
+// Context.LoadsAlikeShareWhatThePassesRead places every field of the schema's Load.
+struct FactsHasher {
+  uint64_t h = 1469598103934665603ull;
+  void Add(std::string_view s) { Add(std::hash<std::string_view>()(s)); }
+  void Add(uint64_t v) { h = (h ^ v) * 1099511628211ull; }
+};
+
+uint64_t HashOfFacts(const v1::Load& l) {
+  FactsHasher h;
+  h.Add(uint64_t(l.reason()));
+  h.Add(l.requested_name());
+  for (const auto& c : l.tried()) {
+    h.Add(c.path());
+    h.Add(uint64_t(c.step()) << 32 | c.flag());
+  }
+  h.Add(l.dev());
+  h.Add(l.ino());
+  h.Add(l.build_id());
+  for (const auto& n : l.needed()) h.Add(n);
+  h.Add(l.rpath());
+  h.Add(l.runpath());
+  for (const auto& r : l.reused()) {
+    h.Add(r.name());
+    h.Add(r.object().id());
+    h.Add(r.matched_by());
+  }
+  h.Add(l.has_python());
+  h.Add(l.has_dlopen_mode() ? uint64_t{l.dlopen_mode()} | 1ull << 32 : 0);
+  return h.h;
+}
+
+template <typename T, typename Eq>
+bool SameList(const google::protobuf::RepeatedPtrField<T>& a, const google::protobuf::RepeatedPtrField<T>& b, Eq eq) {
+  if (a.size() != b.size()) return false;
+  for (int i = 0; i < a.size(); ++i)
+    if (!eq(a[i], b[i])) return false;
+  return true;
+}
+
+bool SameRef(const v1::ObjectRef& a, const v1::ObjectRef& b) {
+  return a.id() == b.id() && a.path() == b.path() && a.soname() == b.soname() && a.lmid() == b.lmid();
+}
+
+// f: a LoadFacts; l: any load.
+bool SameFacts(const v1::Load& f, const v1::Load& l) {
+  return f.reason() == l.reason() && f.requested_name() == l.requested_name() &&
+         SameList(f.tried(), l.tried(),
+                  [](const v1::Candidate& a, const v1::Candidate& b) {
+                    return a.path() == b.path() && a.step() == b.step() && a.flag() == b.flag();
+                  }) &&
+         f.dev() == l.dev() && f.ino() == l.ino() && f.build_id() == l.build_id() &&
+         SameList(f.needed(), l.needed(), std::equal_to<>()) && f.rpath() == l.rpath() &&
+         f.runpath() == l.runpath() &&
+         SameList(f.reused(), l.reused(),
+                  [](const v1::Reuse& a, const v1::Reuse& b) {
+                    return a.name() == b.name() && SameRef(a.object(), b.object()) &&
+                           a.matched_by() == b.matched_by() && a.loaded_earlier() == b.loaded_earlier();
+                  }) &&
+         f.has_python() == l.has_python() &&
+         (!f.has_python() || f.python().SerializeAsString() == l.python().SerializeAsString()) &&
+         f.has_dlopen_mode() == l.has_dlopen_mode() && f.dlopen_mode() == l.dlopen_mode();
+}
+
+}  // namespace
+
+// One process image as it arrives, whole or in parts: its load entries' facts (shared
+// by the loads alike) with their times, the entries the passes walk, and the object
+// table's rows, which become the index's objects once the image is complete.
+class Context::ProcessReader {
+ public:
+  // keep: where the entries the passes walk are kept (a process of the streamed
+  // timeline); nullptr: they stay where they are (the whole timeline's).
+  ProcessReader(Context& ctx, v1::ProcessTimeline* keep) : ctx_(ctx), keep_(keep) {}
+
+  void Part(const v1::ProcessTimeline& part) {
+    for (const v1::Entry& e : part.entries()) {
+      const uint64_t index = seen_++;
+      if (!any_ || e.offset_ns() > latest_.offset_ns()) {
+        latest_.set_seq(e.seq());
+        latest_.set_offset_ns(e.offset_ns());
+        latest_.set_tid(e.tid());
+      }
+      any_ = true;
+      if (e.has_load()) {
+        if (first_dlopen_ == SIZE_MAX && e.load().reason() == v1::LOAD_DLOPEN) first_dlopen_ = kept_;
+        loads_.push_back({index, ctx_.Facts(e.load()), e.offset_ns()});
+      } else if (e.has_search() || e.has_failed_dlopen()) {
+        ++kept_;
+        if (keep_ != nullptr) *keep_->add_entries() = e;
+      }
+    }
+    // The rows come in id order within a part; a part's rows that go below the
+    // previous parts' (objects that lived long) are merged in, after the rows of the
+    // same ids that came earlier.
+    const size_t before = rows_.size();
+    for (const v1::LoadedObject& lo : part.objects()) {
+      auto& [id, o] = rows_.emplace_back(lo.object().id(), Obj{});
+      o.id = id;
+      o.path = ctx_.strings_.Intern(lo.object().path());
+      o.soname = ctx_.strings_.Intern(lo.object().soname());
       o.lmid = lo.object().lmid();
       o.open_seq = lo.open_seq();
       if (lo.has_close_seq()) o.close_seq = lo.close_seq();
       o.requester = lo.requester();
       o.rolled_back = lo.rolled_back();
-      if (lo.load_entry() == 0 || lo.load_entry() > static_cast<uint32_t>(p.entries_size())) continue;
-      const v1::Entry& e = p.entries(static_cast<int>(lo.load_entry() - 1));
-      o.load = &e.load();
+      if (lo.load_entry() == 0) continue;
+      auto l = std::lower_bound(loads_.begin(), loads_.end(), uint64_t{lo.load_entry() - 1},
+                                [](const LoadAt& a, uint64_t i) { return a.index < i; });
+      if (l == loads_.end() || l->index != lo.load_entry() - 1) continue;
+      o.load = l->facts;
       o.dev = o.load->dev();
       o.ino = o.load->ino();
-      o.build_id = o.load->build_id();
-      o.at_ms = e.offset_ns() / 1e6;
+      o.build_id = ctx_.strings_.Intern(o.load->build_id());
+      o.at_ms = static_cast<double>(l->offset_ns) / 1e6;
     }
-    pi.env.subdirs.assign(p.hwcaps_subdirs().begin(), p.hwcaps_subdirs().end());
-    const std::vector<std::string> learnt_defaults(p.default_dirs().begin(), p.default_dirs().end());
-    auto env = p.env().find("LD_LIBRARY_PATH");
-    if (env != p.env().end())
-      for (const auto& dir : loader::SplitPath(env->second))  // relative: to the start's cwd
-        pi.env.ld_library_path.push_back(dir.front() == '/' || p.cwd().empty() ? dir
-                                                                               : NormalPath(p.cwd() + "/" + dir));
-    pi.env.cache = &cache_;
-    pi.env.default_dirs = learnt_defaults;
-    if (pi.env.default_dirs.empty())
-      pi.env.default_dirs = multiarch ? std::vector<std::string>{"/lib/x86_64-linux-gnu",
-                                                                 "/usr/lib/x86_64-linux-gnu",
-                                                                 "/lib", "/usr/lib"}
-                                      : std::vector<std::string>{"/lib64", "/usr/lib64"};
-    if (!multiarch) pi.env.lib = "lib64";
-    procs_.push_back(std::move(pi));
-    ProcessIndex& added = procs_.back();
-    added.Index();
-    // The executable's machine is the process's: ld.so skips candidates of another.
-    if (added.exe != nullptr) {
-      added.env.machine = elf::MachineOf(added.exe->path);
-      const elf::TraceFacts* tf = files_->trace_facts();
-      const elf::FactsRecord* rec = tf != nullptr ? tf->ForPath(added.exe->path) : nullptr;
-      if (added.env.machine == 0 && rec != nullptr) added.env.machine = static_cast<uint16_t>(rec->machine);
+    if (before > 0 && before < rows_.size() && rows_[before].first < rows_[before - 1].first)
+      std::inplace_merge(rows_.begin(), rows_.begin() + static_cast<std::ptrdiff_t>(before), rows_.end(),
+                         [](const auto& a, const auto& b) { return a.first < b.first; });
+  }
+
+  // The time of the entry of the latest offset (a bare entry: seq, offset, thread).
+  const v1::Entry* Latest() const { return any_ ? &latest_ : nullptr; }
+
+  // p: the image's timeline (the complete part's fields, or the whole process).
+  ProcessIndex Complete(const v1::ProcessTimeline* p) {
+    ProcessIndex pi;
+    pi.p = p;
+    pi.entries.reserve(kept_);
+    for (const v1::Entry& e : p->entries())
+      if (e.has_search() || e.has_failed_dlopen()) pi.entries.push_back(&e);
+    pi.before_first_dlopen = first_dlopen_;
+    // One row per id: an id's later row (its object opened again, or closed again after
+    // lost events) is the table's, as in the whole timeline.
+    size_t n = 0;
+    for (size_t i = 0; i < rows_.size(); ++i) {
+      if (n > 0 && rows_[n - 1].first == rows_[i].first)
+        rows_[n - 1] = rows_[i];
+      else
+        rows_[n++] = rows_[i];
     }
+    rows_.resize(n);
+    for (size_t i = 0; i < n; ++i) rows_[i].second.index = static_cast<uint32_t>(i);
+    pi.objects.adopt_sequence(boost::container::ordered_unique_range, std::move(rows_));
+    return pi;
+  }
+
+ private:
+  struct LoadAt {
+    uint64_t index;  // among all the image's entries
+    const v1::Load* facts;
+    uint64_t offset_ns;
+  };
+  Context& ctx_;
+  v1::ProcessTimeline* keep_;
+  uint64_t seen_ = 0;
+  std::deque<LoadAt> loads_;  // in entry order
+  size_t kept_ = 0;  // entries the passes walk, so far
+  bool any_ = false;
+  v1::Entry latest_;
+  size_t first_dlopen_ = SIZE_MAX;
+  ProcessIndex::Objects::sequence_type rows_;
+};
+
+const v1::Load* Context::Facts(const v1::Load& l) {
+  auto& alike = load_facts_[HashOfFacts(l)];
+  for (const auto& f : alike)
+    if (SameFacts(*f, l)) return f.get();
+  return alike.emplace_back(std::make_unique<v1::Load>(LoadFacts(l))).get();
+}
+
+const elf::ElfInfo* Context::File(const Str& path) {
+  auto [it, fresh] = file_of_.try_emplace(&path.str());
+  if (fresh) it->second = files_->Get(path);
+  return it->second;
+}
+
+void Context::Init() {
+  cache_status_ = cache_.Load();
+  struct stat st;
+  multiarch_ = stat("/lib/x86_64-linux-gnu", &st) == 0;
+}
+
+Context::Context(const v1::Timeline& t, const elf::TraceFacts* facts, Files* files)
+    : t_(t), files_(files != nullptr ? files : &own_files_) {
+  if (facts != nullptr) files_->set_trace_facts(facts);
+  Init();
+  for (const auto& p : t.processes()) {
+    ProcessReader r(*this, nullptr);
+    r.Part(p);
+    AddProcess(r.Complete(&p));
+  }
+}
+
+Context::Context(v1::Timeline* t, const elf::TraceFacts* facts, Files* files)
+    : t_(*t), parts_of_(t), files_(files != nullptr ? files : &own_files_) {
+  if (facts != nullptr) files_->set_trace_facts(facts);
+  Init();
+}
+
+Context::~Context() = default;
+
+bool Context::AddPart(const v1::ProcessTimeline& part, bool complete) {
+  if (reading_ == nullptr) reading_ = std::make_unique<ProcessReader>(*this, parts_of_->add_processes());
+  v1::ProcessTimeline* kept = parts_of_->mutable_processes(parts_of_->processes_size() - 1);
+  reading_->Part(part);
+  if (!complete) return true;
+  // The complete part's fields, around the entries kept.
+  // (Swapped, not copied: on the timeline's arena, if it has one.)
+  google::protobuf::Arena* arena = kept->GetArena();
+  auto* entries = google::protobuf::Arena::Create<google::protobuf::RepeatedPtrField<v1::Entry>>(arena);
+  entries->Swap(kept->mutable_entries());
+  kept->CopyFrom(part);
+  kept->clear_entries();
+  kept->clear_objects();
+  kept->mutable_entries()->Swap(entries);
+  if (arena == nullptr) delete entries;
+  // JUnit's duration of a process is its entries' latest offset: when that is a load's
+  // or an unload's, the kept entries end with its time.
+  if (const v1::Entry* latest = reading_->Latest()) {
+    bool later = true;
+    for (const v1::Entry& e : kept->entries()) later &= e.offset_ns() < latest->offset_ns();
+    if (later) *kept->add_entries() = *latest;
+  }
+  AddProcess(reading_->Complete(kept));
+  reading_.reset();
+  return true;
+}
+
+void Context::AddProcess(ProcessIndex pi) {
+  const v1::ProcessTimeline& p = *pi.p;
+  pi.env.subdirs.assign(p.hwcaps_subdirs().begin(), p.hwcaps_subdirs().end());
+  const std::vector<std::string> learnt_defaults(p.default_dirs().begin(), p.default_dirs().end());
+  auto env = p.env().find("LD_LIBRARY_PATH");
+  if (env != p.env().end())
+    for (const auto& dir : loader::SplitPath(env->second))  // relative: to the start's cwd
+      pi.env.ld_library_path.push_back(dir.front() == '/' || p.cwd().empty() ? dir
+                                                                             : NormalPath(p.cwd() + "/" + dir));
+  pi.env.cache = &cache_;
+  pi.env.default_dirs = learnt_defaults;
+  if (pi.env.default_dirs.empty())
+    pi.env.default_dirs = multiarch_ ? std::vector<std::string>{"/lib/x86_64-linux-gnu",
+                                                                "/usr/lib/x86_64-linux-gnu",
+                                                                "/lib", "/usr/lib"}
+                                     : std::vector<std::string>{"/lib64", "/usr/lib64"};
+  if (!multiarch_) pi.env.lib = "lib64";
+  procs_.push_back(std::move(pi));
+  ProcessIndex& added = procs_.back();
+  added.Index();
+  // The executable's machine is the process's: ld.so skips candidates of another.
+  if (added.exe != nullptr) {
+    added.env.machine = elf::MachineOf(added.exe->path);
+    const elf::TraceFacts* tf = files_->trace_facts();
+    const elf::FactsRecord* rec = tf != nullptr ? tf->ForPath(added.exe->path) : nullptr;
+    if (added.env.machine == 0 && rec != nullptr) added.env.machine = static_cast<uint16_t>(rec->machine);
   }
 }
 

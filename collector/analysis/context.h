@@ -3,6 +3,8 @@
 // once, cached) and the loader model. Passes are pure functions of this context.
 #pragma once
 
+#include <deque>
+#include <ostream>
 #include <map>
 #include <memory>
 #include <string>
@@ -11,7 +13,9 @@
 #include <unordered_set>
 #include <vector>
 
+#include <boost/container/deque.hpp>
 #include <boost/container/flat_map.hpp>
+#include <fmt/format.h>
 
 #include "elf/elf_file.h"
 #include "elf/facts.h"
@@ -101,11 +105,52 @@ class Files {
   std::unordered_map<std::string, std::vector<std::string>> disk_strings_;  // path \0 needle
 };
 
+// A string of the context's pool (Strings): the paths, SONAMEs and build-ids of a
+// churn's millions of objects are a few strings, each held once. Reads as the
+// const std::string it names; its members through ->.
+class Str {
+ public:
+  Str() : s_(&Empty()) {}
+  explicit Str(const std::string* s) : s_(s) {}
+  operator const std::string&() const { return *s_; }  // NOLINT: reads as the string
+  const std::string& str() const { return *s_; }
+  operator std::string_view() const { return *s_; }     // NOLINT
+  const std::string* operator->() const { return s_; }
+  bool empty() const { return s_->empty(); }
+  size_t size() const { return s_->size(); }
+  char front() const { return s_->front(); }
+  char back() const { return s_->back(); }
+  friend bool operator==(const Str& a, const Str& b) { return *a.s_ == *b.s_; }
+  friend bool operator==(const Str& a, const std::string& b) { return *a.s_ == b; }
+  friend bool operator==(const Str& a, std::string_view b) { return *a.s_ == b; }
+  friend bool operator==(const Str& a, const char* b) { return *a.s_ == b; }
+  friend bool operator<(const Str& a, const Str& b) { return *a.s_ < *b.s_; }
+  friend std::string operator+(const Str& a, std::string_view b) { return *a.s_ + std::string(b); }
+  friend std::string operator+(std::string_view a, const Str& b) { return std::string(a) + *b.s_; }
+  friend std::ostream& operator<<(std::ostream& os, const Str& s) { return os << *s.s_; }
+
+ private:
+  static const std::string& Empty();
+  const std::string* s_;
+};
+
+// The pool: each distinct string once, for the context's life.
+class Strings {
+ public:
+  Str Intern(std::string_view s);
+
+ private:
+  std::deque<std::string> strings_;  // stable: ids_ views them
+  std::unordered_map<std::string_view, const std::string*> ids_;
+};
+
 // One loaded object of one process image, with how it got there.
 struct Obj {
   uint64_t id = 0;
-  const v1::Load* load = nullptr;  // nullptr for objects inherited over fork
-  std::string path, soname, build_id;
+  // Its load entry's facts, shared by the loads that are alike (LoadFacts); nullptr for
+  // objects inherited over fork or known only from a close.
+  const v1::Load* load = nullptr;
+  Str path, soname, build_id;
   int64_t lmid = 0;
   uint64_t dev = 0, ino = 0;
   uint64_t open_seq = 0;
@@ -113,20 +158,41 @@ struct Obj {
   double at_ms = 0;
   uint64_t requester = 0;
   bool rolled_back = false;
-  bool startup = false;             // loaded before main() (global scope)
+  // Where its own requests begin among the process's lookups by request (set by
+  // ProcessIndex::Index; UINT32_MAX: none, or too far to say in 32 bits).
+  uint32_t requests = UINT32_MAX;
+  // Its position in ProcessIndex::objects (passes keep per-object state in arrays).
+  uint32_t index = 0;
 };
+
+// What the passes read of a load (Obj::load): the entry's Load without what tells one
+// object's load from another's alike (the object's and the requester's references and
+// ids, the base address, the rolled-back mark: Obj has those). A churn of a million
+// dlopens of one library has a few of them.
+v1::Load LoadFacts(const v1::Load& l);
 
 struct ProcessIndex {
   const v1::ProcessTimeline* p = nullptr;
-  // By id. The model's table arrives in id order, so each insertion is an append, and a
-  // contiguous array is what every pass walks (most walk all objects).
-  boost::container::flat_map<uint64_t, Obj> objects;
+  // By id: every row of the model's object table. Sorted blocks are what every pass
+  // walks (most walk all objects); a deque: a churn's millions of objects are never
+  // copied whole into a bigger array as it grows.
+  using Objects = boost::container::flat_map<uint64_t, Obj, std::less<>,
+                                             boost::container::deque<std::pair<uint64_t, Obj>>>;
+  Objects objects;
+  // Its entries that are not loads or unloads (those are in objects): the searches that
+  // mapped nothing and the failed dlopens, in order; and how many of them came before
+  // the first dlopen's load entry.
+  std::vector<const v1::Entry*> entries;
+  size_t before_first_dlopen = SIZE_MAX;
   loader::Environment env;
-  // Lookups over objects (in id order), built once all objects are known (Index()), so
-  // that a trace of a million dlopens is not searched object by object per object.
-  std::map<std::pair<uint64_t, std::string>, const Obj*> by_request;  // (requester, name)
-  std::unordered_map<std::string, std::vector<const Obj*>> by_soname;
   const Obj* exe = nullptr;
+  // The object requester got for name (a load entry's requested name), the first in id
+  // order; nullptr: none.
+  const Obj* Requested(const Obj& requester, const std::string& name) const;
+  // The objects of a SONAME, in id order.
+  std::unordered_map<std::string, std::vector<const Obj*>> by_soname;
+  // Builds the lookups over objects (in id order), once all objects are known, so that
+  // a trace of a million dlopens is not searched object by object per object.
   void Index();
   // Objects alive together with o in its namespace at seq.
   std::vector<const Obj*> AliveAt(int64_t lmid, uint64_t seq) const;
@@ -137,6 +203,14 @@ struct ProcessIndex {
   std::vector<loader::Object> LoaderChain(const Obj& o, Files& files) const;
   loader::Object AsRequester(const Obj& o, Files& files) const;
   const Obj* Executable() const;
+
+ private:
+  struct Request {
+    uint64_t requester;
+    const std::string* name;
+    const Obj* obj;
+  };
+  std::vector<Request> by_request_;  // by (requester, name), then id
 };
 
 // The object glibc bound o's NEEDED name to (nullptr: none, the search failed).
@@ -149,9 +223,20 @@ class Context {
   // library once); nullptr: a cache of its own.
   explicit Context(const v1::Timeline& t, const elf::TraceFacts* facts = nullptr,
                    Files* files = nullptr);
+  // A context of a timeline received in parts (model::BuildTimeline with ProcessParts
+  // and objects): AddPart each part as it comes. *t is the timeline model::BuildTimeline
+  // fills (its problems and collector summary); each process is added to it without its
+  // loads and unloads (what the passes read of those is in the object table), so that a
+  // churn's millions of entries are never held.
+  Context(v1::Timeline* t, const elf::TraceFacts* facts = nullptr, Files* files = nullptr);
+  ~Context();
+  bool AddPart(const v1::ProcessTimeline& part, bool complete);
   const v1::Timeline& timeline() const { return t_; }
   const std::vector<ProcessIndex>& processes() const { return procs_; }
   Files& files() { return *files_; }
+  // files().Get(path) of an object's path, remembered by the string's address in the
+  // context's pool (a churn asks for the same few files a million times).
+  const elf::ElfInfo* File(const Str& path);
   const loader::LdCache& cache() const { return cache_; }
   // Whether /etc/ld.so.cache could be read (when not, "no entry" is unknown).
   const Status& cache_status() const { return cache_status_; }
@@ -166,7 +251,20 @@ class Context {
   static bool SameFile(const std::string& a, const std::string& b);
 
  private:
+  class ProcessReader;
+  void Init();
+  // The LoadFacts of l, one copy of each.
+  const v1::Load* Facts(const v1::Load& l);
+  void AddProcess(ProcessIndex pi);
+
   const v1::Timeline& t_;
+  v1::Timeline* parts_of_ = nullptr;  // received in parts: processes are added here
+  std::unique_ptr<ProcessReader> reading_;
+  Strings strings_;
+  std::unordered_map<const std::string*, const elf::ElfInfo*> file_of_;
+  // By a hash of what they keep.
+  std::unordered_map<uint64_t, std::vector<std::unique_ptr<v1::Load>>> load_facts_;
+  bool multiarch_ = false;
   std::vector<ProcessIndex> procs_;
   Files own_files_;
   Files* files_;
@@ -192,3 +290,11 @@ void AddFix(v1::Finding* f, const std::string& action, const std::string& text);
 void AddSwapFix(const ProcessIndex& pi, const Obj& late, const Obj& early, v1::Finding* f);
 
 }  // namespace ldscope::analysis
+
+template <>
+struct fmt::formatter<ldscope::analysis::Str> : fmt::formatter<std::string_view> {
+  template <typename FormatContext>
+  auto format(const ldscope::analysis::Str& s, FormatContext& ctx) const {
+    return fmt::formatter<std::string_view>::format(s.str(), ctx);
+  }
+};

@@ -19,7 +19,7 @@ void NoteChangedFiles(Context& ctx, v1::Report* out) {
   for (const auto& pi : ctx.processes()) {
     for (const auto& [id, o] : pi.objects) {
       if (o.dev == 0 || o.path.empty() || o.path.front() != '/') continue;
-      const elf::ElfInfo* e = ctx.files().Get(o.path);
+      const elf::ElfInfo* e = ctx.File(o.path);
       if (e == nullptr) continue;
       const bool moved = e->dev != o.dev || e->ino != o.ino;
       const bool rebuilt = !o.build_id.empty() && !e->build_id.empty() && text::Hex(e->build_id) != o.build_id;

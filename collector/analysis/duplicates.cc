@@ -3,6 +3,7 @@
 // family under several sonames or in several dlmopen namespaces.
 #include <algorithm>
 #include <map>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -71,17 +72,44 @@ struct Groups {
 };
 
 Groups GroupObjects(const ProcessIndex& pi) {
-  Groups g;
+  // Gathered by (namespace, SONAME string of the context's pool) first: a churn's million
+  // objects are a few groups, each SONAME's family worked out once.
+  struct Group {
+    const std::string* soname;
+    const std::string* family;
+    Objs objs;
+  };
+  std::map<std::pair<int64_t, const std::string*>, Group> gathered;
+  std::unordered_map<const std::string*, std::string> family;
   for (const auto& [id, o] : pi.objects) {
     // Without a SONAME nothing can bind to an object by name: same-named Python
     // extension modules of different packages are different modules, not copies.
     if (!Counts(o) || o.soname.empty()) continue;
+    auto [fam, fresh] = family.try_emplace(&o.soname.str());
+    if (fresh) fam->second = Family(Key(o));
     // Copies of the CUDA driver library are the CUDA driver pass's (cuda_driver.cc).
-    if (Family(Key(o)) == "libcuda") continue;
-    g.by_soname[{o.lmid, Key(o)}].push_back(&o);
-    g.by_soname_any_ns[Key(o)].push_back(&o);
-    g.by_family[{o.lmid, Family(Key(o))}].push_back(&o);
+    if (fam->second == "libcuda") continue;
+    Group& group = gathered[{o.lmid, &o.soname.str()}];
+    group.soname = &o.soname.str();
+    group.family = &fam->second;
+    group.objs.push_back(&o);
   }
+  // In id order within each group, as the objects came.
+  Groups g;
+  for (auto& [key, group] : gathered) {
+    Objs& by_soname = g.by_soname[{key.first, *group.soname}];
+    Objs& any_ns = g.by_soname_any_ns[*group.soname];
+    Objs& by_family = g.by_family[{key.first, *group.family}];
+    by_soname.insert(by_soname.end(), group.objs.begin(), group.objs.end());
+    any_ns.insert(any_ns.end(), group.objs.begin(), group.objs.end());
+    by_family.insert(by_family.end(), group.objs.begin(), group.objs.end());
+  }
+  // A SONAME's objects across namespaces, a family's across SONAMEs: in id order again.
+  const auto by_id = [](const Obj* a, const Obj* b) { return a->id < b->id; };
+  for (auto& [key, objs] : g.by_soname_any_ns)
+    if (!std::is_sorted(objs.begin(), objs.end(), by_id)) std::sort(objs.begin(), objs.end(), by_id);
+  for (auto& [key, objs] : g.by_family)
+    if (!std::is_sorted(objs.begin(), objs.end(), by_id)) std::sort(objs.begin(), objs.end(), by_id);
   return g;
 }
 

@@ -64,9 +64,9 @@ class Pass {
   void Run() {
     for (const auto& pi : ctx_.processes()) {
       const int first = out_->findings_size();
-      for (const auto& e : pi.p->entries()) {
-        if (e.has_failed_dlopen()) FailedDlopen(pi, e);
-        if (e.has_search()) Search(pi, e);
+      for (const v1::Entry* e : pi.entries) {
+        if (e->has_failed_dlopen()) FailedDlopen(pi, *e);
+        if (e->has_search()) Search(pi, *e);
       }
       FoldAbsent(first);
     }
@@ -95,7 +95,7 @@ class Pass {
     bool unknown = false;
     std::vector<const elf::ElfInfo*> scope;  // the dlopen's lookup scope, as files (those read)
     for (const Obj* s : Scope(pi, root, e.seq()))
-      if (const elf::ElfInfo* info = ctx_.files().Get(s->path)) scope.push_back(info);
+      if (const elf::ElfInfo* info = ctx_.File(s->path)) scope.push_back(info);
     for (const Obj* o : batch) Lacking(pi, *o, scope, &lacks, &unknown);
     if (unknown) return;
     if (!lacks.empty()) {
@@ -109,7 +109,7 @@ class Pass {
   // were bound to and that those do not offer.
   void Lacking(const ProcessIndex& pi, const Obj& o, const std::vector<const elf::ElfInfo*>& scope,
                std::vector<Lack>* out, bool* unknown) {
-    const elf::ElfInfo* info = ctx_.files().Get(o.path);
+    const elf::ElfInfo* info = ctx_.File(o.path);
     if (info == nullptr) {
       *unknown = true;
       return;
@@ -117,7 +117,7 @@ class Pass {
     for (const auto& vn : info->verneeds) {
       const Obj* b = BoundFor(pi, o, vn.file);
       if (b == nullptr) continue;
-      const elf::ElfInfo* s = ctx_.files().Get(b->path);
+      const elf::ElfInfo* s = ctx_.File(b->path);
       if (s == nullptr) {
         *unknown = true;
         return;
@@ -128,7 +128,7 @@ class Pass {
     for (const auto& sym : info->Symbols(elf::ElfInfo::Which::kUndefined)) {
       if (sym.defined || sym.weak || sym.version_file.empty()) continue;
       const Obj* b = BoundFor(pi, o, std::string(sym.version_file));
-      const elf::ElfInfo* s = b != nullptr ? ctx_.files().Get(b->path) : nullptr;
+      const elf::ElfInfo* s = b != nullptr ? ctx_.File(b->path) : nullptr;
       if (s == nullptr) continue;
       // Under a missing version node too: glibc would name the node, but these are the
       // symbols it stands for. A symbol is looked up in the whole scope, by version, not in
@@ -281,7 +281,7 @@ class Pass {
   bool ScopeIndexes(const std::vector<const Obj*>& scope, std::vector<const elf::ElfInfo*>* idx) {
     for (const Obj* s : scope) {
       if (s->load != nullptr && s->load->reason() == v1::LOAD_VDSO) continue;
-      const elf::ElfInfo* x = ctx_.files().Get(s->path);
+      const elf::ElfInfo* x = ctx_.File(s->path);
       if (x == nullptr) return false;  // what it defines is unknown: so is what is missing
       idx->push_back(x);
     }
@@ -293,7 +293,7 @@ class Pass {
                              const std::vector<const Obj*>& scope, const elf::Symbol& s) {
     for (const Obj* a : pi.AliveAt(o.lmid, e.seq() > 0 ? e.seq() - 1 : 0)) {
       if (a->rolled_back || a->path.empty() || std::find(scope.begin(), scope.end(), a) != scope.end()) continue;
-      const elf::ElfInfo* x = ctx_.files().Get(a->path);
+      const elf::ElfInfo* x = ctx_.File(a->path);
       if (x != nullptr && x->Defines(s.name, s.version)) return a;
     }
     return nullptr;
@@ -323,7 +323,7 @@ class Pass {
   }
 
   void OutOfScope(const ProcessIndex& pi, const v1::Entry& e, const Obj& root, const Obj& o) {
-    const elf::ElfInfo* info = ctx_.files().Get(o.path);
+    const elf::ElfInfo* info = ctx_.File(o.path);
     if (info == nullptr) return;
     const std::vector<Found> found = FindOutOfScope(pi, e, o, *info, Scope(pi, root, e.seq()));
     if (found.empty()) return;
@@ -437,7 +437,7 @@ class Pass {
     const std::string want = std::filesystem::path(path).lexically_normal().string();
     for (const auto& [id, o] : pi.objects)
       if (o.open_seq < seq && o.close_seq > seq && !o.rolled_back &&
-          std::filesystem::path(o.path).lexically_normal().string() == want)
+          std::filesystem::path(o.path.str()).lexically_normal().string() == want)
         return true;
     return false;
   }
@@ -451,7 +451,7 @@ class Pass {
     const std::string& name = s.requested_name();
     // NEEDED names are missing_library.cc's; a requester whose NEEDED list is not known
     // cannot be told apart.
-    const elf::ElfInfo* info = ctx_.files().Get(r.path);
+    const elf::ElfInfo* info = ctx_.File(r.path);
     if (r.load == nullptr && info == nullptr) return;
     const auto& needed = r.load != nullptr ? r.load->needed() : google::protobuf::RepeatedPtrField<std::string>();
     if (std::find(needed.begin(), needed.end(), name) != needed.end()) return;

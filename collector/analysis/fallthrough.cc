@@ -22,8 +22,8 @@ std::string Join(const std::vector<std::string>& v) { return fmt::format("{}", f
 // nodes of its verneed for that file, and symbols bound to that file's versions.
 std::vector<std::string> Lacking(Context& ctx, const Obj& requester, const Obj& o, const std::string& name) {
   std::vector<std::string> out;
-  const elf::ElfInfo* r = ctx.files().Get(requester.path);
-  const elf::ElfInfo* got = ctx.files().Get(o.path);
+  const elf::ElfInfo* r = ctx.File(requester.path);
+  const elf::ElfInfo* got = ctx.File(o.path);
   if (r == nullptr || got == nullptr) return out;
   for (const auto& vn : r->verneeds)
     if (vn.file == name)
@@ -50,8 +50,8 @@ bool SameFamily(const Obj& a, const Obj& b, Context& ctx) {
     const char next = longer[shorter.size()];
     if (next == '_' || next == '-' || (next >= 'A' && next <= 'Z')) return true;
   }
-  const RuntimeId ra = Classify(fa, ctx.files().Get(a.path));
-  const RuntimeId rb = Classify(fb, ctx.files().Get(b.path));
+  const RuntimeId ra = Classify(fa, ctx.File(a.path));
+  const RuntimeId rb = Classify(fb, ctx.File(b.path));
   return ra.runtime != Runtime::kNone && ra.runtime == rb.runtime && ra.implementation == rb.implementation;
 }
 

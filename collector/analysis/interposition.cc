@@ -73,13 +73,16 @@ class Pass {
 
   // What each of o's NEEDED names was bound to, in order (computed once per object).
   const std::vector<const Obj*>& NeededBound(const Obj& o) const {
-    auto [it, fresh] = needed_bound_.try_emplace(&o);
-    if (!fresh) return it->second;
-    std::vector<std::string> needed;
-    if (o.load != nullptr) needed.assign(o.load->needed().begin(), o.load->needed().end());
-    else if (const elf::ElfInfo* e = ctx_.files().Get(o.path)) needed = e->needed;
-    for (const auto& n : needed) it->second.push_back(BoundFor(pi_, o, n));
-    return it->second;
+    if (needed_bound_.empty()) needed_bound_.resize(pi_.objects.size());
+    auto& [known, bound] = needed_bound_[o.index];
+    if (known) return bound;
+    known = true;
+    if (o.load != nullptr) {
+      for (const auto& n : o.load->needed()) bound.push_back(BoundFor(pi_, o, n));
+    } else if (const elf::ElfInfo* e = ctx_.File(o.path)) {
+      for (const auto& n : e->needed) bound.push_back(BoundFor(pi_, o, n));
+    }
+    return bound;
   }
 
   // RTLD_GLOBAL for a dlopen root: from the ctypes call's mode; otherwise unknown.
@@ -90,7 +93,9 @@ class Pass {
   }
 
   void Add(const Obj* o, uint64_t since, Via via, const Obj* root) {
-    if (!in_global_.insert(o).second) return;
+    if (in_global_.empty()) in_global_.resize(pi_.objects.size());
+    if (in_global_[o->index]) return;
+    in_global_[o->index] = true;
     global_.push_back({o, since, via, root});
   }
 
@@ -130,7 +135,7 @@ class Pass {
           Add(c, since + 1, ModeOf(*o) == Mode::kGlobal ? Via::kGlobalDlopen : Via::kMaybeGlobalDlopen, o);
       }
     files_.resize(global_.size());
-    for (size_t i = 0; i < global_.size(); ++i) files_[i] = ctx_.files().Get(global_[i].o->path);
+    for (size_t i = 0; i < global_.size(); ++i) files_[i] = ctx_.File(global_[i].o->path);
   }
 
   // The first definer in the global scope as o's relocation saw it; start-up objects
@@ -149,7 +154,7 @@ class Pass {
         if (startup_scope_ == nullptr) {
           std::vector<const elf::ElfInfo*> files;
           for (const Obj* s : startup_)
-            if (const elf::ElfInfo* e = ctx_.files().Get(s->path)) files.push_back(e);
+            if (const elf::ElfInfo* e = ctx_.File(s->path)) files.push_back(e);
           startup_scope_ = std::make_unique<SymbolScope>(std::move(files));
         }
         if (startup_scope_->Defines(q)) return nullptr;
@@ -162,14 +167,14 @@ class Pass {
   }
 
   void Check(const Obj& o) {
-    const elf::ElfInfo* e = ctx_.files().Get(o.path);
+    const elf::ElfInfo* e = ctx_.File(o.path);
     if (e == nullptr) return;
     std::vector<const Obj*> closure;
     std::vector<const elf::ElfInfo*> closure_files;  // parallel; nullptr for o and unreadable ones
     e->ForEachUndefined([&](const elf::Symbol& s, const elf::SymbolQuery& q) {
       if (closure.empty()) {
         closure = Closure(o);
-        for (const Obj* c : closure) closure_files.push_back(c != &o ? ctx_.files().Get(c->path) : nullptr);
+        for (const Obj* c : closure) closure_files.push_back(c != &o ? ctx_.File(c->path) : nullptr);
       }
       const GlobalEntry* w = Winner(o, q, closure);
       if (w == nullptr) return;
@@ -186,7 +191,7 @@ class Pass {
       // weak or unique in both copies and meant to be merged; the executable's copies of
       // library data are copy relocations, also by design.
       const elf::ElfInfo* we = ctx_.files().Get(w->o->path);
-      const elf::ElfInfo* le = ctx_.files().Get(loser->path);
+      const elf::ElfInfo* le = ctx_.File(loser->path);
       if (we == nullptr || le == nullptr) return;
       const elf::Lookup wl = we->Find(q), ll = le->Find(q);
       if (!wl.named || !ll.named) return;
@@ -220,7 +225,7 @@ class Pass {
     // Two copies of one runtime (a wheel's renamed libgomp and the system's): binding to
     // the first is how they end up sharing one; the runtime-family finding lists them.
     const RuntimeId rw = Classify(w->o->soname.empty() ? w->o->path : w->o->soname, ctx_.files().Get(w->o->path));
-    const RuntimeId rl = Classify(loser->soname.empty() ? loser->path : loser->soname, ctx_.files().Get(loser->path));
+    const RuntimeId rl = Classify(loser->soname.empty() ? loser->path : loser->soname, ctx_.File(loser->path));
     const bool same_runtime = rw.runtime != Runtime::kNone && rw.runtime == rl.runtime &&
                               rw.implementation == rl.implementation;
     const v1::Severity sev = w->via == Via::kGlobalDlopen && !same_runtime ? v1::WARNING : v1::INFO;
@@ -295,12 +300,12 @@ class Pass {
   v1::Report* out_;
   std::vector<GlobalEntry> global_;
   std::set<size_t> alive_;  // indexes into global_, in scope order (see Run)
-  std::unordered_set<const Obj*> in_global_;
+  std::vector<bool> in_global_;  // by Obj::index
   std::vector<const Obj*> startup_;
   std::map<const Obj*, const Obj*> preload_closure_;
   std::vector<const elf::ElfInfo*> files_;  // of global_, nullptr where unreadable
   std::unique_ptr<SymbolScope> startup_scope_;  // the start-up objects, when needed
-  mutable std::unordered_map<const Obj*, std::vector<const Obj*>> needed_bound_;
+  mutable std::vector<std::pair<bool, std::vector<const Obj*>>> needed_bound_;  // by Obj::index
   std::map<std::pair<const GlobalEntry*, const Obj*>, Group> groups_;
 };
 

@@ -15,10 +15,10 @@ namespace {
 
 // The search entry of o's request for name (the candidates ld.so tried), if traced.
 const v1::SearchResult* SearchFor(const ProcessIndex& pi, const Obj& o, const std::string& name) {
-  for (const auto& e : pi.p->entries())
-    if (e.has_search() && e.search().requester().id() == o.id &&
-        e.search().requested_name() == name)
-      return &e.search();
+  for (const v1::Entry* e : pi.entries)
+    if (e->has_search() && e->search().requester().id() == o.id &&
+        e->search().requested_name() == name)
+      return &e->search();
   return nullptr;
 }
 
@@ -85,8 +85,9 @@ void AddFixes(const Obj& requester, const std::string& name, v1::Finding* f) {
 // name was loaded for it afterwards: ld.so stops the program there.
 bool StartupFailure(const ProcessIndex& pi, const Obj** requester, std::string* name) {
   if (pi.p->exited()) return false;
-  for (const auto& e : pi.p->entries()) {
-    if (e.has_load() && e.load().reason() == v1::LOAD_DLOPEN) return false;
+  // Up to the first dlopen's load.
+  for (size_t i = 0; i < pi.entries.size() && i < pi.before_first_dlopen; ++i) {
+    const v1::Entry& e = *pi.entries[i];
     if (!e.has_search() || e.search().has_same_as()) continue;
     auto it = pi.objects.find(e.search().requester().id());
     if (it == pi.objects.end() || it->second.load == nullptr) continue;
@@ -124,7 +125,8 @@ void Startup(Context& ctx, const ProcessIndex& pi, v1::Report* out) {
 
 // A dlopen that failed because a library it needs is nowhere.
 void FailedDlopens(Context& ctx, const ProcessIndex& pi, v1::Report* out) {
-  for (const auto& e : pi.p->entries()) {
+  for (const v1::Entry* entry : pi.entries) {
+    const v1::Entry& e = *entry;
     if (!e.has_failed_dlopen()) continue;
     for (const auto& ref : e.failed_dlopen().rolled_back()) {
       auto it = pi.objects.find(ref.id());

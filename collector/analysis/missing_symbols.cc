@@ -72,7 +72,8 @@ class Pass {
 
   void Run() {
     for (const auto& pi : ctx_.processes()) {
-      for (const auto& e : pi.p->entries()) {
+      for (const v1::Entry* entry : pi.entries) {
+        const v1::Entry& e = *entry;
         if (!e.has_failed_dlopen()) continue;
         BatchScope scope;  // built once per failed dlopen
         // The dlopen's root: the first object it mapped.
@@ -134,7 +135,7 @@ class Pass {
     std::vector<const elf::ElfInfo*> files;
     for (const Obj* o : objs) {
       if (o->load != nullptr && o->load->reason() == v1::LOAD_VDSO) continue;
-      const elf::ElfInfo* e = ctx_.files().Get(o->path);
+      const elf::ElfInfo* e = ctx_.File(o->path);
       if (e != nullptr) {
         if (std::find(files.begin(), files.end(), e) == files.end()) files.push_back(e);
       }
@@ -183,7 +184,7 @@ class Pass {
 
   void FailedObject(const ProcessIndex& pi, const Obj& o, uint64_t seq, const Obj& root,
                     BatchScope* batch) {
-    const elf::ElfInfo* info = ctx_.files().Get(o.path);
+    const elf::ElfInfo* info = ctx_.File(o.path);
     if (info == nullptr) return;
     // A NEEDED found nowhere fails the dlopen before any symbol is looked up
     // (missing_library.cc).
@@ -195,7 +196,7 @@ class Pass {
     // Version needs are checked first by glibc (_dl_check_map_versions).
     for (const auto& vn : info->verneeds) {
       const Obj* bound = BoundFor(pi, o, vn.file);
-      const elf::ElfInfo* b = bound ? ctx_.files().Get(bound->path) : nullptr;
+      const elf::ElfInfo* b = bound ? ctx_.File(bound->path) : nullptr;
       if (b == nullptr) continue;
       for (const auto& v : vn.versions) {
         if (b->DefinesVersion(v)) continue;
@@ -212,7 +213,7 @@ class Pass {
     for (const Obj* other : pi.AliveAt(o.lmid, seq > 0 ? seq - 1 : 0)) {
       if (std::find(batch->members.begin(), batch->members.end(), other) != batch->members.end())
         continue;
-      const elf::ElfInfo* idx = ctx_.files().Get(other->path);
+      const elf::ElfInfo* idx = ctx_.File(other->path);
       if (idx == nullptr) continue;
       for (auto& m : missing)
         if (m.out_of_scope == nullptr && !m.version_only && idx->Defines(m.name, m.version))
@@ -457,7 +458,7 @@ class Pass {
     std::map<int64_t, NamespaceScope> by_ns;
     for (const auto& [id, o] : pi.objects) {
       if (o.rolled_back || o.load == nullptr || o.load->reason() == v1::LOAD_VDSO) continue;
-      const elf::ElfInfo* info = ctx_.files().Get(o.path);
+      const elf::ElfInfo* info = ctx_.File(o.path);
       if (info == nullptr) continue;
       if (!by_ns.count(o.lmid)) {
         std::vector<const Obj*> members;

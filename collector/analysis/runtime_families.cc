@@ -68,7 +68,12 @@ class Pass {
     for (const auto& [id, o] : pi_.objects) {
       if (o.rolled_back || o.path.empty()) continue;
       if (o.load != nullptr && (o.load->reason() == v1::LOAD_EXECUTABLE || o.load->reason() == v1::LOAD_VDSO)) continue;
-      const RuntimeId rid = Classify(o.soname.empty() ? o.path : o.soname, ctx_.files().Get(o.path));
+      // Once per file and name: a churn's million objects are a few (the context's
+      // strings are shared, so their addresses tell them apart).
+      const Str& name = o.soname.empty() ? o.path : o.soname;
+      auto [known, fresh] = classified_.try_emplace({&name.str(), &o.path.str()});
+      if (fresh) known->second = Classify(name, ctx_.File(o.path));
+      const RuntimeId& rid = known->second;
       if (rid.runtime == Runtime::kNone) continue;
       Member m{&o, rid, RuntimeVersion(ctx_, o, rid)};
       if (rid.runtime == Runtime::kCuda) cuda[{o.lmid, rid.implementation}].push_back(m);
@@ -184,7 +189,7 @@ class Pass {
     std::string required, required_by;
     for (const auto& [id, o] : pi_.objects) {
       if (o.open_seq <= ms.front().o->open_seq || o.lmid != ms.front().o->lmid) continue;
-      const elf::ElfInfo* e = ctx_.files().Get(o.path);
+      const elf::ElfInfo* e = ctx_.File(o.path);
       if (e == nullptr) continue;
       for (const auto& vn : e->verneeds)
         for (const auto& v : vn.versions)
@@ -243,6 +248,7 @@ class Pass {
     Emit(std::move(f));
   }
 
+  std::map<std::pair<const std::string*, const std::string*>, RuntimeId> classified_;  // (name, path)
   Context& ctx_;
   const ProcessIndex& pi_;
   v1::Report* out_;

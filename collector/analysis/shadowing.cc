@@ -31,7 +31,7 @@ v1::Library FileOnly(Context& ctx, const std::string& path, const char* step) {
 // offers: when a version node is what is missing, every explanation names it.
 void VersionDetails(Context& ctx, const Obj& requester, const std::string& name,
                     const std::string& got, const std::string& would, v1::Finding* f) {
-  const elf::ElfInfo* e = ctx.files().Get(requester.path);
+  const elf::ElfInfo* e = ctx.File(requester.path);
   const elf::ElfInfo* g = ctx.files().Get(got);
   const elf::ElfInfo* w = ctx.files().Get(would);
   if (e == nullptr || g == nullptr || w == nullptr) return;

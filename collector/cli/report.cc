@@ -143,16 +143,21 @@ int Report(const ReportCommandOptions& opt) {
   std::vector<HostInput> hosts = GroupByHost(opt.traces, &errors);
   if (hosts.size() > 1) return ReportHosts(ropt, std::move(hosts), errors);
   store::TraceSet traces = store::LoadTracesIndexed(opt.traces);
-  google::protobuf::Arena arena(model::TimelineArenaOptions());
-  v1::Timeline& timeline = *model::ArenaTimeline(&arena);
-  model::BuildTimeline(traces, &timeline);
   ropt.trace_of_stream = store::TraceFilesByStream(traces);
   const elf::TraceFacts facts = analysis::FactsOf(traces);
-  store::DropEvents(&traces);  // all the timeline, the streams and the facts needed of them
   ropt.facts = &facts;
+  // The context takes each process as the model builds it, keeping its object table and
+  // what the passes walk, not its millions of loads and unloads (a dlopen churn).
+  v1::Timeline timeline;
+  analysis::Context ctx(&timeline, &facts, ropt.files);
+  model::BuildTimeline(
+      traces, &timeline,
+      [&ctx](const v1::ProcessTimeline& p, bool complete) { return ctx.AddPart(p, complete); },
+      /*with_objects=*/true);
+  store::DropEvents(&traces);  // all the timeline, the streams and the facts needed of them
   for (const auto& p : timeline.problems()) ComplainDamage(p.file(), p.offset(), p.message(), "analysing");
   if (!store::AnyReadable(traces)) return NoTrace();
-  const int rc = EmitReport(timeline, ropt, stdout, PrintWhen::kAlways);
+  const int rc = EmitAnalysed(analysis::Analyze(ctx), &timeline, ropt, stdout, PrintWhen::kAlways);
   if (rc != kOk) return rc;
   return timeline.problems_size() > 0 ? kDamagedTrace : kOk;
 }

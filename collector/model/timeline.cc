@@ -73,8 +73,9 @@ class Names {
 };
 
 // An object of the image as the model reads it: of its ObjOpen, only what is read later
-// (the model keeps every object an image ever had: a churn of dlopens makes millions),
-// its strings as Names numbers.
+// (the model keeps every object an image ever had, a churn of dlopens makes millions,
+// unless it hands the rows over and no fork child inherits: see HandOver), its strings
+// as Names numbers.
 struct Obj {
   uint32_t path = Names::kNone;      // made absolute
   uint32_t soname = Names::kNone;
@@ -99,6 +100,7 @@ struct Obj {
   bool inherited = false;            // over fork, from the parent image
   bool ended = false;                // an Unload or FailedDlopen entry ended it
   bool has_open_seq = false, has_close_seq = false;
+  bool row_given = false;            // its object-table row went out with a part
 };
 
 struct PendingSearch {
@@ -172,10 +174,14 @@ class ProcessBuilder {
   // py: the image's Python attribution, applied to each entry as it is made (used
   // until Finish). final_entries: when set, the entries are handed to it as soon as no
   // later event can change them (see BuildTimeline), then dropped, and no object table
-  // is made.
+  // is made; with_rows: the object table's rows go with the entries, each once it is
+  // final; has_children: fork children will inherit from this image (Inherit reads every
+  // object it had).
   ProcessBuilder(v1::ProcessTimeline* out, uint64_t image_start_ns, PyAttribution* py, Names* names,
-                 const std::function<bool(const v1::ProcessTimeline&)>* final_entries = nullptr)
-      : out_(out), start_ns_(image_start_ns), py_(py), names_(*names), final_entries_(final_entries) {
+                 const std::function<bool(const v1::ProcessTimeline&)>* final_entries = nullptr,
+                 bool with_rows = false, bool has_children = true)
+      : out_(out), start_ns_(image_start_ns), py_(py), names_(*names), final_entries_(final_entries),
+        with_rows_(final_entries != nullptr && with_rows), forget_ended_(with_rows_ && !has_children) {
     names_.ListId(std::vector<std::string>{});  // list 0: no NEEDED entries
   }
 
@@ -194,6 +200,7 @@ class ProcessBuilder {
       copy.open_seq = 0;
       copy.has_close_seq = false;
       copy.close_seq = 0;
+      copy.row_given = false;
       objects_[id] = copy;
       open_.insert(id);
     }
@@ -249,50 +256,94 @@ class ProcessBuilder {
     for (uint64_t id : open_) Ref(id, out_->add_loaded_at_end());
     for (const auto& e : out_->entries()) dirs_.Add(e);
     dirs_.Set(out_);
-    if (final_entries_ == nullptr) EmitObjects();
+    if (final_entries_ == nullptr || with_rows_) EmitObjects();
   }
 
  private:
-  // The reference to object id, made in place (*r is a new message).
+  // The object of id, unless it ended: an object that was unloaded (or rolled back) is
+  // gone, and a later event that names its id (a damaged trace's) does not reach it.
+  // (With rows, the builder forgets ended objects once their rows are out: the same
+  // answer either way.)
+  const Obj* Live(uint64_t id) const {
+    auto it = objects_.find(id);
+    return it != objects_.end() && !it->second.ended ? &it->second : nullptr;
+  }
+
+  void Fill(const Obj& o, v1::ObjectRef* r) const {
+    r->set_path(names_[o.path]);
+    r->set_soname(names_[o.soname]);
+    r->set_lmid(o.lmid);
+  }
+
+  // The reference to object id, made in place (*r is a new message): its id, and what
+  // the object says if it is live.
   void Ref(uint64_t id, v1::ObjectRef* r) const {
     r->set_id(id);
-    auto it = objects_.find(id);
-    if (it != objects_.end()) {
-      r->set_path(names_[it->second.path]);
-      r->set_soname(names_[it->second.soname]);
-      r->set_lmid(it->second.lmid);
-    }
+    if (const Obj* o = Live(id)) Fill(*o, r);
   }
 
   v1::Load* LoadOf(const Obj& o) {
     return out_->mutable_entries(static_cast<int>(o.load_entry - dropped_entries_))->mutable_load();
   }
 
-  // The object table (timeline.proto's LoadedObject), in id order.
+  // The object table's row of object id (timeline.proto's LoadedObject).
+  void Row(uint64_t id, const Obj& o) {
+    v1::LoadedObject* lo = out_->add_objects();
+    lo->mutable_object()->set_id(id);
+    Fill(o, lo->mutable_object());
+    lo->set_inherited(o.inherited);
+    if (o.ended) lo->set_close_seq(o.end_seq);
+    if (o.load_entry < 0) return;
+    lo->set_load_entry(static_cast<uint32_t>(o.load_entry + 1));
+    lo->set_open_seq(o.load_seq);
+    lo->set_requester(o.requester);
+    lo->set_rolled_back(o.rolled_back);
+    if (o.has_found_by) lo->set_found_by(o.found_by);
+  }
+
+  // The object table, in id order (with rows: the rows not given yet).
   void EmitObjects() {
-    for (const auto& [id, o] : objects_) {
-      v1::LoadedObject* lo = out_->add_objects();
-      Ref(id, lo->mutable_object());
-      lo->set_inherited(o.inherited);
-      if (o.ended) lo->set_close_seq(o.end_seq);
-      if (o.load_entry < 0) continue;
-      lo->set_load_entry(static_cast<uint32_t>(o.load_entry + 1));
-      lo->set_open_seq(o.load_seq);
-      lo->set_requester(o.requester);
-      lo->set_rolled_back(o.rolled_back);
-      if (o.has_found_by) lo->set_found_by(o.found_by);
+    for (auto& [id, o] : objects_) {
+      if (o.row_given) continue;
+      Row(id, o);
+      o.row_given = with_rows_;
     }
   }
 
   // Every entry made so far is final (a later event changes only entries of objects of
   // a batch still open, or rolled back by a dlopen that has not ended): to
-  // final_entries_, then dropped.
+  // final_entries_, then dropped. With rows, so are the rows of the objects that ended:
+  // only a close changes an ended object's row (a close group marks its own batch's
+  // loads rolled back), and a close puts it back on ended_.
   void HandOver() {
     if (final_entries_ == nullptr || out_->entries_size() == 0) return;
+    if (with_rows_) {
+      std::sort(ended_.begin(), ended_.end());
+      ended_.erase(std::unique(ended_.begin(), ended_.end()), ended_.end());
+      for (uint64_t id : ended_) {
+        auto it = objects_.find(id);
+        // Opened again since (the id reused): its row goes once that object ends.
+        if (it == objects_.end() || it->second.is_open || it->second.row_given) continue;
+        Row(id, it->second);
+        it->second.row_given = true;
+      }
+    }
     stopped_ = !(*final_entries_)(*out_);
     for (const auto& e : out_->entries()) dirs_.Add(e);
     dropped_entries_ += out_->entries_size();
     out_->mutable_entries()->Clear();
+    out_->mutable_objects()->Clear();
+    // Without fork children to inherit from it, an object whose row is out is not read
+    // again (Live): forgotten, with its searches, so that a churn's builder holds only
+    // what is open.
+    if (forget_ended_)
+      for (uint64_t id : ended_) {
+        auto it = objects_.find(id);
+        if (it == objects_.end() || !it->second.row_given) continue;
+        objects_.erase(it);
+        searched_.erase(searched_.lower_bound({id, 0}), searched_.lower_bound({id + 1, 0}));
+      }
+    ended_.clear();
   }
 
   int64_t EntryCount() const { return dropped_entries_ + out_->entries_size(); }
@@ -331,8 +382,8 @@ class ProcessBuilder {
       }
     }
     pending_.truncated |= e.truncated();
-    auto req = objects_.find(s.requester());
-    const bool has_runpath = req != objects_.end() && req->second.has_runpath;
+    const Obj* req = Live(s.requester());
+    const bool has_runpath = req != nullptr && req->has_runpath;
     v1::Candidate c;
     c.set_path(s.candidate());
     c.set_step(StepOf(s.flag(), has_runpath));
@@ -352,11 +403,10 @@ class ProcessBuilder {
   }
 
   v1::LoadReason ReasonFor(const std::string& name, uint64_t requester) const {
-    auto req = objects_.find(requester);
-    if (req != objects_.end()) {
-      for (uint32_t n : names_.List(req->second.needed))
+    if (const Obj* req = Live(requester)) {
+      for (uint32_t n : names_.List(req->needed))
         if (names_[n] == name) return v1::LOAD_NEEDED;
-      if (req->second.is_main && !startup_done_) {
+      if (req->is_main && !startup_done_) {
         auto env = out_->env().find("LD_PRELOAD");
         if (env != out_->env().end()) {
           // Split the bytes: a blank separator is escaped (\t) in the text.
@@ -550,9 +600,8 @@ class ProcessBuilder {
         }
       }
       if (f->requested_name().empty() && !closes_.ids.empty()) {
-        auto it = objects_.find(closes_.ids.back());
-        if (it != objects_.end() && it->second.alias != Names::kNone)
-          f->set_requested_name(names_[it->second.alias]);
+        const Obj* last = Live(closes_.ids.back());
+        if (last != nullptr && last->alias != Names::kNone) f->set_requested_name(names_[last->alias]);
       }
       py_->Attribute(en, batch_request_.first);
     } else {
@@ -564,14 +613,18 @@ class ProcessBuilder {
       }
     }
     for (size_t i = 0; i < closes_.ids.size(); ++i) {
-      // An id first seen here (its open was lost) still gets a row in the table.
+      // An id first seen here (its open was lost), or whose object had ended, gets a row
+      // of its own.
       Obj& o = objects_[closes_.ids[i]];
+      if (o.ended) o = Obj{};
       o.is_open = false;
       open_.erase(closes_.ids[i]);
       o.ended = true;
       o.end_seq = closes_.unrelocated ? first.seq : closes_.events[i].seq;
       o.has_close_seq = true;
       o.close_seq = closes_.events[i].seq;
+      o.row_given = false;
+      if (with_rows_) ended_.push_back(closes_.ids[i]);
     }
     closes_ = CloseGroup{};
   }
@@ -581,6 +634,9 @@ class ProcessBuilder {
   PyAttribution* py_;
   Names& names_;
   const std::function<bool(const v1::ProcessTimeline&)>* final_entries_;
+  const bool with_rows_;
+  const bool forget_ended_;
+  std::vector<uint64_t> ended_;  // with rows: objects that ended since the last hand-over
   bool stopped_ = false;  // final_entries_ said to stop
   int64_t dropped_entries_ = 0;    // entries handed over and dropped
   int64_t batch_first_entry_ = 0;  // the first entry of the latest batch
@@ -994,7 +1050,8 @@ v1::Timeline BuildTimeline(const store::TraceSet& traces) {
 
 void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out) { BuildTimeline(traces, out, nullptr); }
 
-void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out, const ProcessParts& parts) {
+void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out, const ProcessParts& parts,
+                   bool with_objects) {
   v1::Timeline& tl = *out;
   Streams streams = ReadStreams(traces, &tl);
   std::vector<std::pair<uint32_t, const PyStream*>> py_streams;  // (pid, events)
@@ -1003,6 +1060,11 @@ void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out, const Proce
   const std::vector<Image> images = Images(streams.by_stream, &py_streams, &py_events, &py_pointers);
   const std::vector<std::vector<const PyStream*>> py_of = PyStreamsOf(images, py_streams);
   std::map<std::pair<uint32_t, uint64_t>, size_t> image_index;  // (pid, start) -> index
+  // The images fork children inherit from: (pid, image start).
+  std::set<std::pair<uint32_t, uint64_t>> parents;
+  for (const Image& img : images)
+    if (const v1::ProcessStart* start = img.start(); start != nullptr && start->reason() == v1::START_FORK)
+      parents.insert({static_cast<uint32_t>(start->parent_pid()), start->parent_image_start_ns()});
   Names names;
   // Kept for fork children (which read only their parent's object table).
   std::vector<std::unique_ptr<ProcessBuilder>> builders;
@@ -1026,7 +1088,9 @@ void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out, const Proce
     const std::function<bool(const v1::ProcessTimeline&)> final_entries =
         [&](const v1::ProcessTimeline& part) { return parts(part, false); };
     auto b = std::make_unique<ProcessBuilder>(p, p->start_mono_ns(), &py, &names,
-                                              parts ? &final_entries : nullptr);
+                                              parts ? &final_entries : nullptr, with_objects,
+                                              start == nullptr ||
+                                                  parents.count({img.pid, start->image_start_ns()}) != 0);
     if (start != nullptr && start->reason() == v1::START_FORK) {
       auto it = image_index.find({static_cast<uint32_t>(start->parent_pid()),
                                   start->parent_image_start_ns()});

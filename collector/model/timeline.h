@@ -26,8 +26,17 @@ void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out);
 // table (`objects`, left empty). Images come in BuildTimeline's order. parts returns
 // false to stop: BuildTimeline then returns at once (out's problems and collector summary
 // are set; nothing more is built or handed over), as `show` does once its output failed.
+//
+// with_objects (`report`, which keeps the object table but not the entries): each part
+// also carries, in `objects`, the rows of the object table that no later event can
+// change (objects that ended, once their entries are handed over), and the complete
+// part the rest, so that every row of the whole table arrives once. A row's
+// `load_entry` counts all the image's entries, as in the whole timeline. An object id
+// opened again after its row arrived gets a row again, later: the later row is the
+// table's (the whole table keeps one row per id, the last object of that id).
 using ProcessParts = std::function<bool(const v1::ProcessTimeline& p, bool complete)>;
-void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out, const ProcessParts& parts);
+void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out, const ProcessParts& parts,
+                   bool with_objects = false);
 // An empty Timeline on arena, made with blocks of a size fit for big traces.
 v1::Timeline* ArenaTimeline(google::protobuf::Arena* arena);
 google::protobuf::ArenaOptions TimelineArenaOptions();

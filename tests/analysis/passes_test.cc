@@ -2,7 +2,9 @@
 // real loader: what that pass (and only it) reports.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <regex>
+#include <set>
 
 #include "analysis/analysis.h"
 #include "support/test_support.h"
@@ -32,6 +34,105 @@ v1::Report RunPass(const v1::Timeline& t, Pass pass) {
   v1::Report r;
   pass(ctx, &r);
   return r;
+}
+
+// What the passes read of a load (Obj::load) is shared by the loads alike: loads that
+// differ only in the object's or requester's reference, the base address or the
+// rolled-back mark (each object has its own) share one; a difference in anything else
+// makes another. Every field of Load, Candidate, Reuse and ObjectRef is one or the other
+// here, so that a field added to the schema fails this test until it is placed.
+TEST(Context, LoadsAlikeShareWhatThePassesRead) {
+  v1::Load base;
+  base.mutable_object()->set_id(2);
+  base.mutable_object()->set_path("/opt/liba.so");
+  base.set_reason(v1::LOAD_DLOPEN);
+  base.set_requested_name("liba.so");
+  base.mutable_requester()->set_id(1);
+  auto* c = base.add_tried();
+  c->set_path("/opt/liba.so");
+  c->set_step(v1::STEP_RPATH);
+  base.set_base(0x7000);
+  base.set_dev(1);
+  base.set_ino(2);
+  base.set_build_id("ab");
+  base.add_needed("libc.so.6");
+  base.set_rpath("$ORIGIN");
+  base.set_runpath("/r");
+  auto* r = base.add_reused();
+  r->set_name("libc.so.6");
+  r->mutable_object()->set_id(3);
+  r->set_matched_by("SONAME");
+  base.mutable_python()->set_top_module("a");
+  base.set_dlopen_mode(1);
+  using Change = std::function<void(v1::Load*)>;
+  const std::vector<std::pair<std::string, Change>> alike = {
+      {"object", [](v1::Load* l) { l->mutable_object()->set_id(9); }},
+      {"object path", [](v1::Load* l) { l->mutable_object()->set_path("/elsewhere/liba.so"); }},
+      {"requester", [](v1::Load* l) { l->mutable_requester()->set_id(8); }},
+      {"base", [](v1::Load* l) { l->set_base(0x9000); }},
+      {"rolled_back", [](v1::Load* l) { l->set_rolled_back(true); }},
+  };
+  const std::vector<std::pair<std::string, Change>> different = {
+      {"reason", [](v1::Load* l) { l->set_reason(v1::LOAD_NEEDED); }},
+      {"requested_name", [](v1::Load* l) { l->set_requested_name("liba.so.1"); }},
+      {"tried path", [](v1::Load* l) { l->mutable_tried(0)->set_path("/x/liba.so"); }},
+      {"tried step", [](v1::Load* l) { l->mutable_tried(0)->set_step(v1::STEP_RUNPATH); }},
+      {"tried flag", [](v1::Load* l) { l->mutable_tried(0)->set_flag(4); }},
+      {"tried count", [](v1::Load* l) { l->add_tried()->set_path("/y/liba.so"); }},
+      {"dev", [](v1::Load* l) { l->set_dev(5); }},
+      {"ino", [](v1::Load* l) { l->set_ino(5); }},
+      {"build_id", [](v1::Load* l) { l->set_build_id("cd"); }},
+      {"needed", [](v1::Load* l) { l->set_needed(0, "libm.so.6"); }},
+      {"needed count", [](v1::Load* l) { l->add_needed("libm.so.6"); }},
+      {"rpath", [](v1::Load* l) { l->set_rpath("/other"); }},
+      {"runpath", [](v1::Load* l) { l->set_runpath("/other"); }},
+      {"reused name", [](v1::Load* l) { l->mutable_reused(0)->set_name("libm.so.6"); }},
+      {"reused object id", [](v1::Load* l) { l->mutable_reused(0)->mutable_object()->set_id(4); }},
+      {"reused object path", [](v1::Load* l) { l->mutable_reused(0)->mutable_object()->set_path("/l"); }},
+      {"reused object soname", [](v1::Load* l) { l->mutable_reused(0)->mutable_object()->set_soname("s"); }},
+      {"reused object lmid", [](v1::Load* l) { l->mutable_reused(0)->mutable_object()->set_lmid(1); }},
+      {"reused matched_by", [](v1::Load* l) { l->mutable_reused(0)->set_matched_by("file name"); }},
+      {"reused loaded_earlier", [](v1::Load* l) { l->mutable_reused(0)->set_loaded_earlier(true); }},
+      {"python", [](v1::Load* l) { l->mutable_python()->set_top_module("b"); }},
+      {"python unset", [](v1::Load* l) { l->clear_python(); }},
+      {"dlopen_mode", [](v1::Load* l) { l->set_dlopen_mode(2); }},
+      {"dlopen_mode unset", [](v1::Load* l) { l->clear_dlopen_mode(); }},
+  };
+  // The schema's fields, each placed above (by its name's first word).
+  std::set<std::string> placed;
+  for (const auto& list : {alike, different})
+    for (const auto& [what, change] : list) placed.insert(what.substr(0, what.find(' ')));
+  for (const auto* d : {v1::Load::descriptor()})
+    for (int i = 0; i < d->field_count(); ++i) EXPECT_EQ(placed.count(d->field(i)->name()), 1u) << d->field(i)->name();
+  EXPECT_EQ(v1::Candidate::descriptor()->field_count(), 3);  // path, step, flag
+  EXPECT_EQ(v1::Reuse::descriptor()->field_count(), 4);      // name, object, matched_by, loaded_earlier
+  EXPECT_EQ(v1::ObjectRef::descriptor()->field_count(), 4);  // id, path, soname, lmid
+
+  v1::Timeline t;
+  auto* p = t.add_processes();
+  auto add = [&](const v1::Load& l) {
+    auto* e = p->add_entries();
+    e->set_seq(static_cast<uint64_t>(p->entries_size()));
+    *e->mutable_load() = l;
+    auto* row = p->add_objects();
+    row->mutable_object()->set_id(static_cast<uint64_t>(p->objects_size()));
+    row->set_load_entry(static_cast<uint32_t>(p->entries_size()));
+  };
+  add(base);
+  for (const auto& list : {alike, different})
+    for (const auto& [what, change] : list) {
+      v1::Load l = base;
+      change(&l);
+      add(l);
+    }
+  const analysis::Context ctx(t);
+  ASSERT_EQ(ctx.processes().size(), 1u);
+  const auto& objects = ctx.processes()[0].objects;
+  ASSERT_EQ(objects.size(), 1 + alike.size() + different.size());
+  const v1::Load* facts = objects.begin()->second.load;
+  size_t i = 1;
+  for (const auto& [what, change] : alike) EXPECT_EQ((objects.begin() + i++)->second.load, facts) << what;
+  for (const auto& [what, change] : different) EXPECT_NE((objects.begin() + i++)->second.load, facts) << what;
 }
 
 // A library's family: its base name up to ".so", less a wheel's hash suffix

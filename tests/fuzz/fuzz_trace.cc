@@ -3,17 +3,21 @@
 // events decoded as the model reads them, as `show` and `report` read files) must give
 // the timeline of its events decoded up front; and `show`'s text, printed as the model
 // hands over each process's entries once they are final (BuildTimeline with parts), must
-// be the text of the whole timeline. Each indexed record's seq, read back from it, is its
-// event's.
+// be the text of the whole timeline. And the analysis context made of the parts with
+// the object table's rows (as `report` makes it) must be the one made of the whole
+// timeline (tests/support/context_dump.h). Each indexed record's seq, read
+// back from it, is its event's.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 
 #include <google/protobuf/util/message_differencer.h>
 
+#include "analysis/context.h"
 #include "model/timeline.h"
 #include "render/render.h"
 #include "store/trace_file.h"
+#include "support/context_dump.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ldscope::store::TraceSet set;
@@ -53,5 +57,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   });
   (void)ldscope::render::TimelineTailText(rest, opt, sink);
   if (streamed != whole) std::abort();
+  const ldscope::analysis::Context of_whole(timeline);
+  ldscope::v1::Timeline parts;
+  ldscope::analysis::Context of_parts(&parts);
+  ldscope::model::BuildTimeline(
+      indexed, &parts,
+      [&](const ldscope::v1::ProcessTimeline& p, bool complete) { return of_parts.AddPart(p, complete); },
+      /*with_objects=*/true);
+  if (ldscope::testing::ContextDump(of_parts) != ldscope::testing::ContextDump(of_whole)) std::abort();
   return 0;
 }

@@ -3,15 +3,18 @@
 // and the parts make exactly the text of the whole timeline.
 #include <link.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "analysis/context.h"
 #include "model/timeline.h"
 #include "render/render.h"
 #include "store/trace_file.h"
+#include "support/context_dump.h"
 #include "support/test_support.h"
 
 #include <google/protobuf/util/message_differencer.h>
@@ -199,6 +202,108 @@ TEST(Timeline, PartsStopWhenTheReceiverSaysSo) {
     return true;
   });
   EXPECT_GT(all, 2);
+}
+
+// The object table's rows handed over with the parts (`report`): each once it is final,
+// the table's last row of each id being the whole timeline's row; and the analysis
+// context made of the parts is the one made of the whole timeline.
+void ExpectPartsMakeTheWholeTable(const store::TraceSet& set) {
+  const v1::Timeline whole = model::BuildTimeline(set);
+  v1::Timeline rest;
+  std::vector<std::map<uint64_t, std::string>> tables(1);
+  model::BuildTimeline(
+      set, &rest,
+      [&](const v1::ProcessTimeline& part, bool complete) {
+        for (const auto& lo : part.objects()) tables.back()[lo.object().id()] = lo.ShortDebugString();
+        if (complete) tables.emplace_back();
+        return true;
+      },
+      /*with_objects=*/true);
+  tables.pop_back();
+  ASSERT_EQ(static_cast<int>(tables.size()), whole.processes_size());
+  for (int i = 0; i < whole.processes_size(); ++i) {
+    std::map<uint64_t, std::string> want;
+    for (const auto& lo : whole.processes(i).objects()) want[lo.object().id()] = lo.ShortDebugString();
+    EXPECT_EQ(tables[static_cast<size_t>(i)], want) << "process " << i;
+  }
+  const analysis::Context of_whole(whole);
+  v1::Timeline streamed;
+  analysis::Context of_parts(&streamed);
+  model::BuildTimeline(
+      set, &streamed,
+      [&](const v1::ProcessTimeline& part, bool complete) { return of_parts.AddPart(part, complete); },
+      /*with_objects=*/true);
+  EXPECT_EQ(testing::ContextDump(of_parts), testing::ContextDump(of_whole));
+  EXPECT_EQ(streamed.processes_size(), whole.processes_size());
+}
+
+TEST(Timeline, RowsInPartsMakeTheWholeTable) {
+  // Rolled back, reused, relocated in an earlier batch.
+  ExpectPartsMakeTheWholeTable(ThreeDlopens().Set());
+  // A churn whose objects end as the next batch begins, below objects that live on.
+  Events churn;
+  churn.Open(1, "/bin/prog", {"libc.so"});
+  churn.Search(1, "libc.so", "/lib/libc.so");
+  churn.Open(2, "/lib/libc.so");
+  churn.Activity(v1::ACTIVITY_ADD);
+  churn.Activity(v1::ACTIVITY_CONSISTENT);
+  for (uint64_t id = 3; id < 40; ++id) {
+    churn.Search(1, "libx.so", "/opt/libx.so");
+    churn.Activity(v1::ACTIVITY_ADD);
+    churn.Open(id, "/opt/libx.so", {"libc.so"});
+    churn.Activity(v1::ACTIVITY_CONSISTENT);
+    if (id % 5 != 0) {  // every fifth stays loaded
+      churn.Activity(v1::ACTIVITY_DELETE);
+      churn.Close(id, id % 7 == 0);
+      churn.Activity(v1::ACTIVITY_CONSISTENT);
+    }
+  }
+  churn.Exit();
+  ExpectPartsMakeTheWholeTable(churn.Set());
+}
+
+// An object that was unloaded is gone: a later event that names its id (only a damaged
+// trace has one, or ids reused after lost events) reaches no object. A reference names
+// the id alone, the requester's NEEDED list no longer makes a load NEEDED, and a second
+// close of the id is a row of its own (known only from that close), in the whole
+// timeline as in the parts `report` reads (which forget ended objects).
+TEST(Timeline, AnObjectThatEndedIsGone) {
+  Events ev;
+  ev.Open(1, "/bin/prog");
+  ev.Activity(v1::ACTIVITY_ADD);
+  ev.Activity(v1::ACTIVITY_CONSISTENT);
+  ev.Search(1, "liba.so", "/opt/liba.so");
+  ev.Activity(v1::ACTIVITY_ADD);
+  ev.Open(2, "/opt/liba.so", {"libb.so"});
+  ev.Activity(v1::ACTIVITY_CONSISTENT);
+  ev.Activity(v1::ACTIVITY_DELETE);
+  ev.Close(2, false);
+  ev.Activity(v1::ACTIVITY_CONSISTENT);
+  ev.Search(2, "libb.so", "/opt/libb.so");  // requested by the object that ended
+  ev.Activity(v1::ACTIVITY_ADD);
+  ev.Open(3, "/opt/libb.so");
+  ev.Activity(v1::ACTIVITY_CONSISTENT);
+  ev.Activity(v1::ACTIVITY_DELETE);
+  ev.Close(2, false);  // closed again
+  ev.Activity(v1::ACTIVITY_CONSISTENT);
+  ev.Exit();
+  const v1::Timeline t = model::BuildTimeline(ev.Set());
+  ASSERT_EQ(t.processes_size(), 1);
+  const v1::ProcessTimeline& p = t.processes(0);
+  const v1::Load* b = nullptr;
+  for (const auto& e : p.entries())
+    if (e.has_load() && e.load().object().id() == 3) b = &e.load();
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->requester().ShortDebugString(), "id: 2");
+  EXPECT_EQ(b->reason(), v1::LOAD_DLOPEN);
+  std::vector<std::string> rows;
+  for (const auto& lo : p.objects()) rows.push_back(lo.ShortDebugString());
+  EXPECT_EQ(rows, (std::vector<std::string>{
+                      "object { id: 1 path: \"/bin/prog\" soname: \"prog\" } load_entry: 1 open_seq: 1",
+                      "object { id: 2 } close_seq: 18",
+                      "object { id: 3 path: \"/opt/libb.so\" soname: \"libb.so\" } load_entry: 4 open_seq: 12 "
+                      "requester: 2 found_by: STEP_RPATH"}));
+  ExpectPartsMakeTheWholeTable(ev.Set());
 }
 
 // show's time column, written digit by digit, is what fmt's "+{:.3f}ms" right-aligned in
