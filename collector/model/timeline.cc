@@ -181,7 +181,7 @@ class ProcessBuilder {
                  const std::function<bool(const v1::ProcessTimeline&)>* final_entries = nullptr,
                  bool with_rows = false, bool has_children = true)
       : out_(out), start_ns_(image_start_ns), py_(py), names_(*names), final_entries_(final_entries),
-        with_rows_(final_entries != nullptr && with_rows), forget_ended_(with_rows_ && !has_children) {
+        with_rows_(final_entries != nullptr && with_rows), forget_ended_(final_entries != nullptr && !has_children) {
     names_.ListId(std::vector<std::string>{});  // list 0: no NEEDED entries
   }
 
@@ -333,13 +333,13 @@ class ProcessBuilder {
     dropped_entries_ += out_->entries_size();
     out_->mutable_entries()->Clear();
     out_->mutable_objects()->Clear();
-    // Without fork children to inherit from it, an object whose row is out is not read
-    // again (Live): forgotten, with its searches, so that a churn's builder holds only
-    // what is open.
+    // Without fork children to inherit from it, an object that ended is not read again
+    // (Live) once its row is out, or when no table is made (`show`): forgotten, with its
+    // searches, so that a churn's builder holds only what is open.
     if (forget_ended_)
       for (uint64_t id : ended_) {
         auto it = objects_.find(id);
-        if (it == objects_.end() || !it->second.row_given) continue;
+        if (it == objects_.end() || !it->second.ended || (with_rows_ && !it->second.row_given)) continue;
         objects_.erase(it);
         searched_.erase(searched_.lower_bound({id, 0}), searched_.lower_bound({id + 1, 0}));
       }
@@ -472,6 +472,9 @@ class ProcessBuilder {
     obj.has_open_seq = true;
     obj.open_seq = e.seq();
     Obj& slot = objects_[o.id()];
+    // The searches of an object that ended are not this one's (whether the builder still
+    // holds that object or forgot it: Live).
+    if (slot.ended) searched_.erase(searched_.lower_bound({o.id(), 0}), searched_.lower_bound({o.id() + 1, 0}));
     // An id opened again keeps its last close (the closes are flushed by now).
     obj.has_close_seq = slot.has_close_seq;
     obj.close_seq = slot.close_seq;
@@ -624,7 +627,7 @@ class ProcessBuilder {
       o.has_close_seq = true;
       o.close_seq = closes_.events[i].seq;
       o.row_given = false;
-      if (with_rows_) ended_.push_back(closes_.ids[i]);
+      if (with_rows_ || forget_ended_) ended_.push_back(closes_.ids[i]);
     }
     closes_ = CloseGroup{};
   }

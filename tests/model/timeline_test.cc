@@ -306,6 +306,40 @@ TEST(Timeline, AnObjectThatEndedIsGone) {
   ExpectPartsMakeTheWholeTable(ev.Set());
 }
 
+// An id opened again after its object ended (lost events, or a damaged trace) is a new
+// object: the searches the old one made are not its own, so its NEEDED names that no
+// search followed were matched against objects already loaded (reused).
+TEST(Timeline, AnIdOpenedAgainIsANewObject) {
+  Events ev;
+  ev.Open(1, "/bin/prog");
+  ev.Activity(v1::ACTIVITY_ADD);
+  ev.Activity(v1::ACTIVITY_CONSISTENT);
+  ev.Search(1, "liba.so", "/opt/liba.so");
+  ev.Activity(v1::ACTIVITY_ADD);
+  ev.Open(2, "/opt/liba.so", {"libc.so"});
+  ev.Search(2, "libc.so", "/lib/libc.so");
+  ev.Open(3, "/lib/libc.so");
+  ev.Activity(v1::ACTIVITY_CONSISTENT);
+  ev.Activity(v1::ACTIVITY_DELETE);
+  ev.Close(2, false);
+  ev.Activity(v1::ACTIVITY_CONSISTENT);
+  ev.Search(1, "liba.so", "/opt/liba.so");
+  ev.Activity(v1::ACTIVITY_ADD);
+  ev.Open(2, "/opt/liba.so", {"libc.so"});  // libc.so is loaded: no search
+  ev.Activity(v1::ACTIVITY_CONSISTENT);
+  ev.Exit();
+  const v1::Timeline t = model::BuildTimeline(ev.Set());
+  ASSERT_EQ(t.processes_size(), 1);
+  std::vector<std::string> reused;
+  for (const auto& e : t.processes(0).entries())
+    if (e.has_load() && e.load().object().id() == 2)
+      reused.push_back(e.load().reused_size() == 0 ? "none" : e.load().reused(0).ShortDebugString());
+  EXPECT_EQ(reused, (std::vector<std::string>{
+                        "none", "name: \"libc.so\" object { id: 3 path: \"/lib/libc.so\" soname: \"libc.so\" } "
+                                "matched_by: \"requested name\" loaded_earlier: true"}));
+  ExpectPartsMakeTheWholeTable(ev.Set());
+}
+
 // show's time column, written digit by digit, is what fmt's "+{:.3f}ms" right-aligned in
 // 10 columns gives, ties at the third decimal and offsets of any size included.
 TEST(Timeline, TimeColumnIsFmtsRounding) {
