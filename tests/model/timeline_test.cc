@@ -55,6 +55,24 @@ class Events {
     c->set_unrelocated(unrelocated);
   }
   void Exit() { Next().mutable_exit(); }
+  // The executable and start-up's batch.
+  void Start() {
+    Open(1, "/bin/prog");
+    Activity(v1::ACTIVITY_ADD);
+    Activity(v1::ACTIVITY_CONSISTENT);
+  }
+  // A dlopen by the executable that maps path as id (its batch still open).
+  void Dlopen(const std::string& name, uint64_t id, const std::string& path, std::vector<std::string> needed = {}) {
+    Search(1, name, path);
+    Activity(v1::ACTIVITY_ADD);
+    Open(id, path, std::move(needed));
+  }
+  // A dlclose (or a failed dlopen's rollback) of id.
+  void Dlclose(uint64_t id, bool unrelocated = false) {
+    Activity(v1::ACTIVITY_DELETE);
+    Close(id, unrelocated);
+    Activity(v1::ACTIVITY_CONSISTENT);
+  }
   // The events as a trace file's bytes.
   std::string File() const {
     v1::TraceHeader h;
@@ -248,15 +266,9 @@ TEST(Timeline, RowsInPartsMakeTheWholeTable) {
   churn.Activity(v1::ACTIVITY_ADD);
   churn.Activity(v1::ACTIVITY_CONSISTENT);
   for (uint64_t id = 3; id < 40; ++id) {
-    churn.Search(1, "libx.so", "/opt/libx.so");
-    churn.Activity(v1::ACTIVITY_ADD);
-    churn.Open(id, "/opt/libx.so", {"libc.so"});
+    churn.Dlopen("libx.so", id, "/opt/libx.so", {"libc.so"});
     churn.Activity(v1::ACTIVITY_CONSISTENT);
-    if (id % 5 != 0) {  // every fifth stays loaded
-      churn.Activity(v1::ACTIVITY_DELETE);
-      churn.Close(id, id % 7 == 0);
-      churn.Activity(v1::ACTIVITY_CONSISTENT);
-    }
+    if (id % 5 != 0) churn.Dlclose(id, id % 7 == 0);  // every fifth stays loaded
   }
   churn.Exit();
   ExpectPartsMakeTheWholeTable(churn.Set());
@@ -269,23 +281,15 @@ TEST(Timeline, RowsInPartsMakeTheWholeTable) {
 // timeline as in the parts `report` reads (which forget ended objects).
 TEST(Timeline, AnObjectThatEndedIsGone) {
   Events ev;
-  ev.Open(1, "/bin/prog");
-  ev.Activity(v1::ACTIVITY_ADD);
+  ev.Start();
+  ev.Dlopen("liba.so", 2, "/opt/liba.so", {"libb.so"});
   ev.Activity(v1::ACTIVITY_CONSISTENT);
-  ev.Search(1, "liba.so", "/opt/liba.so");
-  ev.Activity(v1::ACTIVITY_ADD);
-  ev.Open(2, "/opt/liba.so", {"libb.so"});
-  ev.Activity(v1::ACTIVITY_CONSISTENT);
-  ev.Activity(v1::ACTIVITY_DELETE);
-  ev.Close(2, false);
-  ev.Activity(v1::ACTIVITY_CONSISTENT);
+  ev.Dlclose(2);
   ev.Search(2, "libb.so", "/opt/libb.so");  // requested by the object that ended
   ev.Activity(v1::ACTIVITY_ADD);
   ev.Open(3, "/opt/libb.so");
   ev.Activity(v1::ACTIVITY_CONSISTENT);
-  ev.Activity(v1::ACTIVITY_DELETE);
-  ev.Close(2, false);  // closed again
-  ev.Activity(v1::ACTIVITY_CONSISTENT);
+  ev.Dlclose(2);  // closed again
   ev.Exit();
   const v1::Timeline t = model::BuildTimeline(ev.Set());
   ASSERT_EQ(t.processes_size(), 1);
@@ -311,21 +315,13 @@ TEST(Timeline, AnObjectThatEndedIsGone) {
 // search followed were matched against objects already loaded (reused).
 TEST(Timeline, AnIdOpenedAgainIsANewObject) {
   Events ev;
-  ev.Open(1, "/bin/prog");
-  ev.Activity(v1::ACTIVITY_ADD);
-  ev.Activity(v1::ACTIVITY_CONSISTENT);
-  ev.Search(1, "liba.so", "/opt/liba.so");
-  ev.Activity(v1::ACTIVITY_ADD);
-  ev.Open(2, "/opt/liba.so", {"libc.so"});
+  ev.Start();
+  ev.Dlopen("liba.so", 2, "/opt/liba.so", {"libc.so"});
   ev.Search(2, "libc.so", "/lib/libc.so");
   ev.Open(3, "/lib/libc.so");
   ev.Activity(v1::ACTIVITY_CONSISTENT);
-  ev.Activity(v1::ACTIVITY_DELETE);
-  ev.Close(2, false);
-  ev.Activity(v1::ACTIVITY_CONSISTENT);
-  ev.Search(1, "liba.so", "/opt/liba.so");
-  ev.Activity(v1::ACTIVITY_ADD);
-  ev.Open(2, "/opt/liba.so", {"libc.so"});  // libc.so is loaded: no search
+  ev.Dlclose(2);
+  ev.Dlopen("liba.so", 2, "/opt/liba.so", {"libc.so"});  // libc.so is loaded: no search
   ev.Activity(v1::ACTIVITY_CONSISTENT);
   ev.Exit();
   const v1::Timeline t = model::BuildTimeline(ev.Set());
