@@ -317,14 +317,6 @@ const std::string& Str::Empty() {
   return empty;
 }
 
-Str Strings::Intern(std::string_view s) {
-  auto it = ids_.find(s);
-  if (it != ids_.end()) return Str(it->second);
-  const std::string& kept = strings_.emplace_back(s);
-  ids_.emplace(kept, &kept);
-  return Str(&kept);
-}
-
 v1::Load LoadFacts(const v1::Load& l) {
   v1::Load f = l;
   f.clear_object();
@@ -436,8 +428,8 @@ class Context::ProcessReader {
     for (const v1::LoadedObject& lo : part.objects()) {
       auto& [id, o] = rows_.emplace_back(lo.object().id(), Obj{});
       o.id = id;
-      o.path = ctx_.strings_.Intern(lo.object().path());
-      o.soname = ctx_.strings_.Intern(lo.object().soname());
+      o.path = Str(&ctx_.strings_.Intern(lo.object().path()));
+      o.soname = Str(&ctx_.strings_.Intern(lo.object().soname()));
       o.lmid = lo.object().lmid();
       o.open_seq = lo.open_seq();
       if (lo.has_close_seq()) o.close_seq = lo.close_seq();
@@ -450,7 +442,7 @@ class Context::ProcessReader {
       o.load = l->facts;
       o.dev = o.load->dev();
       o.ino = o.load->ino();
-      o.build_id = ctx_.strings_.Intern(o.load->build_id());
+      o.build_id = Str(&ctx_.strings_.Intern(o.load->build_id()));
       o.at_ms = static_cast<double>(l->offset_ns) / 1e6;
     }
     if (before > 0 && before < rows_.size() && rows_[before].first < rows_[before - 1].first)

@@ -105,7 +105,7 @@ class Files {
   std::unordered_map<std::string, std::vector<std::string>> disk_strings_;  // path \0 needle
 };
 
-// A string of the context's pool (Strings): the paths, SONAMEs and build-ids of a
+// A string of the context's pool (text::StringPool): the paths, SONAMEs and build-ids of a
 // churn's millions of objects are a few strings, each held once. Reads as the
 // const std::string it names; its members through ->.
 class Str {
@@ -132,16 +132,6 @@ class Str {
  private:
   static const std::string& Empty();
   const std::string* s_;
-};
-
-// The pool: each distinct string once, for the context's life.
-class Strings {
- public:
-  Str Intern(std::string_view s);
-
- private:
-  std::deque<std::string> strings_;  // stable: ids_ views them
-  std::unordered_map<std::string_view, const std::string*> ids_;
 };
 
 // One loaded object of one process image, with how it got there.
@@ -260,7 +250,7 @@ class Context {
   const v1::Timeline& t_;
   v1::Timeline* parts_of_ = nullptr;  // received in parts: processes are added here
   std::unique_ptr<ProcessReader> reading_;
-  Strings strings_;
+  text::StringPool strings_;
   std::unordered_map<const std::string*, const elf::ElfInfo*> file_of_;
   // By a hash of what they keep.
   std::unordered_map<uint64_t, std::vector<std::unique_ptr<v1::Load>>> load_facts_;

@@ -62,11 +62,7 @@ std::string KeyArguments(const std::string& key) {
 
 }  // namespace
 
-uint32_t Fleet::Intern(const std::string& s) {
-  auto [it, added] = string_ids_.emplace(s, static_cast<uint32_t>(strings_.size()));
-  if (added) strings_.push_back(&it->first);
-  return it->second;
-}
+uint32_t Fleet::Intern(const std::string& s) { return strings_.Id(s); }
 
 uint32_t Fleet::InternChoice(Choice c) {
   const std::string key = fmt::format("{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}", c.path, c.soname, c.identity, c.build_id,

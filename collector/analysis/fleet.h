@@ -53,7 +53,7 @@ class Fleet {
 
   uint32_t Intern(const std::string& s);
   uint32_t InternChoice(Choice c);
-  const std::string& S(uint32_t id) const { return *strings_[id]; }
+  const std::string& S(uint32_t id) const { return strings_[id]; }
   std::string Who(const Proc& p, bool with_pid) const;
   // Find's steps, one program at a time (fleet.cc).
   static bool ByOrder(const Proc* a, const Proc* b);
@@ -69,8 +69,7 @@ class Fleet {
   void AddEnvironmentDetails(v1::Finding* f, const Disagreement& d0) const;
   void AddMismatchFixes(v1::Finding* f, const std::vector<Disagreement>& ds) const;
 
-  std::unordered_map<std::string, uint32_t> string_ids_;
-  std::vector<const std::string*> strings_;
+  text::StringPool strings_;
   std::unordered_map<std::string, uint32_t> choice_ids_;
   std::vector<Choice> choices_;
   std::vector<std::string> hosts_;  // by host id

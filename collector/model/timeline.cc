@@ -41,14 +41,7 @@ using boost::container::flat_map;
 class Names {
  public:
   static constexpr uint32_t kNone = UINT32_MAX;
-  uint32_t Id(const std::string& s) {
-    auto it = ids_.find(s);
-    if (it != ids_.end()) return it->second;
-    strings_.push_back(s);
-    const uint32_t id = static_cast<uint32_t>(strings_.size() - 1);
-    ids_.emplace(strings_.back(), id);
-    return id;
-  }
+  uint32_t Id(const std::string& s) { return strings_.Id(s); }
   const std::string& operator[](uint32_t id) const { return id == kNone ? empty_ : strings_[id]; }
   // A NEEDED list, by number.
   template <class Range>
@@ -65,8 +58,7 @@ class Names {
   const std::vector<uint32_t>& List(uint32_t id) const { return lists_[id]; }
 
  private:
-  std::deque<std::string> strings_;  // stable: ids_ views them
-  std::unordered_map<std::string_view, uint32_t> ids_;
+  text::StringPool strings_;
   std::deque<std::vector<uint32_t>> lists_;
   std::map<std::vector<uint32_t>, uint32_t> list_ids_;
   const std::string empty_;
