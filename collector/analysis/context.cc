@@ -439,10 +439,10 @@ class Context::ProcessReader {
       auto l = std::lower_bound(loads_.begin(), loads_.end(), uint64_t{lo.load_entry() - 1},
                                 [](const LoadAt& a, uint64_t i) { return a.index < i; });
       if (l == loads_.end() || l->index != lo.load_entry() - 1) continue;
-      o.load = l->facts;
+      o.load = &l->kept->facts;
       o.dev = o.load->dev();
       o.ino = o.load->ino();
-      o.build_id = Str(&ctx_.strings_.Intern(o.load->build_id()));
+      o.build_id = l->kept->build_id;
       o.at_ms = static_cast<double>(l->offset_ns) / 1e6;
     }
     if (before > 0 && before < rows_.size() && rows_[before].first < rows_[before - 1].first)
@@ -479,7 +479,7 @@ class Context::ProcessReader {
  private:
   struct LoadAt {
     uint64_t index;  // among all the image's entries
-    const v1::Load* facts;
+    const KeptLoad* kept;
     uint64_t offset_ns;
   };
   Context& ctx_;
@@ -493,11 +493,12 @@ class Context::ProcessReader {
   ProcessIndex::Objects::sequence_type rows_;
 };
 
-const v1::Load* Context::Facts(const v1::Load& l) {
+const Context::KeptLoad* Context::Facts(const v1::Load& l) {
   auto& alike = load_facts_[HashOfFacts(l)];
-  for (const auto& f : alike)
-    if (SameFacts(*f, l)) return f.get();
-  return alike.emplace_back(std::make_unique<v1::Load>(LoadFacts(l))).get();
+  for (const auto& k : alike)
+    if (SameFacts(k->facts, l)) return k.get();
+  auto kept = std::make_unique<KeptLoad>(KeptLoad{LoadFacts(l), Str(&strings_.Intern(l.build_id()))});
+  return alike.emplace_back(std::move(kept)).get();
 }
 
 const elf::ElfInfo* Context::File(const Str& path) {

@@ -243,8 +243,13 @@ class Context {
  private:
   class ProcessReader;
   void Init();
-  // The LoadFacts of l, one copy of each.
-  const v1::Load* Facts(const v1::Load& l);
+  // The LoadFacts of l, one copy of each, with its build-id as a string of the pool
+  // (interned once, not for every object that shares it).
+  struct KeptLoad {
+    v1::Load facts;
+    Str build_id;
+  };
+  const KeptLoad* Facts(const v1::Load& l);
   void AddProcess(ProcessIndex pi);
 
   const v1::Timeline& t_;
@@ -253,7 +258,7 @@ class Context {
   text::StringPool strings_;
   std::unordered_map<const std::string*, const elf::ElfInfo*> file_of_;
   // By a hash of what they keep.
-  std::unordered_map<uint64_t, std::vector<std::unique_ptr<v1::Load>>> load_facts_;
+  std::unordered_map<uint64_t, std::vector<std::unique_ptr<KeptLoad>>> load_facts_;
   bool multiarch_ = false;
   std::vector<ProcessIndex> procs_;
   Files own_files_;
