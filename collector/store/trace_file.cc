@@ -64,7 +64,7 @@ void Apply(uint64_t& image_start, std::unordered_map<uint32_t, std::string>& dir
 }
 
 void Esc(std::string* s) {
-  if (!s->empty()) *s = text::Escape(*s);
+  if (!text::PlainAscii(*s)) *s = text::Escape(*s);  // else it is its own escape
 }
 void Esc(google::protobuf::RepeatedPtrField<std::string>* list) {
   for (auto& s : *list) Esc(&s);

@@ -5,12 +5,12 @@ namespace ldscope::text {
 
 std::string Hex(std::string_view bytes) {
   static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
+  std::string out(bytes.size() * 2, '\0');
+  char* d = out.data();
   for (const char c : bytes) {
     const auto b = static_cast<unsigned char>(c);
-    out += kDigits[b >> 4];
-    out += kDigits[b & 0xf];
+    *d++ = kDigits[b >> 4];
+    *d++ = kDigits[b & 0xf];
   }
   return out;
 }
