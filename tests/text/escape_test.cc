@@ -11,11 +11,13 @@
 
 #include "support/test_support.h"
 #include "text/escape.h"
+#include "text/strings.h"
 
 namespace ldscope {
 namespace {
 
 using text::Escape;
+using text::PlainAscii;
 using text::Unescape;
 
 // An independent check of what Escape promises about its output: valid UTF-8 (shortest
@@ -97,8 +99,20 @@ TEST(Escape, AllShortStringsRoundTrip) {
       const std::string e = Escape(s);
       ASSERT_EQ(Unescape(e), s) << e;
       ASSERT_TRUE(PrintableUtf8(e, &why)) << e << ": " << why;
+      // The trace reader leaves a plain string as it is: it must be its own escape.
+      // (Eight bytes and more take PlainAscii's word-at-a-time path.)
+      for (const std::string& t : {s, s + std::string(7, 'a'), std::string(9, 'b') + s}) {
+        if (PlainAscii(t)) {
+          ASSERT_EQ(Escape(t), t);
+        }
+      }
     }
   }
+}
+
+TEST(Escape, HexIsTwoLowerDigitsAByte) {
+  EXPECT_EQ(text::Hex(std::string("\x00\x01\x7f\x80\xab\xff", 6)), "00017f80abff");
+  EXPECT_EQ(text::Hex(""), "");
 }
 
 TEST(Escape, RandomBytesRoundTrip) {
