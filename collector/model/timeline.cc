@@ -25,6 +25,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <google/protobuf/arena.h>
+
 #include <boost/container/flat_map.hpp>
 #include <boost/container/flat_set.hpp>
 #include <fmt/format.h>
@@ -160,6 +162,20 @@ class SearchDirs {
   std::vector<std::string> subdirs_, raw_;
 };
 
+// A handed-over image's timeline whose entries and rows live on the builder's arena
+// (RepeatedPtrField::UnsafeArenaAddAllocated): it holds them without owning them, and
+// lets go of them (without touching them) before it is cleared or deleted.
+struct PartsOnArena {
+  static void Release(v1::ProcessTimeline* p) {
+    p->mutable_entries()->UnsafeArenaExtractSubrange(0, p->entries_size(), nullptr);
+    p->mutable_objects()->UnsafeArenaExtractSubrange(0, p->objects_size(), nullptr);
+  }
+  void operator()(v1::ProcessTimeline* p) const {
+    Release(p);
+    delete p;
+  }
+};
+
 // Builds one process image's timeline from its events (sorted by seq).
 class ProcessBuilder {
  public:
@@ -169,10 +185,15 @@ class ProcessBuilder {
   // is made; with_rows: the object table's rows go with the entries, each once it is
   // final; has_children: fork children will inherit from this image (Inherit reads every
   // object it had).
+  // parts_arena: with final_entries, where the entries and rows are made (a churn hands
+  // over and drops millions: their messages are then neither allocated nor freed one by
+  // one); out holds them without owning them (see PartsOnArena).
   ProcessBuilder(v1::ProcessTimeline* out, uint64_t image_start_ns, PyAttribution* py, Names* names,
                  const std::function<bool(const v1::ProcessTimeline&)>* final_entries = nullptr,
-                 bool with_rows = false, bool has_children = true)
+                 bool with_rows = false, bool has_children = true,
+                 google::protobuf::Arena* parts_arena = nullptr)
       : out_(out), start_ns_(image_start_ns), py_(py), names_(*names), final_entries_(final_entries),
+        parts_arena_(final_entries != nullptr ? parts_arena : nullptr),
         with_rows_(final_entries != nullptr && with_rows), forget_ended_(final_entries != nullptr && !has_children) {
     names_.ListId(std::vector<std::string>{});  // list 0: no NEEDED entries
   }
@@ -280,7 +301,13 @@ class ProcessBuilder {
 
   // The object table's row of object id (timeline.proto's LoadedObject).
   void Row(uint64_t id, const Obj& o) {
-    v1::LoadedObject* lo = out_->add_objects();
+    v1::LoadedObject* lo = nullptr;
+    if (parts_arena_ != nullptr) {
+      lo = google::protobuf::Arena::CreateMessage<v1::LoadedObject>(parts_arena_);
+      out_->mutable_objects()->UnsafeArenaAddAllocated(lo);
+    } else {
+      lo = out_->add_objects();
+    }
     lo->mutable_object()->set_id(id);
     Fill(o, lo->mutable_object());
     lo->set_inherited(o.inherited);
@@ -323,8 +350,17 @@ class ProcessBuilder {
     stopped_ = !(*final_entries_)(*out_);
     for (const auto& e : out_->entries()) dirs_.Add(e);
     dropped_entries_ += out_->entries_size();
-    out_->mutable_entries()->Clear();
-    out_->mutable_objects()->Clear();
+    if (parts_arena_ != nullptr) {
+      // Dropped with the arena at once (nothing else points there). Its first block is
+      // kept (BuildTimeline's), so this frees what the entries' strings took, as few as
+      // a Clear of them would. (Resetting only after thousands of entries was slower:
+      // glibc's malloc then sorts the thousands of blocks freed at once.)
+      PartsOnArena::Release(out_);
+      parts_arena_->Reset();
+    } else {
+      out_->mutable_entries()->Clear();
+      out_->mutable_objects()->Clear();
+    }
     // Without fork children to inherit from it, an object that ended is not read again
     // (Live) once its row is out, or when no table is made (`show`): forgotten, with its
     // searches, so that a churn's builder holds only what is open.
@@ -341,7 +377,13 @@ class ProcessBuilder {
   int64_t EntryCount() const { return dropped_entries_ + out_->entries_size(); }
 
   v1::Entry* NewEntry(uint64_t seq, uint64_t mono_ns, uint32_t tid) {
-    v1::Entry* en = out_->add_entries();
+    v1::Entry* en = nullptr;
+    if (parts_arena_ != nullptr) {
+      en = google::protobuf::Arena::CreateMessage<v1::Entry>(parts_arena_);
+      out_->mutable_entries()->UnsafeArenaAddAllocated(en);
+    } else {
+      en = out_->add_entries();
+    }
     en->set_seq(seq);
     en->set_offset_ns(mono_ns >= start_ns_ ? mono_ns - start_ns_ : 0);
     en->set_tid(tid);
@@ -629,6 +671,7 @@ class ProcessBuilder {
   PyAttribution* py_;
   Names& names_;
   const std::function<bool(const v1::ProcessTimeline&)>* final_entries_;
+  google::protobuf::Arena* const parts_arena_;
   const bool with_rows_;
   const bool forget_ended_;
   std::vector<uint64_t> ended_;  // with rows: objects that ended since the last hand-over
@@ -1063,14 +1106,23 @@ void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out, const Proce
   Names names;
   // Kept for fork children (which read only their parent's object table).
   std::vector<std::unique_ptr<ProcessBuilder>> builders;
+  // The first block of each image's parts arena, which a reset keeps.
+  std::vector<char> parts_block;
+  google::protobuf::ArenaOptions parts_arena_options = TimelineArenaOptions();
+  if (parts) {
+    parts_block.resize(256u << 10);
+    parts_arena_options.initial_block = parts_block.data();
+    parts_arena_options.initial_block_size = parts_block.size();
+  }
   for (size_t i = 0; i < images.size(); ++i) {
     const Image& img = images[i];
-    // Handed to parts: its own, freed once the image is complete (its entries are
-    // dropped as they are handed over, and reused: not on an arena).
-    std::unique_ptr<v1::ProcessTimeline> own;
+    // Handed to parts: its own, freed once the image is complete; its entries and rows
+    // are made on parts_arena, dropped as they are handed over (the arena outlives it).
+    google::protobuf::Arena parts_arena(parts_arena_options);
+    std::unique_ptr<v1::ProcessTimeline, PartsOnArena> own;
     v1::ProcessTimeline* p = nullptr;
     if (parts) {
-      own = std::make_unique<v1::ProcessTimeline>();
+      own.reset(new v1::ProcessTimeline());
       p = own.get();
     } else {
       p = tl.add_processes();
@@ -1085,7 +1137,8 @@ void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out, const Proce
     auto b = std::make_unique<ProcessBuilder>(p, p->start_mono_ns(), &py, &names,
                                               parts ? &final_entries : nullptr, with_objects,
                                               start == nullptr ||
-                                                  parents.count({img.pid, start->image_start_ns()}) != 0);
+                                                  parents.count({img.pid, start->image_start_ns()}) != 0,
+                                              &parts_arena);
     if (start != nullptr && start->reason() == v1::START_FORK) {
       auto it = image_index.find({static_cast<uint32_t>(start->parent_pid()),
                                   start->parent_image_start_ns()});
