@@ -584,17 +584,21 @@ void TraceBytes::Trim() const {
 }
 
 namespace {
-google::protobuf::ArenaOptions ScratchArena() {
+constexpr size_t kScratchBlock = 64u << 10;
+constexpr uint32_t kScratchUses = 64;
+google::protobuf::ArenaOptions ScratchArena(char* block) {
   google::protobuf::ArenaOptions o;
   o.start_block_size = o.max_block_size = 256u << 10;
+  o.initial_block = block;
+  o.initial_block_size = kScratchBlock;
   return o;
 }
 }  // namespace
 
-ScratchEvent::ScratchEvent() : arena_(ScratchArena()) {}
+ScratchEvent::ScratchEvent() : block_(new char[kScratchBlock]), arena_(ScratchArena(block_.get())) {}
 
 v1::Event* ScratchEvent::Next() {
-  if (event_ == nullptr || ++uses_ >= 4096) {
+  if (event_ == nullptr || ++uses_ >= kScratchUses) {
     arena_.Reset();
     uses_ = 0;
     event_ = google::protobuf::Arena::CreateMessage<v1::Event>(&arena_);

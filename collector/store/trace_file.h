@@ -164,6 +164,9 @@ class ScratchEvent {
   v1::Event* Next();
 
  private:
+  // The arena's first block, which a reset keeps: a reset every few events then frees
+  // only the strings they held (glibc's malloc is slow to take back thousands at once).
+  std::unique_ptr<char[]> block_;
   google::protobuf::Arena arena_;
   v1::Event* event_ = nullptr;
   uint32_t uses_ = 0;
