@@ -299,15 +299,19 @@ class ProcessBuilder {
     return out_->mutable_entries(static_cast<int>(o.load_entry - dropped_entries_))->mutable_load();
   }
 
+  // A new message at the end of one of out_'s lists: with parts_arena_, made there and
+  // held by the list without being owned (PartsOnArena).
+  template <class T>
+  T* Add(google::protobuf::RepeatedPtrField<T>* list) {
+    if (parts_arena_ == nullptr) return list->Add();
+    T* m = google::protobuf::Arena::CreateMessage<T>(parts_arena_);
+    list->UnsafeArenaAddAllocated(m);
+    return m;
+  }
+
   // The object table's row of object id (timeline.proto's LoadedObject).
   void Row(uint64_t id, const Obj& o) {
-    v1::LoadedObject* lo = nullptr;
-    if (parts_arena_ != nullptr) {
-      lo = google::protobuf::Arena::CreateMessage<v1::LoadedObject>(parts_arena_);
-      out_->mutable_objects()->UnsafeArenaAddAllocated(lo);
-    } else {
-      lo = out_->add_objects();
-    }
+    v1::LoadedObject* lo = Add(out_->mutable_objects());
     lo->mutable_object()->set_id(id);
     Fill(o, lo->mutable_object());
     lo->set_inherited(o.inherited);
@@ -377,13 +381,7 @@ class ProcessBuilder {
   int64_t EntryCount() const { return dropped_entries_ + out_->entries_size(); }
 
   v1::Entry* NewEntry(uint64_t seq, uint64_t mono_ns, uint32_t tid) {
-    v1::Entry* en = nullptr;
-    if (parts_arena_ != nullptr) {
-      en = google::protobuf::Arena::CreateMessage<v1::Entry>(parts_arena_);
-      out_->mutable_entries()->UnsafeArenaAddAllocated(en);
-    } else {
-      en = out_->add_entries();
-    }
+    v1::Entry* en = Add(out_->mutable_entries());
     en->set_seq(seq);
     en->set_offset_ns(mono_ns >= start_ns_ ? mono_ns - start_ns_ : 0);
     en->set_tid(tid);
