@@ -355,10 +355,10 @@ class ProcessBuilder {
     for (const auto& e : out_->entries()) dirs_.Add(e);
     dropped_entries_ += out_->entries_size();
     if (parts_arena_ != nullptr) {
-      // Dropped with the arena at once (nothing else points there). Its first block is
-      // kept (BuildTimeline's), so this frees what the entries' strings took, as few as
-      // a Clear of them would. (Resetting only after thousands of entries was slower:
-      // glibc's malloc then sorts the thousands of blocks freed at once.)
+      // Dropped with the arena at once (nothing else points there; a store::ReusedArena,
+      // so this frees only what this part's strings took, as a Clear of them would.
+      // Resetting only after thousands of entries was slower: glibc's malloc then sorts
+      // the thousands of blocks freed at once.)
       PartsOnArena::Release(out_);
       parts_arena_->Reset();
     } else {
@@ -1104,19 +1104,14 @@ void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out, const Proce
   Names names;
   // Kept for fork children (which read only their parent's object table).
   std::vector<std::unique_ptr<ProcessBuilder>> builders;
-  // The first block of each image's parts arena, which a reset keeps.
-  std::vector<char> parts_block;
-  google::protobuf::ArenaOptions parts_arena_options = TimelineArenaOptions();
-  if (parts) {
-    parts_block.resize(256u << 10);
-    parts_arena_options.initial_block = parts_block.data();
-    parts_arena_options.initial_block_size = parts_block.size();
-  }
+  // Where the images handed to parts make their entries and rows (reset at each
+  // hand-over; it outlives each image's timeline).
+  std::optional<store::ReusedArena> parts_arena;
+  if (parts) parts_arena.emplace(256u << 10);
   for (size_t i = 0; i < images.size(); ++i) {
     const Image& img = images[i];
     // Handed to parts: its own, freed once the image is complete; its entries and rows
-    // are made on parts_arena, dropped as they are handed over (the arena outlives it).
-    google::protobuf::Arena parts_arena(parts_arena_options);
+    // are on parts_arena, dropped as they are handed over.
     std::unique_ptr<v1::ProcessTimeline, PartsOnArena> own;
     v1::ProcessTimeline* p = nullptr;
     if (parts) {
@@ -1136,7 +1131,7 @@ void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out, const Proce
                                               parts ? &final_entries : nullptr, with_objects,
                                               start == nullptr ||
                                                   parents.count({img.pid, start->image_start_ns()}) != 0,
-                                              &parts_arena);
+                                              parts_arena ? parts_arena->get() : nullptr);
     if (start != nullptr && start->reason() == v1::START_FORK) {
       auto it = image_index.find({static_cast<uint32_t>(start->parent_pid()),
                                   start->parent_image_start_ns()});

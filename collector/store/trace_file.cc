@@ -584,24 +584,25 @@ void TraceBytes::Trim() const {
 }
 
 namespace {
-constexpr size_t kScratchBlock = 64u << 10;
-constexpr uint32_t kScratchUses = 64;
-google::protobuf::ArenaOptions ScratchArena(char* block) {
+google::protobuf::ArenaOptions KeepingFirstBlock(char* block, size_t size) {
   google::protobuf::ArenaOptions o;
   o.start_block_size = o.max_block_size = 256u << 10;
   o.initial_block = block;
-  o.initial_block_size = kScratchBlock;
+  o.initial_block_size = size;
   return o;
 }
 }  // namespace
 
-ScratchEvent::ScratchEvent() : block_(new char[kScratchBlock]), arena_(ScratchArena(block_.get())) {}
+ReusedArena::ReusedArena(size_t first_block)
+    : block_(new char[first_block]), arena_(KeepingFirstBlock(block_.get(), first_block)) {}
+
+ScratchEvent::ScratchEvent() : arena_(64u << 10) {}
 
 v1::Event* ScratchEvent::Next() {
-  if (event_ == nullptr || ++uses_ >= kScratchUses) {
-    arena_.Reset();
+  if (event_ == nullptr || ++uses_ >= 64) {
+    arena_.get()->Reset();
     uses_ = 0;
-    event_ = google::protobuf::Arena::CreateMessage<v1::Event>(&arena_);
+    event_ = google::protobuf::Arena::CreateMessage<v1::Event>(arena_.get());
   } else {
     event_->Clear();
   }

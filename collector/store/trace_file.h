@@ -153,8 +153,23 @@ std::optional<ReadProblem> CutWhileDecoding(const TraceFile& f);
 // The number of events of a file, decoded or indexed.
 size_t EventCount(const TraceFile& f);
 
-// An Event to decode one record after another into: on an arena, emptied every few
-// thousand records, so that decoding allocates and frees nothing of its own per record.
+// A protobuf arena whose first block is its own and survives Reset(): reset often, it
+// frees each time only what was made since (the strings' buffers, blocks past the
+// first), never thousands of blocks at once, which glibc's malloc is slow to take back.
+class ReusedArena {
+ public:
+  explicit ReusedArena(size_t first_block);
+  ReusedArena(const ReusedArena&) = delete;
+  ReusedArena& operator=(const ReusedArena&) = delete;
+  google::protobuf::Arena* get() { return &arena_; }
+
+ private:
+  std::unique_ptr<char[]> block_;
+  google::protobuf::Arena arena_;
+};
+
+// An Event to decode one record after another into: on an arena, emptied every 64
+// records, so that decoding allocates and frees nothing of its own per record.
 class ScratchEvent {
  public:
   ScratchEvent();
@@ -164,10 +179,7 @@ class ScratchEvent {
   v1::Event* Next();
 
  private:
-  // The arena's first block, which a reset keeps: a reset every few events then frees
-  // only the strings they held (glibc's malloc is slow to take back thousands at once).
-  std::unique_ptr<char[]> block_;
-  google::protobuf::Arena arena_;
+  ReusedArena arena_;
   v1::Event* event_ = nullptr;
   uint32_t uses_ = 0;
 };
