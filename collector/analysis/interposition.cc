@@ -41,27 +41,46 @@ class Pass {
       if (!o.rolled_back && o.load != nullptr && o.lmid == 0 && o.load->reason() != v1::LOAD_VDSO &&
           o.load->reason() != v1::LOAD_INTERPRETER)
         objs.push_back(&o);
-    std::stable_sort(objs.begin(), objs.end(), [](const Obj* a, const Obj* b) { return a->open_seq < b->open_seq; });
     // A sweep in load order keeps alive_ to the global entries in scope when each object
     // was relocated (joined at or before it, not closed before it), so that a trace of
     // many dlopens and dlcloses is not looked up entry by entry for every symbol.
-    std::vector<size_t> by_since(global_.size()), by_close(global_.size());
-    for (size_t i = 0; i < global_.size(); ++i) by_since[i] = by_close[i] = i;
-    std::stable_sort(by_since.begin(), by_since.end(), [&](size_t a, size_t b) { return global_[a].since < global_[b].since; });
-    std::stable_sort(by_close.begin(), by_close.end(),
-                     [&](size_t a, size_t b) { return global_[a].o->close_seq < global_[b].o->close_seq; });
+    const auto by_open = InOrder(objs.size(), [&](size_t i) { return objs[i]->open_seq; });
+    const auto by_since = InOrder(global_.size(), [&](size_t i) { return global_[i].since; });
+    const auto by_close = InOrder(global_.size(), [&](size_t i) { return global_[i].o->close_seq; });
     size_t joined = 0, left = 0;
-    for (const Obj* o : objs) {
-      for (; joined < by_since.size() && global_[by_since[joined]].since <= o->open_seq; ++joined)
-        if (global_[by_since[joined]].o->close_seq > o->open_seq) alive_.insert(by_since[joined]);
-      for (; left < by_close.size() && global_[by_close[left]].o->close_seq <= o->open_seq; ++left)
-        alive_.erase(by_close[left]);
+    for (const auto& [open_seq, oi] : by_open) {
+      const Obj* o = objs[oi];
+      for (; joined < by_since.size() && by_since[joined].first <= open_seq; ++joined)
+        if (global_[by_since[joined].second].o->close_seq > open_seq) Join(by_since[joined].second);
+      for (; left < by_close.size() && by_close[left].first <= open_seq; ++left) Leave(by_close[left].second);
       Check(*o);
     }
     for (auto& [key, g] : groups_) Report(key.first, key.second, g);
   }
 
  private:
+  // (key(i), i) for i < n, in the order of key, stable: sorted only when not in order
+  // already (a churn's objects and scope entries come in load order: a million of them
+  // are not sorted again). The pairs, not indexes compared through their objects: the
+  // sort and the sweep do not chase a pointer per comparison.
+  template <typename Key>
+  static std::vector<std::pair<uint64_t, uint32_t>> InOrder(size_t n, Key key) {
+    std::vector<std::pair<uint64_t, uint32_t>> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = {key(i), static_cast<uint32_t>(i)};
+    if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());
+    return v;
+  }
+
+  // alive_ is kept in scope order; entries join mostly at its end.
+  void Join(size_t gi) {
+    auto it = std::lower_bound(alive_.begin(), alive_.end(), gi);
+    if (it == alive_.end() || *it != gi) alive_.insert(it, gi);
+  }
+  void Leave(size_t gi) {
+    auto it = std::lower_bound(alive_.begin(), alive_.end(), gi);
+    if (it != alive_.end() && *it == gi) alive_.erase(it);
+  }
+
   // o and its DT_NEEDED closure, breadth first (glibc's order).
   std::vector<const Obj*> Closure(const Obj& o) const {
     std::vector<const Obj*> q = {&o};
@@ -107,7 +126,8 @@ class Pass {
       order.push_back(&o);
       if (o.load->reason() == v1::LOAD_DLOPEN) first_dlopen = std::min(first_dlopen, o.open_seq);
     }
-    std::sort(order.begin(), order.end(), [](const Obj* a, const Obj* b) { return a->open_seq < b->open_seq; });
+    auto by_open = [](const Obj* a, const Obj* b) { return a->open_seq < b->open_seq; };
+    if (!std::is_sorted(order.begin(), order.end(), by_open)) std::sort(order.begin(), order.end(), by_open);
     const Obj* exe = pi_.Executable();
     if (exe != nullptr) Add(exe, 0, Via::kExecutable, exe);
     for (const Obj* o : order)
@@ -299,7 +319,7 @@ class Pass {
   const ProcessIndex& pi_;
   v1::Report* out_;
   std::vector<GlobalEntry> global_;
-  std::set<size_t> alive_;  // indexes into global_, in scope order (see Run)
+  std::vector<size_t> alive_;  // indexes into global_, sorted: in scope order (see Run)
   std::vector<bool> in_global_;  // by Obj::index
   std::vector<const Obj*> startup_;
   std::map<const Obj*, const Obj*> preload_closure_;
