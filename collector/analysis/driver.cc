@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <map>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -14,21 +15,29 @@ namespace {
 
 // Findings rest on files read now; say so when a file is not what was traced.
 void NoteChangedFiles(Context& ctx, v1::Report* out) {
-  size_t changed = 0;
+  // Asked once per path, device, inode and build-id (a churn's million objects are a few
+  // files); counted and listed once per path.
+  std::map<std::tuple<const std::string*, uint64_t, uint64_t, const std::string*>, bool> asked;
+  std::vector<const std::string*> changed_paths;
   std::vector<std::string> changed_list;
   for (const auto& pi : ctx.processes()) {
     for (const auto& [id, o] : pi.objects) {
       if (o.dev == 0 || o.path.empty() || o.path.front() != '/') continue;
+      auto [it, fresh] = asked.try_emplace({&o.path.str(), o.dev, o.ino, &o.build_id.str()}, false);
+      if (!fresh) continue;
       const elf::ElfInfo* e = ctx.File(o.path);
       if (e == nullptr) continue;
       const bool moved = e->dev != o.dev || e->ino != o.ino;
       const bool rebuilt = !o.build_id.empty() && !e->build_id.empty() && text::Hex(e->build_id) != o.build_id;
-      if (moved || rebuilt) {
-        if (++changed <= 3)
+      if ((moved || rebuilt) &&
+          std::find(changed_paths.begin(), changed_paths.end(), &o.path.str()) == changed_paths.end()) {
+        changed_paths.push_back(&o.path.str());
+        if (changed_list.size() < 3)
           changed_list.push_back(fmt::format("{} ({})", o.path, rebuilt ? "different build-id" : "different inode"));
       }
     }
   }
+  const size_t changed = changed_paths.size();
   if (changed > 0)
     out->add_notes(fmt::format("{} file{} changed since the trace was taken, and findings about "
                                "them use the files as they are now: {}{}",

@@ -194,6 +194,19 @@ TEST(Report, FactsInTheTraceStandInForAChangedFile) {
   testing::ExpectGolden("report_facts_changed.json", m.Report("json"));
 }
 
+// Without facts (--no-facts), a library replaced by another build after the trace is
+// read as it is now, and the report says so once per file, however many times the
+// traced program loaded it (here three dlopen/dlclose cycles).
+TEST(Report, AChangedFileWithoutFactsIsNotedOncePerFile) {
+  const MpiCopies m("report_no_facts_changed");
+  const auto r = RunCmd({LDSCOPE_BIN, "run", "-q", "--no-report", "--no-facts", "-o", m.trace, "--", DLPROBE,
+                         "cycles", "3", m.dir + "/v4/libmpi.so.40"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::filesystem::copy_file(kFx + "/mpi/v5/libmpi.so.40", m.dir + "/v4/libmpi.so.40",
+                             std::filesystem::copy_options::overwrite_existing);
+  testing::ExpectGolden("report_no_facts_changed.txt", m.Report("text"));
+}
+
 // Without facts (--no-facts) the same deletion leaves the symbols unknown: the report
 // says which files it could not read instead of naming a missing symbol.
 TEST(Report, NoFactsLeavesDeletedFilesUnknown) {
