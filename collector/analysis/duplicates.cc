@@ -26,7 +26,8 @@ bool Overlap(const Obj& a, const Obj& b) {
 
 // One representative per distinct file, first loaded first.
 std::vector<const Obj*> DistinctFiles(std::vector<const Obj*> objs) {
-  std::sort(objs.begin(), objs.end(), [](const Obj* a, const Obj* b) { return a->open_seq < b->open_seq; });
+  const auto by_open = [](const Obj* a, const Obj* b) { return a->open_seq < b->open_seq; };
+  if (!std::is_sorted(objs.begin(), objs.end(), by_open)) std::sort(objs.begin(), objs.end(), by_open);
   std::vector<const Obj*> out;
   for (const Obj* o : objs) {
     bool seen = false;
