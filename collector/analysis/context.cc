@@ -405,6 +405,7 @@ class Context::ProcessReader {
   ProcessReader(Context& ctx, v1::ProcessTimeline* keep) : ctx_(ctx), keep_(keep) {}
 
   void Part(const v1::ProcessTimeline& part) {
+    const size_t part_loads = loads_.size();  // where this part's loads begin
     for (const v1::Entry& e : part.entries()) {
       const uint64_t index = seen_++;
       if (!any_ || e.offset_ns() > latest_.offset_ns()) {
@@ -436,8 +437,13 @@ class Context::ProcessReader {
       o.requester = lo.requester();
       o.rolled_back = lo.rolled_back();
       if (lo.load_entry() == 0) continue;
-      auto l = std::lower_bound(loads_.begin(), loads_.end(), uint64_t{lo.load_entry() - 1},
-                                [](const LoadAt& a, uint64_t i) { return a.index < i; });
+      // Mostly a load of this part: searched among those first, not among all the
+      // image's (a churn's million).
+      const uint64_t entry = lo.load_entry() - 1;
+      auto from = loads_.begin();
+      if (part_loads < loads_.size() && loads_[part_loads].index <= entry)
+        from += static_cast<std::ptrdiff_t>(part_loads);
+      auto l = std::lower_bound(from, loads_.end(), entry, [](const LoadAt& a, uint64_t i) { return a.index < i; });
       if (l == loads_.end() || l->index != lo.load_entry() - 1) continue;
       o.load = &l->kept->facts;
       o.dev = o.load->dev();
