@@ -66,12 +66,20 @@ void Apply(uint64_t& image_start, std::unordered_map<uint32_t, std::string>& dir
 void Esc(std::string* s) {
   if (!text::PlainAscii(*s)) *s = text::Escape(*s);  // else it is its own escape
 }
+// Escapes msg's string field, through its mutable accessor only when it is not plain
+// ASCII: the mutable accessor of an unset field makes a string on the event's arena,
+// and a destructor to run at the arena's reset, for nothing (every empty SONAME, RPATH
+// and RUNPATH of every event).
+#define LDSCOPE_ESC(msg, field)                                              \
+  do {                                                                       \
+    if (!text::PlainAscii((msg)->field())) Esc((msg)->mutable_##field());    \
+  } while (0)
 void Esc(google::protobuf::RepeatedPtrField<std::string>* list) {
   for (auto& s : *list) Esc(&s);
 }
 void Esc(v1::PyFrame* f) {
-  Esc(f->mutable_file());
-  Esc(f->mutable_function());
+  LDSCOPE_ESC(f, file);
+  LDSCOPE_ESC(f, function);
 }
 
 // The read boundary of the byte strings: from here on (timeline, analysis, report,
@@ -80,52 +88,54 @@ void EscapeStrings(v1::Event* e) {
   switch (e->body_case()) {
     case v1::Event::kProcessStart: {
       auto* p = e->mutable_process_start();
-      Esc(p->mutable_exe());
+      LDSCOPE_ESC(p, exe);
       Esc(p->mutable_argv());
-      Esc(p->mutable_cwd());
+      LDSCOPE_ESC(p, cwd);
       for (auto& v : *p->mutable_env()) {
-        Esc(v.mutable_name());
-        Esc(v.mutable_value());
+        LDSCOPE_ESC(&v, name);
+        LDSCOPE_ESC(&v, value);
       }
       break;
     }
     case v1::Event::kSearch:
-      Esc(e->mutable_search()->mutable_name());
-      Esc(e->mutable_search()->mutable_candidate());
-      Esc(e->mutable_search()->mutable_dir());
-      Esc(e->mutable_search()->mutable_base());
+      LDSCOPE_ESC(e->mutable_search(), name);
+      LDSCOPE_ESC(e->mutable_search(), candidate);
+      LDSCOPE_ESC(e->mutable_search(), dir);
+      LDSCOPE_ESC(e->mutable_search(), base);
       break;
     case v1::Event::kObjopen: {
       auto* o = e->mutable_objopen();
-      Esc(o->mutable_path());
-      Esc(o->mutable_soname());
+      LDSCOPE_ESC(o, path);
+      LDSCOPE_ESC(o, soname);
       Esc(o->mutable_needed());
-      Esc(o->mutable_rpath());
-      Esc(o->mutable_runpath());
+      LDSCOPE_ESC(o, rpath);
+      LDSCOPE_ESC(o, runpath);
       break;
     }
     case v1::Event::kPyStart:
-      Esc(e->mutable_py_start()->mutable_executable());
+      LDSCOPE_ESC(e->mutable_py_start(), executable);
       Esc(e->mutable_py_start()->mutable_hook_modules());
       break;
     case v1::Event::kPyImport:
-      Esc(e->mutable_py_import()->mutable_module());
+      LDSCOPE_ESC(e->mutable_py_import(), module);
       for (auto& f : *e->mutable_py_import()->mutable_stack()) Esc(&f);
       break;
     case v1::Event::kPyImportEnd:
-      Esc(e->mutable_py_import_end()->mutable_module());
-      Esc(e->mutable_py_import_end()->mutable_error());
+      LDSCOPE_ESC(e->mutable_py_import_end(), module);
+      LDSCOPE_ESC(e->mutable_py_import_end(), error);
       break;
     case v1::Event::kPyDlopen:
-      Esc(e->mutable_py_dlopen()->mutable_name());
+      LDSCOPE_ESC(e->mutable_py_dlopen(), name);
       for (auto& f : *e->mutable_py_dlopen()->mutable_stack()) Esc(&f);
       break;
     case v1::Event::kCollector:
-      for (auto& u : *e->mutable_collector()->mutable_untraced_after()) Esc(u.mutable_exe_after());
+      for (auto& u : *e->mutable_collector()->mutable_untraced_after()) LDSCOPE_ESC(&u, exe_after);
       break;
     default: break;
   }
 }
+
+#undef LDSCOPE_ESC
 
 // An event record holding an ObjectFacts record (field 31): the facts are kept as bytes,
 // not parsed (most of a trace's bytes, needed only for a file missing or changed here).
