@@ -323,6 +323,13 @@ v1::Load LoadFacts(const v1::Load& l) {
   f.clear_requester();
   f.clear_base();
   f.clear_rolled_back();
+  // A reuse's object is read by id (the object table has the rest; `report`'s parts
+  // carry the id alone).
+  for (auto& r : *f.mutable_reused()) {
+    const uint64_t id = r.object().id();
+    r.clear_object();
+    r.mutable_object()->set_id(id);
+  }
   return f;
 }
 
@@ -369,10 +376,6 @@ bool SameList(const google::protobuf::RepeatedPtrField<T>& a, const google::prot
   return true;
 }
 
-bool SameRef(const v1::ObjectRef& a, const v1::ObjectRef& b) {
-  return a.id() == b.id() && a.path() == b.path() && a.soname() == b.soname() && a.lmid() == b.lmid();
-}
-
 // f: a LoadFacts; l: any load.
 bool SameFacts(const v1::Load& f, const v1::Load& l) {
   return f.reason() == l.reason() && f.requested_name() == l.requested_name() &&
@@ -385,7 +388,7 @@ bool SameFacts(const v1::Load& f, const v1::Load& l) {
          f.runpath() == l.runpath() &&
          SameList(f.reused(), l.reused(),
                   [](const v1::Reuse& a, const v1::Reuse& b) {
-                    return a.name() == b.name() && SameRef(a.object(), b.object()) &&
+                    return a.name() == b.name() && a.object().id() == b.object().id() &&
                            a.matched_by() == b.matched_by() && a.loaded_earlier() == b.loaded_earlier();
                   }) &&
          f.has_python() == l.has_python() &&

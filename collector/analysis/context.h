@@ -157,7 +157,8 @@ struct Obj {
 
 // What the passes read of a load (Obj::load): the entry's Load without what tells one
 // object's load from another's alike (the object's and the requester's references and
-// ids, the base address, the rolled-back mark: Obj has those). A churn of a million
+// ids, the base address, the rolled-back mark: Obj has those), and with each reuse's
+// object reduced to its id (the object table has the rest). A churn of a million
 // dlopens of one library has a few of them.
 v1::Load LoadFacts(const v1::Load& l);
 

@@ -141,17 +141,18 @@ v1::PyCause PyAttribution::CauseAt(uint64_t at, uint32_t tid, const std::string&
   return c;
 }
 
-bool PyAttribution::IsHookModule(const std::string& path) const {
-  const std::string base = path.substr(path.rfind('/') + 1);
+bool PyAttribution::IsHookModule(std::string_view path) const {
+  const std::string_view base = path.substr(path.rfind('/') + 1);
   for (const auto& m : hook_modules_)
     if (base.rfind(m + ".", 0) == 0) return true;
   return false;
 }
 
-void PyAttribution::Attribute(v1::Entry* en, const std::string& request) {
+void PyAttribution::Attribute(v1::Entry* en, const std::string& request, std::string_view object_path,
+                              std::string_view requester_path) {
   if (!active_) return;
   const uint64_t at = p_->start_mono_ns() + en->offset_ns();
-  if (en->has_load() && at < hook_ready_ns_ && IsHookModule(en->load().object().path())) {
+  if (en->has_load() && at < hook_ready_ns_ && IsHookModule(object_path)) {
     en->mutable_load()->mutable_python()->set_by_hook(true);
     return;
   }
@@ -174,7 +175,7 @@ void PyAttribution::Attribute(v1::Entry* en, const std::string& request) {
   *l->mutable_python() = std::move(c);
   // An import's flags are the mode of the import system's dlopen of an extension module
   // (requested by python itself or libpython), not of dlopens its C code makes.
-  const std::string req = l->requester().path().substr(l->requester().path().rfind('/') + 1);
+  const std::string_view req = requester_path.substr(requester_path.rfind('/') + 1);
   const bool by_ctypes = !l->python().dlopen_call().empty();
   const bool by_import = !by_ctypes && l->reason() == v1::LOAD_DLOPEN &&
                          (req.rfind("python", 0) == 0 || req.rfind("libpython", 0) == 0);

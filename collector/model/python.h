@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ldscope_proto/events.pb.h"
@@ -22,8 +23,11 @@ class PyAttribution {
   PyAttribution(v1::ProcessTimeline* p, const std::vector<const PyStream*>& streams);
   // Sets the python cause of a new load, search or failed dlopen (and a load's dlopen
   // mode) from its thread and time; request is the name its dlopen or search asked for
-  // ("" for start-up loads). Nothing without hook streams.
-  void Attribute(v1::Entry* en, const std::string& request);
+  // ("" for start-up loads). A load's object and requester paths are given (its
+  // references may carry ids alone: model::BuildTimeline's with_objects); "" where it
+  // has no requester. Nothing without hook streams.
+  void Attribute(v1::Entry* en, const std::string& request, std::string_view object_path = {},
+                 std::string_view requester_path = {});
 
  private:
   struct Span {
@@ -42,7 +46,7 @@ class PyAttribution {
   void Spans(std::vector<const v1::Event*> events);
   // The cause of a load at `at` on tid; *mode: the dlopen mode behind it (-1: unknown).
   v1::PyCause CauseAt(uint64_t at, uint32_t tid, const std::string& request, int64_t* mode) const;
-  bool IsHookModule(const std::string& path) const;
+  bool IsHookModule(std::string_view path) const;
 
   v1::ProcessTimeline* p_;
   bool active_ = false;

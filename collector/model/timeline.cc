@@ -295,6 +295,16 @@ class ProcessBuilder {
     if (const Obj* o = Live(id)) Fill(*o, r);
   }
 
+  // A reference in a load, an unload or a reuse: `report` (with_rows_) reads those by id
+  // alone, its object table having the rest, so they carry the id only there, not the
+  // object's path and SONAME copied once more for each of a churn's millions.
+  void RefById(uint64_t id, v1::ObjectRef* r) const {
+    if (with_rows_)
+      r->set_id(id);
+    else
+      Ref(id, r);
+  }
+
   v1::Load* LoadOf(const Obj& o) {
     return out_->mutable_entries(static_cast<int>(o.load_entry - dropped_entries_))->mutable_load();
   }
@@ -464,6 +474,7 @@ class ProcessBuilder {
     v1::Entry* en = NewEntry(e.seq(), e.mono_ns(), e.tid());
     en->set_truncated(e.truncated() || (pending_.active && pending_.truncated));
     v1::Load* l = en->mutable_load();
+    std::string_view requester_path;  // for the Python attribution
     if (o.is_main()) {
       l->set_reason(v1::LOAD_EXECUTABLE);
     } else if (o.is_ldso()) {
@@ -472,7 +483,8 @@ class ProcessBuilder {
       l->set_reason(v1::LOAD_VDSO);
     } else if (pending_.active) {
       l->set_requested_name(pending_.name);
-      Ref(pending_.requester, l->mutable_requester());
+      RefById(pending_.requester, l->mutable_requester());
+      if (const Obj* r = Live(pending_.requester)) requester_path = names_[r->path];
       l->set_reason(ReasonFor(pending_.name, pending_.requester));
       for (const auto& c : pending_.tried) *l->add_tried() = c;
       obj.alias = names_.Id(pending_.name);
@@ -512,8 +524,8 @@ class ProcessBuilder {
     obj.close_seq = slot.close_seq;
     slot = obj;
     open_.insert(o.id());
-    Ref(o.id(), l->mutable_object());
-    py_->Attribute(en, batch_open_ ? batch_request_.first : "");
+    RefById(o.id(), l->mutable_object());
+    py_->Attribute(en, batch_open_ ? batch_request_.first : "", names_[obj.path], requester_path);
     batch_objects_.push_back(o.id());
   }
 
@@ -606,7 +618,7 @@ class ProcessBuilder {
           if (how.empty()) continue;
           v1::Reuse* r = l->add_reused();
           r->set_name(names_[name]);
-          Ref(oid, r->mutable_object());
+          RefById(oid, r->mutable_object());
           r->set_matched_by(how);
           r->set_loaded_earlier(other.batch < o.batch);
           break;
@@ -643,7 +655,7 @@ class ProcessBuilder {
       for (size_t i = 0; i < closes_.ids.size(); ++i) {
         const EventWhen& e = closes_.events[i];
         v1::Entry* en = NewEntry(e.seq, e.mono_ns, e.tid);
-        Ref(closes_.ids[i], en->mutable_unload()->mutable_object());
+        RefById(closes_.ids[i], en->mutable_unload()->mutable_object());
         en->mutable_unload()->set_at_exit(at_exit);
       }
     }
