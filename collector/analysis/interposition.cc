@@ -186,9 +186,23 @@ class Pass {
     return nullptr;
   }
 
+  // Whether file `in` names any undefined symbol of file `of` (each looked up in in's own
+  // hash table), asked once per pair of files.
+  bool NamesAnyUndefined(const elf::ElfInfo* of, const elf::ElfInfo* in) {
+    auto [it, fresh] = names_any_.try_emplace({of, in}, false);
+    if (fresh)
+      of->ForEachUndefined([&](const elf::Symbol&, const elf::SymbolQuery& q) { it->second = it->second || in->Find(q).named; });
+    return it->second;
+  }
+
   void Check(const Obj& o) {
     const elf::ElfInfo* e = ctx_.File(o.path);
     if (e == nullptr) return;
+    // Winner finds nothing when no global entry in scope names any of o's undefined
+    // symbols: then o is not looked up symbol by symbol (a churn's million objects).
+    if (std::none_of(alive_.begin(), alive_.end(),
+                     [&](size_t gi) { return files_[gi] != nullptr && NamesAnyUndefined(e, files_[gi]); }))
+      return;
     std::vector<const Obj*> closure;
     std::vector<const elf::ElfInfo*> closure_files;  // parallel; nullptr for o and unreadable ones
     e->ForEachUndefined([&](const elf::Symbol& s, const elf::SymbolQuery& q) {
@@ -327,6 +341,7 @@ class Pass {
   std::unique_ptr<SymbolScope> startup_scope_;  // the start-up objects, when needed
   mutable std::vector<std::pair<bool, std::vector<const Obj*>>> needed_bound_;  // by Obj::index
   std::map<std::pair<const GlobalEntry*, const Obj*>, Group> groups_;
+  std::map<std::pair<const elf::ElfInfo*, const elf::ElfInfo*>, bool> names_any_;  // NamesAnyUndefined
 };
 
 }  // namespace
