@@ -4,6 +4,7 @@
 // objects that loaded (lazy binding), functions nothing defines: the first call fails.
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -451,6 +452,9 @@ class Pass {
   struct NamespaceScope {
     std::unique_ptr<SymbolScope> scope;
     std::vector<std::string> unreadable;
+    // Files whose undefined symbols the scope all defines (a churn loads a few files a
+    // million times: each is looked up symbol by symbol once).
+    std::unordered_set<const elf::ElfInfo*> complete;
   };
 
   void Lazy(const ProcessIndex& pi) {
@@ -471,13 +475,18 @@ class Pass {
       }
       // The object loaded, so whatever it references and nothing defines can only be
       // bound lazily (a PLT call): the call will fail.
+      NamespaceScope& ns = by_ns[o.lmid];
+      if (ns.complete.count(info) != 0) continue;
       std::vector<Missing> missing;
-      UndefinedIn(*info, *by_ns[o.lmid].scope, &missing);
-      if (missing.empty()) continue;
+      UndefinedIn(*info, *ns.scope, &missing);
+      if (missing.empty()) {
+        ns.complete.insert(info);
+        continue;
+      }
       std::vector<const Missing*> ms;
       for (const auto& m : missing) ms.push_back(&m);
       // Files not read may define them: then nothing is known, and the report says so.
-      const auto& unreadable = by_ns[o.lmid].unreadable;
+      const auto& unreadable = ns.unreadable;
       if (!unreadable.empty()) {
         out_->add_notes(fmt::format(
             "process {}: whether {} calls functions that nothing defines ({}) is unknown: {} "
