@@ -199,8 +199,11 @@ class Pass {
     const elf::ElfInfo* e = ctx_.File(o.path);
     if (e == nullptr) return;
     // Winner finds nothing when no global entry in scope names any of o's undefined
-    // symbols: then o is not looked up symbol by symbol (a churn's million objects).
-    if (std::none_of(alive_.begin(), alive_.end(),
+    // symbols: then an object of a file checked before (a churn's million objects) is
+    // not looked up symbol by symbol. The first of each file is (most files of a
+    // program are loaded once: the question would cost as much as the lookups).
+    if (!checked_.insert(e).second &&
+        std::none_of(alive_.begin(), alive_.end(),
                      [&](size_t gi) { return files_[gi] != nullptr && NamesAnyUndefined(e, files_[gi]); }))
       return;
     std::vector<const Obj*> closure;
@@ -342,6 +345,7 @@ class Pass {
   mutable std::vector<std::pair<bool, std::vector<const Obj*>>> needed_bound_;  // by Obj::index
   std::map<std::pair<const GlobalEntry*, const Obj*>, Group> groups_;
   std::map<std::pair<const elf::ElfInfo*, const elf::ElfInfo*>, bool> names_any_;  // NamesAnyUndefined
+  std::unordered_set<const elf::ElfInfo*> checked_;  // files of objects Check saw
 };
 
 }  // namespace
