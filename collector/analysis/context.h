@@ -3,6 +3,7 @@
 // once, cached) and the loader model. Passes are pure functions of this context.
 #pragma once
 
+#include <algorithm>
 #include <deque>
 #include <ostream>
 #include <map>
@@ -203,6 +204,15 @@ struct ProcessIndex {
   };
   std::vector<Request> by_request_;  // by (requester, name), then id
 };
+
+// Objects in load order.
+inline bool LoadedBefore(const Obj* a, const Obj* b) { return a->open_seq < b->open_seq; }
+// std::sort of v by less, skipped when v is in that order already (a churn's millions of
+// objects come in load and id order).
+template <typename T, typename Less>
+void SortUnlessSorted(std::vector<T>& v, Less less) {
+  if (!std::is_sorted(v.begin(), v.end(), less)) std::sort(v.begin(), v.end(), less);
+}
 
 // The object glibc bound o's NEEDED name to (nullptr: none, the search failed).
 const Obj* BoundFor(const ProcessIndex& pi, const Obj& o, const std::string& name);

@@ -96,7 +96,7 @@ class Pass {
     std::vector<const Obj*> all;
     for (const auto& [id, o] : pi_.objects)
       if (IsDriver(o)) all.push_back(&o);
-    std::sort(all.begin(), all.end(), [](const Obj* a, const Obj* b) { return a->open_seq < b->open_seq; });
+    std::sort(all.begin(), all.end(), LoadedBefore);
     for (const Obj* o : all) {
       bool seen = false;
       for (const Obj* c : copies)

@@ -26,8 +26,7 @@ bool Overlap(const Obj& a, const Obj& b) {
 
 // One representative per distinct file, first loaded first.
 std::vector<const Obj*> DistinctFiles(std::vector<const Obj*> objs) {
-  const auto by_open = [](const Obj* a, const Obj* b) { return a->open_seq < b->open_seq; };
-  if (!std::is_sorted(objs.begin(), objs.end(), by_open)) std::sort(objs.begin(), objs.end(), by_open);
+  SortUnlessSorted(objs, LoadedBefore);
   std::vector<const Obj*> out;
   for (const Obj* o : objs) {
     bool seen = false;
@@ -107,10 +106,8 @@ Groups GroupObjects(const ProcessIndex& pi) {
   }
   // A SONAME's objects across namespaces, a family's across SONAMEs: in id order again.
   const auto by_id = [](const Obj* a, const Obj* b) { return a->id < b->id; };
-  for (auto& [key, objs] : g.by_soname_any_ns)
-    if (!std::is_sorted(objs.begin(), objs.end(), by_id)) std::sort(objs.begin(), objs.end(), by_id);
-  for (auto& [key, objs] : g.by_family)
-    if (!std::is_sorted(objs.begin(), objs.end(), by_id)) std::sort(objs.begin(), objs.end(), by_id);
+  for (auto& [key, objs] : g.by_soname_any_ns) SortUnlessSorted(objs, by_id);
+  for (auto& [key, objs] : g.by_family) SortUnlessSorted(objs, by_id);
   return g;
 }
 

@@ -82,7 +82,7 @@ class Pass {
       if (it != pi.objects.end() && it->second.load != nullptr) batch.push_back(&it->second);
     }
     if (batch.empty()) return;
-    std::sort(batch.begin(), batch.end(), [](const Obj* a, const Obj* b) { return a->open_seq < b->open_seq; });
+    std::sort(batch.begin(), batch.end(), LoadedBefore);
     const Obj& root = *batch.front();
     if (root.load->reason() != v1::LOAD_DLOPEN) return;
     // A NEEDED found nowhere fails the dlopen first (missing_library.cc).

@@ -67,7 +67,7 @@ class Pass {
   static std::vector<std::pair<uint64_t, uint32_t>> InOrder(size_t n, Key key) {
     std::vector<std::pair<uint64_t, uint32_t>> v(n);
     for (size_t i = 0; i < n; ++i) v[i] = {key(i), static_cast<uint32_t>(i)};
-    if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());
+    SortUnlessSorted(v, std::less<>());
     return v;
   }
 
@@ -126,8 +126,7 @@ class Pass {
       order.push_back(&o);
       if (o.load->reason() == v1::LOAD_DLOPEN) first_dlopen = std::min(first_dlopen, o.open_seq);
     }
-    auto by_open = [](const Obj* a, const Obj* b) { return a->open_seq < b->open_seq; };
-    if (!std::is_sorted(order.begin(), order.end(), by_open)) std::sort(order.begin(), order.end(), by_open);
+    SortUnlessSorted(order, LoadedBefore);
     const Obj* exe = pi_.Executable();
     if (exe != nullptr) Add(exe, 0, Via::kExecutable, exe);
     for (const Obj* o : order)
