@@ -188,9 +188,12 @@ class Pass {
   // Whether file `in` names any undefined symbol of file `of` (each looked up in in's own
   // hash table), asked once per pair of files.
   bool NamesAnyUndefined(const elf::ElfInfo* of, const elf::ElfInfo* in) {
-    auto [it, fresh] = names_any_.try_emplace({of, in}, false);
-    if (fresh)
-      of->ForEachUndefined([&](const elf::Symbol&, const elf::SymbolQuery& q) { it->second = it->second || in->Find(q).named; });
+    const auto [it, fresh] = names_any_.try_emplace({of, in}, false);
+    if (fresh) {
+      bool named = false;  // (a lambda takes no structured binding before C++20)
+      of->ForEachUndefined([&](const elf::Symbol&, const elf::SymbolQuery& q) { named = named || in->Find(q).named; });
+      it->second = named;
+    }
     return it->second;
   }
 
