@@ -447,7 +447,7 @@ class Context::ProcessReader {
       if (part_loads < loads_.size() && loads_[part_loads].index <= entry)
         from += static_cast<std::ptrdiff_t>(part_loads);
       auto l = std::lower_bound(from, loads_.end(), entry, [](const LoadAt& a, uint64_t i) { return a.index < i; });
-      if (l == loads_.end() || l->index != lo.load_entry() - 1) continue;
+      if (l == loads_.end() || l->index != entry) continue;
       o.load = &l->kept->facts;
       o.dev = o.load->dev();
       o.ino = o.load->ino();
