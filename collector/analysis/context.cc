@@ -578,6 +578,7 @@ void Context::AddProcess(ProcessIndex pi) {
       pi.env.ld_library_path.push_back(dir.front() == '/' || p.cwd().empty() ? dir
                                                                              : NormalPath(p.cwd() + "/" + dir));
   pi.env.cache = &cache_;
+  pi.env.machines = &machines_;
   pi.env.default_dirs = learnt_defaults;
   if (pi.env.default_dirs.empty())
     pi.env.default_dirs = multiarch_ ? std::vector<std::string>{"/lib/x86_64-linux-gnu",
@@ -673,12 +674,38 @@ v1::Library Context::Describe(const ProcessIndex& pi, const Obj& o) {
   return l;
 }
 
+std::vector<const Obj*> Context::DistinctFiles(std::vector<const Obj*> objs) {
+  SortUnlessSorted(objs, LoadedBefore);
+  std::vector<const Obj*> out;
+  for (const Obj* o : objs) {
+    const auto same = [&](const Obj* d) {
+      return (o->dev != 0 && o->dev == d->dev && o->ino == d->ino) || SameFile(o->path, d->path);
+    };
+    if (std::none_of(out.begin(), out.end(), same)) out.push_back(o);
+  }
+  return out;
+}
+
+std::vector<const Obj*> AliveTogether(const std::vector<const Obj*>& files) {
+  std::vector<const Obj*> out;
+  for (const Obj* a : files)
+    if (std::any_of(files.begin(), files.end(), [&](const Obj* b) { return a != b && Overlap(*a, *b); }))
+      out.push_back(a);
+  return out;
+}
+
 bool Context::SameFile(const std::string& a, const std::string& b) {
   if (a == b) return true;
-  struct stat sa, sb;
-  if (stat(text::Unescape(a).c_str(), &sa) != 0 || stat(text::Unescape(b).c_str(), &sb) != 0)
-    return false;
-  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  auto identity = [&](const std::string& path) -> const Identity& {
+    const auto [it, fresh] = identities_.try_emplace(path);
+    struct stat st;
+    if (fresh && stat(text::Unescape(path).c_str(), &st) == 0) it->second = {true, st.st_dev, st.st_ino};
+    return it->second;
+  };
+  const Identity& ia = identity(a);
+  if (!ia.known) return false;
+  const Identity& ib = identity(b);
+  return ib.known && ia.dev == ib.dev && ia.ino == ib.ino;
 }
 
 }  // namespace ldscope::analysis

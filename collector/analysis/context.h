@@ -207,6 +207,10 @@ struct ProcessIndex {
 
 // Objects in load order.
 inline bool LoadedBefore(const Obj* a, const Obj* b) { return a->open_seq < b->open_seq; }
+// Both alive at some point of the timeline.
+inline bool Overlap(const Obj& a, const Obj& b) { return a.open_seq < b.close_seq && b.open_seq < a.close_seq; }
+// Those of files alive together with another of them, in files' order.
+std::vector<const Obj*> AliveTogether(const std::vector<const Obj*>& files);
 // std::sort of v by less, skipped when v is in that order already (a churn's millions of
 // objects come in load and id order).
 template <typename T, typename Less>
@@ -248,8 +252,13 @@ class Context {
   std::string HowLoaded(const ProcessIndex& pi, const Obj& o) const;
   // A Library message for a finding.
   v1::Library Describe(const ProcessIndex& pi, const Obj& o);
-  // Same file (dev/inode when known, else path)?
-  static bool SameFile(const std::string& a, const std::string& b);
+  // The same file on disk: equal paths, or one device and inode now. Each path is
+  // looked at once per context (a report asks of libc.so.6 hundreds of times); a path
+  // that cannot be looked at is no other path's file.
+  bool SameFile(const std::string& a, const std::string& b);
+  // One object per distinct file (the device and inode the trace recorded, else
+  // SameFile), the first loaded first.
+  std::vector<const Obj*> DistinctFiles(std::vector<const Obj*> objs);
 
  private:
   class ProcessReader;
@@ -276,6 +285,12 @@ class Context {
   Files* files_;
   loader::LdCache cache_;
   Status cache_status_;
+  loader::MachineCache machines_;  // the processes' env.machines
+  struct Identity {
+    bool known = false;  // stat worked
+    uint64_t dev = 0, ino = 0;
+  };
+  std::unordered_map<std::string, Identity> identities_;  // SameFile's, by path
   std::map<std::string, std::string> versions_;
 };
 

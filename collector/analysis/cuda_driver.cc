@@ -91,27 +91,14 @@ class Pass {
   }
 
   void Run() {
-    // One representative per distinct file, first loaded first.
-    std::vector<const Obj*> copies;
     std::vector<const Obj*> all;
     for (const auto& [id, o] : pi_.objects)
       if (IsDriver(o)) all.push_back(&o);
-    std::sort(all.begin(), all.end(), LoadedBefore);
-    for (const Obj* o : all) {
-      bool seen = false;
-      for (const Obj* c : copies)
-        seen |= (o->dev != 0 && o->dev == c->dev && o->ino == c->ino) || Context::SameFile(o->path, c->path);
-      if (!seen) copies.push_back(o);
-    }
+    const std::vector<const Obj*> copies = ctx_.DistinctFiles(std::move(all));
     // A forked child's inherited copies are its parent's findings.
     for (const Obj* o : copies)
       if (o->load != nullptr && Under(o->path, "stubs")) Stub(*o);
-    std::vector<const Obj*> together;
-    for (const Obj* a : copies)
-      for (const Obj* b : copies)
-        if (a != b && a->open_seq < b->close_seq && b->open_seq < a->close_seq &&
-            std::find(together.begin(), together.end(), a) == together.end())
-          together.push_back(a);
+    const std::vector<const Obj*> together = AliveTogether(copies);
     bool own = false;
     for (const Obj* o : together) own |= o->load != nullptr;
     if (together.size() >= 2 && own) TwoCopies(together);

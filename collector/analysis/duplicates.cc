@@ -20,25 +20,6 @@ bool Counts(const Obj& o) {
   return r != v1::LOAD_EXECUTABLE && r != v1::LOAD_VDSO;
 }
 
-bool Overlap(const Obj& a, const Obj& b) {
-  return a.open_seq < b.close_seq && b.open_seq < a.close_seq;
-}
-
-// One representative per distinct file, first loaded first.
-std::vector<const Obj*> DistinctFiles(std::vector<const Obj*> objs) {
-  SortUnlessSorted(objs, LoadedBefore);
-  std::vector<const Obj*> out;
-  for (const Obj* o : objs) {
-    bool seen = false;
-    for (const Obj* d : out) {
-      const bool same_inode = o->dev != 0 && o->dev == d->dev && o->ino == d->ino;
-      seen |= same_inode || Context::SameFile(o->path, d->path);
-    }
-    if (!seen) out.push_back(o);
-  }
-  return out;
-}
-
 std::string Key(const Obj& o) { return o.soname; }
 
 // One copy for every user: load the first one where the second is loaded now.
@@ -111,21 +92,10 @@ Groups GroupObjects(const ProcessIndex& pi) {
   return g;
 }
 
-// Only copies that were loaded at the same time conflict: the files of `files` whose
-// lifetime overlaps another's.
-Objs LoadedTogether(const Objs& files) {
-  Objs together;
-  for (const Obj* a : files)
-    for (const Obj* b : files)
-      if (a != b && Overlap(*a, *b) && std::find(together.begin(), together.end(), a) == together.end())
-        together.push_back(a);
-  return together;
-}
-
 // A warning when two or more files with one SONAME are alive together in a namespace.
 void FindCopies(Context& ctx, const ProcessIndex& pi, const NsKey& key, const Objs& objs,
                 v1::Report* out) {
-  const Objs together = LoadedTogether(DistinctFiles(objs));
+  const Objs together = AliveTogether(ctx.DistinctFiles(objs));  // only copies alive together conflict
   if (together.size() < 2) return;
   auto f = NewFinding(pi, v1::DUPLICATE_LIBRARY, v1::WARNING);
   std::string list;
@@ -201,7 +171,7 @@ void FindFamilySonames(Context& ctx, const ProcessIndex& pi, const NsKey& key, c
   if (Classify(key.second, nullptr).runtime != Runtime::kNone) return;
   auto f = NewFinding(pi, v1::DUPLICATE_INFO, v1::INFO);
   std::string list;
-  for (const Obj* o : DistinctFiles(objs)) {
+  for (const Obj* o : ctx.DistinctFiles(objs)) {
     const v1::Library l = ctx.Describe(pi, *o);
     *f.add_objects() = l;
     f.add_evidence(o->open_seq);

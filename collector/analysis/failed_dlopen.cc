@@ -150,7 +150,7 @@ class Pass {
     if (!r.path.empty()) files.push_back(r.path);
     for (const auto& m : r.later) files.push_back(m.path);
     for (const auto& f : files) {
-      if (Context::SameFile(f, l.bound->path)) continue;
+      if (ctx_.SameFile(f, l.bound->path)) continue;
       const elf::ElfInfo* s = ctx_.files().Get(f);
       if (s == nullptr) return true;  // unknown: leave it to the passes that say so
       if (l.symbol.empty() ? s->DefinesVersion(l.version) : s->Defines(l.symbol, l.version)) return true;
@@ -392,7 +392,7 @@ class Pass {
     layout::Fix(f, "add-needed",
                 fmt::format("or link {} against {} (a DT_NEEDED entry: patchelf --add-needed {} {}){}", BaseName(o.path),
                             pname, pname, NormalPath(o.path),
-                            !own.path.empty() && Context::SameFile(own.path, p.path)
+                            !own.path.empty() && ctx_.SameFile(own.path, p.path)
                                 ? ""
                                 : fmt::format(", with a RUNPATH that finds it (patchelf --add-rpath {} {})",
                                               DirName(NormalPath(p.path)), NormalPath(o.path))));

@@ -153,7 +153,7 @@ void FindFallThrough(Context& ctx, v1::Report* out) {
             std::find(ft.own_dirs.begin(), ft.own_dirs.end(), DirName(NormalPath(a.path))) != ft.own_dirs.end())
           candidates.push_back(&a);
       for (const Obj* c : candidates)
-        if (sibling == nullptr && c != &o && !Context::SameFile(c->path, o.path) &&
+        if (sibling == nullptr && c != &o && !ctx.SameFile(c->path, o.path) &&
             DirName(NormalPath(c->path)) != DirName(NormalPath(o.path)) && SameFamily(*c, o, ctx))
           sibling = c;
       if (sibling != nullptr) Split(ctx, pi, ft, *sibling, out);

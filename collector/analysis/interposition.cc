@@ -223,7 +223,7 @@ class Pass {
           loser = closure[i];
           break;
         }
-      if (loser == nullptr || Context::SameFile(loser->path, w->o->path) ||
+      if (loser == nullptr || ctx_.SameFile(loser->path, w->o->path) ||
           (!loser->soname.empty() && loser->soname == w->o->soname))
         return;
       // Vague linkage (inline functions, template instantiations, their static data) is

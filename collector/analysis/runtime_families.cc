@@ -21,26 +21,14 @@ struct Member {
   std::string version;
 };
 
-bool Overlap(const Obj& a, const Obj& b) { return a.open_seq < b.close_seq && b.open_seq < a.close_seq; }
-
 // One member per distinct file (first loaded first), keeping only files alive together
 // with another member.
-std::vector<Member> Together(std::vector<Member> ms) {
-  std::sort(ms.begin(), ms.end(), [](const Member& a, const Member& b) { return a.o->open_seq < b.o->open_seq; });
-  std::vector<Member> files;
-  for (const Member& m : ms) {
-    bool seen = false;
-    for (const Member& d : files)
-      seen |= (m.o->dev != 0 && m.o->dev == d.o->dev && m.o->ino == d.o->ino) || Context::SameFile(m.o->path, d.o->path);
-    if (!seen) files.push_back(m);
-  }
+std::vector<Member> Together(Context& ctx, const std::vector<Member>& ms) {
+  std::vector<const Obj*> objs;
+  for (const Member& m : ms) objs.push_back(m.o);
   std::vector<Member> out;
-  for (const Member& a : files)
-    for (const Member& b : files)
-      if (a.o != b.o && Overlap(*a.o, *b.o)) {
-        out.push_back(a);
-        break;
-      }
+  for (const Obj* o : AliveTogether(ctx.DistinctFiles(std::move(objs))))
+    out.push_back(*std::find_if(ms.begin(), ms.end(), [&](const Member& m) { return m.o == o; }));
   return out;
 }
 
@@ -81,13 +69,13 @@ class Pass {
     }
     for (const auto& ft : FallThroughs(ctx_, pi_)) fell_through_.insert(ft.object);
     for (auto& [key, ms] : by_runtime) {
-      const auto together = Together(ms);
+      const auto together = Together(ctx_, ms);
       if (together.size() < 2) continue;
       if (key.second == Runtime::kOpenMP) OpenMP(together);
       if (key.second == Runtime::kBlas) Blas(together);
       if (key.second == Runtime::kCxx) Cxx(together);
     }
-    for (auto& [key, ms] : cuda) Cuda(key.second, Together(ms));
+    for (auto& [key, ms] : cuda) Cuda(key.second, Together(ctx_, ms));
   }
 
  private:

@@ -53,7 +53,7 @@ void ReusedNeeded(Context& ctx, const ProcessIndex& pi, v1::Report* out) {
       auto used = pi.objects.find(reuse.object().id());
       if (used == pi.objects.end()) continue;
       const loader::Result own = OwnSearch(ctx, pi, o, reuse.name());
-      if (own.path.empty() || Context::SameFile(own.path, used->second.path)) continue;
+      if (own.path.empty() || ctx.SameFile(own.path, used->second.path)) continue;
       // Only a path the requester (or its environment) names says which copy it wants;
       // reusing a preloaded copy instead of the system's (ld.so.cache, default dirs) is
       // how wheels preload their own libraries, not a fault.
@@ -111,7 +111,7 @@ void SearchOrder(Context& ctx, const ProcessIndex& pi, v1::Report* out) {
     only_runpath.default_dirs.clear();
     r.nodeflib = true;
     const loader::Result own = loader::Search(o.load->requested_name(), r, {}, only_runpath);
-    if (own.path.empty() || Context::SameFile(own.path, o.path)) continue;
+    if (own.path.empty() || ctx.SameFile(own.path, o.path)) continue;
     auto f = NewFinding(pi, v1::SEARCH_ORDER_SHADOWING, o.rolled_back ? v1::ERROR : v1::WARNING);
     const v1::Library got = ctx.Describe(pi, o);
     const v1::Library would = FileOnly(ctx, own.path, "RUNPATH");

@@ -10,16 +10,10 @@
 // Each directory is tried with the supported glibc-hwcaps subdirectories first.
 #include "loader/search.h"
 
-#include <elf.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
 
 #include "elf/elf_file.h"
-#include "text/escape.h"
 
 namespace ldscope::loader {
 namespace {
@@ -48,17 +42,10 @@ std::string Expand(const std::string& dir, const Object& owner, const Environmen
 // anything else is skipped and the search goes on.
 bool Loadable(const std::string& path, const Environment& env) {
   const uint16_t machine = env.machine != 0 ? env.machine : elf::HostMachine();
-  // Non-blocking and regular files only: a FIFO or device there must not hang us.
-  const int fd = open(text::Unescape(path).c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) return false;
-  struct stat st {};
-  Elf64_Ehdr eh;
-  const bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-                  read(fd, &eh, sizeof eh) == sizeof eh &&
-                  std::memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
-                  eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_machine == machine;
-  close(fd);
-  return ok;
+  if (env.machines == nullptr) return elf::MachineOf(path) == machine;
+  const auto [it, fresh] = env.machines->try_emplace(path, 0);
+  if (fresh) it->second = elf::MachineOf(path);
+  return it->second == machine;
 }
 
 // One directory list of one step; dirs[i] came from owners[i] ("" for the

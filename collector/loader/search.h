@@ -4,7 +4,9 @@
 // requester's own search find NAME?" for the analysis passes.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ldscope_proto/timeline.pb.h"
@@ -22,6 +24,11 @@ struct Object {
   bool nodeflib = false; // DF_1_NODEFLIB
 };
 
+// The e_machine of candidate files by path (0: not a regular 64-bit ELF file): what the
+// searches of one analysis learnt, so that each candidate is opened once, not once per
+// search that reaches it (libc.so.6's ld.so.cache entry, for every object that needs it).
+using MachineCache = std::unordered_map<std::string, uint16_t>;
+
 struct Environment {
   std::vector<std::string> ld_library_path;  // already split
   const LdCache* cache = nullptr;
@@ -34,6 +41,7 @@ struct Environment {
   // The process's e_machine (its executable's): candidates of another machine are
   // skipped. 0: the machine ldscope runs on.
   uint16_t machine = 0;
+  MachineCache* machines = nullptr;  // nullptr: each search reads its candidates
 };
 
 // A loadable file the search reached, and the step (and, for RPATH/RUNPATH, the

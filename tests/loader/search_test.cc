@@ -59,7 +59,7 @@ TEST(LoaderModel, AgreesWithGlibcOnEverySearchedLoad) {
         ASSERT_NE(req, pi.objects.end());
         const auto model = loader::Search(name, pi.AsRequester(req->second, ctx.files()),
                                           pi.LoaderChain(req->second, ctx.files()), pi.env);
-        EXPECT_TRUE(analysis::Context::SameFile(model.path, o.path))
+        EXPECT_TRUE(ctx.SameFile(model.path, o.path))
             << name << " requested by " << req->second.path << ": glibc mapped " << o.path
             << ", the model says " << model.path;
         const std::string glibc_step = render::FoundByWord(*o.load);
