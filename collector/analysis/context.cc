@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
+#include "analysis/parallel.h"
 #include "render/python_text.h"
 #include "text/escape.h"
 #include "render/words.h"
@@ -26,6 +28,26 @@ const Files::DiskRead& Files::ReadDisk(const std::string& path) {
       it->second.error = read.error();
   }
   return it->second;
+}
+
+void Files::ReadAhead(const std::vector<std::string>& paths) {
+  auto& disk = Store().disk_;
+  std::vector<std::string> todo;
+  std::unordered_set<std::string_view> asked;
+  for (const std::string& path : paths)
+    if (!path.empty() && path.front() == '/' && disk.count(path) == 0 && asked.insert(path).second)
+      todo.push_back(path);
+  std::vector<DiskRead> read(todo.size());
+  ParallelFor(todo.size(), [&](size_t i) {
+    Result<std::unique_ptr<elf::ElfInfo>> r = elf::ReadElf(todo[i]);
+    if (!r.ok()) {
+      read[i].error = r.error();
+      return;
+    }
+    read[i].info = std::move(r).value();
+    read[i].info->IndexUndefined();
+  });
+  for (size_t i = 0; i < todo.size(); ++i) disk.emplace(std::move(todo[i]), std::move(read[i]));
 }
 
 void Files::Adopt(std::unique_ptr<elf::ElfInfo> info) {

@@ -75,6 +75,9 @@ class Files {
   // each loaded file while the programs ran, analysis/record_facts.h): Get answers with
   // it, the file as it was then, instead of reading the path again.
   void Adopt(std::unique_ptr<elf::ElfInfo> info);
+  // Reads from disk, on a few threads, the paths Get has not read yet, with their
+  // undefined symbols indexed: what the passes would read one by one. Changes no answer.
+  void ReadAhead(const std::vector<std::string>& paths);
   // elf::FindString and elf::FindStrings of the file, or what the trace recorded of them
   // ("" and none when the writer did not look for that needle).
   std::string FindString(const std::string& path, std::string_view needle);

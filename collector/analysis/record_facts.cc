@@ -4,7 +4,6 @@
 #include <time.h>
 
 #include <algorithm>
-#include <atomic>
 #include <map>
 #include <memory>
 #include <system_error>
@@ -14,6 +13,7 @@
 #include <unordered_set>
 
 #include "analysis/families.h"
+#include "analysis/parallel.h"
 #include "elf/elf_file.h"
 #include "elf/facts.h"
 #include "text/escape.h"
@@ -46,22 +46,6 @@ std::map<std::string, std::vector<std::string>> Found(const elf::ElfInfo& e) {
   if (id.implementation == "OpenBLAS") strings("OpenBLAS ");
   if (id.implementation == "MKL") strings("Math Kernel Library Version ");
   return found;
-}
-
-// Runs f(0) .. f(n - 1) on up to 8 threads (each index once; in no particular order). Reading
-// and summarising files is mostly open/mmap/munmap and page faults, which cores do side by
-// side: the traced programs have ended, and `run` waits for this.
-template <typename F>
-void ParallelFor(size_t n, F&& f) {
-  const size_t threads = std::min<size_t>({std::max(1u, std::thread::hardware_concurrency()), 8, n / 32 + 1});
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n;) f(i);
-  };
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
 }
 
 }  // namespace

@@ -501,7 +501,7 @@ bool ElfInfo::SymbolAt(size_t i, Which w, Symbol* out) const {
   return true;
 }
 
-void ElfInfo::IndexUndefined() const {
+void ElfInfo::NoteUndefined() const {
   undefined_indexed_ = true;
   for (size_t i = 1; i < nsyms_; ++i) {
     Elf64_Sym sym;

@@ -139,12 +139,17 @@ class ElfInfo {
       ForEachSymbol(Which::kUndefined, [&](const Symbol& s) { f(s, SymbolQuery(s.name, s.version)); });
       return;
     }
-    if (!undefined_indexed_) IndexUndefined();
+    IndexUndefined();
     Symbol s;
     for (const UndefinedRef& r : undefined_) {
       UndefinedAt(r, &s);
       f(s, SymbolQuery(s.name, s.version, r.gnu_hash));
     }
+  }
+  // What the first ForEachUndefined notes, now (a file read ahead on another thread:
+  // analysis/parallel.h). Not for facts from a trace.
+  void IndexUndefined() const {
+    if (!undefined_indexed_) NoteUndefined();
   }
   // The same as a list (for loops that stop early; the hot ones use ForEachSymbol).
   std::vector<Symbol> Symbols(Which w) const {
@@ -158,7 +163,7 @@ class ElfInfo {
 
   size_t SymbolSlots() const { return from_trace ? facts_.size() : nsyms_; }
   bool SymbolAt(size_t i, Which w, Symbol* out) const;
-  void IndexUndefined() const;
+  void NoteUndefined() const;
   struct UndefinedRef;
   void UndefinedAt(const UndefinedRef& r, Symbol* out) const;
   // The text of the symbol table's string at off, escaped; false when out of range.
@@ -189,7 +194,7 @@ class ElfInfo {
     uint32_t name_size;  // of the name's bytes; kEscaped set when escaping changes them
   };
   static constexpr uint32_t kEscaped = 0x80000000u;
-  mutable std::vector<UndefinedRef> undefined_;  // filled by the first ForEachUndefined
+  mutable std::vector<UndefinedRef> undefined_;  // filled by IndexUndefined
   mutable bool undefined_indexed_ = false;
   // Facts from a trace: the symbols, and (NameHash, index) of the definitions, sorted.
   std::vector<Symbol> facts_;
