@@ -1,7 +1,8 @@
 // The ELF facts `run` and `collect` add to a trace (analysis/record_facts.h): the
 // records made of files read while the traced programs run are byte for byte those of
 // reading every file at the end; a file read during the run keeps its facts when it is
-// deleted or changed before the end.
+// deleted or changed before the end. And the files a report reads ahead on threads
+// (Files::ReadAhead) answer as those read one by one.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,12 +11,14 @@
 #include <set>
 #include <unordered_set>
 
+#include "analysis/context.h"
 #include "analysis/families.h"
 #include "analysis/record_facts.h"
 #include "elf/elf_file.h"
 #include "elf/facts.h"
 #include "store/trace_file.h"
 #include "support/test_support.h"
+#include "text/strings.h"
 
 namespace ldscope {
 namespace {
@@ -266,6 +269,46 @@ TEST(FactsRun, AFileDeletedBeforeTheEndKeepsItsFacts) {
     EXPECT_GT(f.symbols_size(), 0u);
   }
   EXPECT_TRUE(found) << "a record for " << lib;
+}
+
+// What the passes read of a file, as text: its dynamic section's names, versions,
+// build-id, and every symbol (undefined ones through the index ReadAhead makes), each
+// undefined one also looked up in the file itself.
+std::string Describe(const elf::ElfInfo* e) {
+  if (e == nullptr) return "(none)\n";
+  std::string out = e->path + " soname " + e->soname + " build-id " + text::Hex(e->build_id) + "\n";
+  for (const auto& n : e->needed) out += " needed " + n + "\n";
+  for (const auto& v : e->verdefs) out += " verdef " + v + "\n";
+  e->ForEachUndefined([&](const elf::Symbol& s, const elf::SymbolQuery& q) {
+    out += " undefined " + std::string(s.name) + "@" + std::string(s.version) + (s.weak ? " weak" : "") +
+           (e->Find(q).named ? " named-here" : "") + "\n";
+  });
+  e->ForEachSymbol(elf::ElfInfo::Which::kDefined, [&](const elf::Symbol& s) {
+    out += " defined " + std::string(s.name) + "@" + std::string(s.version) + (s.hidden ? " hidden" : "") + "\n";
+  });
+  return out;
+}
+
+// Files read ahead (on threads: several hundred paths) answer every question as files
+// read one by one; unreadable ones are errors only once asked for, as before.
+TEST(Files, ReadAheadAnswersAsReadingOneByOne) {
+  const std::string dir = testing::ScratchDir("files_read_ahead");
+  const std::set<std::string> set = ManyPaths(dir);
+  const std::vector<std::string> paths(set.begin(), set.end());
+  ASSERT_GE(paths.size(), 64u) << "too few to read on two threads";
+  analysis::Files ahead, one_by_one;
+  ahead.ReadAhead(paths);
+  ahead.ReadAhead(paths);  // again, as the context of a second host would: read already
+  EXPECT_TRUE(ahead.errors().empty());
+  for (const auto& p : paths) {
+    const std::string a = Describe(ahead.Get(p)), b = Describe(one_by_one.Get(p));
+    const size_t at = std::mismatch(a.begin(), a.begin() + std::min(a.size(), b.size()), b.begin()).first - a.begin();
+    EXPECT_TRUE(a == b) << p << " differs at byte " << at << ": read ahead '" << a.substr(at, 120)
+                        << "', one by one '" << b.substr(at, 120) << "'";
+  }
+  EXPECT_EQ(ahead.errors(), one_by_one.errors());
+  EXPECT_EQ(ahead.errors().count(dir + "/libtext.so"), 1u);
+  EXPECT_EQ(ahead.errors().count(dir + "/libgone.so"), 1u);
 }
 
 }  // namespace

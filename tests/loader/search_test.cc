@@ -103,5 +103,45 @@ TEST(LoaderModel, SkipsCandidatesOfAnotherMachine) {
   EXPECT_EQ(found(0), dir + "/" + (elf::HostMachine() == EM_AARCH64 ? "arm" : "x86") + "/libfix_b.so");
 }
 
+// With a MachineCache (an analysis's), each candidate is opened once: the answers are
+// the same, the cache holds every candidate's e_machine, and later searches answer from
+// it (here after the files are gone).
+TEST(LoaderModel, ACacheOpensEachCandidateOnce) {
+  const std::string dir = testing::ScratchDir("loader_machine_cache");
+  const std::string x86 = testing::ReadFile(FIXTURES "/lib/libfix_b.so");
+  std::string arm = x86;
+  const uint16_t aarch64 = EM_AARCH64;
+  std::memcpy(arm.data() + offsetof(Elf64_Ehdr, e_machine), &aarch64, sizeof aarch64);
+  std::filesystem::create_directories(dir + "/arm");
+  std::filesystem::create_directories(dir + "/x86");
+  testing::WriteFile(dir + "/arm/libfix_b.so", arm);
+  testing::WriteFile(dir + "/x86/libfix_b.so", x86);
+  loader::Environment env;
+  env.ld_library_path = {dir + "/arm", dir + "/none", dir + "/x86"};
+  loader::Object requester;
+  requester.path = dir + "/app";
+  auto found = [&](uint16_t machine) {
+    env.machine = machine;
+    const loader::Result r = loader::Search("libfix_b.so", requester, {}, env, /*keep_going=*/true);
+    std::string later;
+    for (const auto& m : r.later) later += " " + m.path;
+    return r.path + later;
+  };
+  const std::string uncached_x86 = found(EM_X86_64), uncached_arm = found(EM_AARCH64);
+  loader::MachineCache cache;
+  env.machines = &cache;
+  EXPECT_EQ(found(EM_X86_64), uncached_x86);
+  EXPECT_EQ(found(EM_AARCH64), uncached_arm);
+  const loader::MachineCache expected = {{dir + "/arm/libfix_b.so", EM_AARCH64},
+                                         {dir + "/none/libfix_b.so", 0},
+                                         {dir + "/x86/libfix_b.so", EM_X86_64}};
+  EXPECT_EQ(cache, expected);
+  std::filesystem::remove_all(dir + "/arm");
+  std::filesystem::remove_all(dir + "/x86");
+  EXPECT_EQ(found(EM_X86_64), uncached_x86);
+  env.machines = nullptr;
+  EXPECT_EQ(found(EM_X86_64), "");
+}
+
 }  // namespace
 }  // namespace ldscope
