@@ -74,73 +74,64 @@ TEST(LoaderModel, AgreesWithGlibcOnEverySearchedLoad) {
     EXPECT_GT(steps[s], 0) << "a case found by " << s;
 }
 
-// ld.so skips a candidate built for another machine (open_verify: the ELF header's
-// e_machine against its own) and searches on; the model does the same with the traced
-// process's machine (its executable's), x86-64 and aarch64 alike.
-TEST(LoaderModel, SkipsCandidatesOfAnotherMachine) {
-  const std::string dir = testing::ScratchDir("loader_machine");
-  const std::string x86 = testing::ReadFile(FIXTURES "/lib/libfix_b.so");
-  std::string arm = x86;
-  const uint16_t aarch64 = EM_AARCH64;
-  std::memcpy(arm.data() + offsetof(Elf64_Ehdr, e_machine), &aarch64, sizeof aarch64);
-  std::filesystem::create_directories(dir + "/arm");
-  std::filesystem::create_directories(dir + "/x86");
-  testing::WriteFile(dir + "/arm/libfix_b.so", arm);
-  testing::WriteFile(dir + "/x86/libfix_b.so", x86);
-  loader::Environment env;
-  env.ld_library_path = {dir + "/arm", dir + "/x86"};
-  loader::Object requester;
-  requester.path = dir + "/app";
-  auto found = [&](uint16_t machine) {
+// libfix_b.so in dir/x86 as built and in dir/arm with its e_machine made aarch64's, each
+// directory on LD_LIBRARY_PATH (with dir/none, which has no file, between them).
+struct TwoMachines {
+  explicit TwoMachines(const std::string& scratch) : dir(testing::ScratchDir(scratch)) {
+    const std::string x86 = testing::ReadFile(FIXTURES "/lib/libfix_b.so");
+    std::string arm = x86;
+    const uint16_t aarch64 = EM_AARCH64;
+    std::memcpy(arm.data() + offsetof(Elf64_Ehdr, e_machine), &aarch64, sizeof aarch64);
+    std::filesystem::create_directories(dir + "/arm");
+    std::filesystem::create_directories(dir + "/x86");
+    testing::WriteFile(dir + "/arm/libfix_b.so", arm);
+    testing::WriteFile(dir + "/x86/libfix_b.so", x86);
+    env.ld_library_path = {dir + "/arm", dir + "/none", dir + "/x86"};
+    requester.path = dir + "/app";
+  }
+  // What a search for libfix_b.so by a process of that machine finds: the first match,
+  // then every later one.
+  std::string Found(uint16_t machine) {
     env.machine = machine;
     const loader::Result r = loader::Search("libfix_b.so", requester, {}, env, /*keep_going=*/true);
     std::string later;
     for (const auto& m : r.later) later += " " + m.path;
     return r.path + later;
-  };
-  EXPECT_EQ(found(EM_X86_64), dir + "/x86/libfix_b.so");
-  EXPECT_EQ(found(EM_AARCH64), dir + "/arm/libfix_b.so");
-  EXPECT_EQ(found(0), dir + "/" + (elf::HostMachine() == EM_AARCH64 ? "arm" : "x86") + "/libfix_b.so");
+  }
+  const std::string dir;
+  loader::Environment env;
+  loader::Object requester;
+};
+
+// ld.so skips a candidate built for another machine (open_verify: the ELF header's
+// e_machine against its own) and searches on; the model does the same with the traced
+// process's machine (its executable's), x86-64 and aarch64 alike.
+TEST(LoaderModel, SkipsCandidatesOfAnotherMachine) {
+  TwoMachines t("loader_machine");
+  EXPECT_EQ(t.Found(EM_X86_64), t.dir + "/x86/libfix_b.so");
+  EXPECT_EQ(t.Found(EM_AARCH64), t.dir + "/arm/libfix_b.so");
+  EXPECT_EQ(t.Found(0), t.dir + "/" + (elf::HostMachine() == EM_AARCH64 ? "arm" : "x86") + "/libfix_b.so");
 }
 
 // With a MachineCache (an analysis's), each candidate is opened once: the answers are
 // the same, the cache holds every candidate's e_machine, and later searches answer from
 // it (here after the files are gone).
 TEST(LoaderModel, ACacheOpensEachCandidateOnce) {
-  const std::string dir = testing::ScratchDir("loader_machine_cache");
-  const std::string x86 = testing::ReadFile(FIXTURES "/lib/libfix_b.so");
-  std::string arm = x86;
-  const uint16_t aarch64 = EM_AARCH64;
-  std::memcpy(arm.data() + offsetof(Elf64_Ehdr, e_machine), &aarch64, sizeof aarch64);
-  std::filesystem::create_directories(dir + "/arm");
-  std::filesystem::create_directories(dir + "/x86");
-  testing::WriteFile(dir + "/arm/libfix_b.so", arm);
-  testing::WriteFile(dir + "/x86/libfix_b.so", x86);
-  loader::Environment env;
-  env.ld_library_path = {dir + "/arm", dir + "/none", dir + "/x86"};
-  loader::Object requester;
-  requester.path = dir + "/app";
-  auto found = [&](uint16_t machine) {
-    env.machine = machine;
-    const loader::Result r = loader::Search("libfix_b.so", requester, {}, env, /*keep_going=*/true);
-    std::string later;
-    for (const auto& m : r.later) later += " " + m.path;
-    return r.path + later;
-  };
-  const std::string uncached_x86 = found(EM_X86_64), uncached_arm = found(EM_AARCH64);
+  TwoMachines t("loader_machine_cache");
+  const std::string uncached_x86 = t.Found(EM_X86_64), uncached_arm = t.Found(EM_AARCH64);
   loader::MachineCache cache;
-  env.machines = &cache;
-  EXPECT_EQ(found(EM_X86_64), uncached_x86);
-  EXPECT_EQ(found(EM_AARCH64), uncached_arm);
-  const loader::MachineCache expected = {{dir + "/arm/libfix_b.so", EM_AARCH64},
-                                         {dir + "/none/libfix_b.so", 0},
-                                         {dir + "/x86/libfix_b.so", EM_X86_64}};
+  t.env.machines = &cache;
+  EXPECT_EQ(t.Found(EM_X86_64), uncached_x86);
+  EXPECT_EQ(t.Found(EM_AARCH64), uncached_arm);
+  const loader::MachineCache expected = {{t.dir + "/arm/libfix_b.so", EM_AARCH64},
+                                         {t.dir + "/none/libfix_b.so", 0},
+                                         {t.dir + "/x86/libfix_b.so", EM_X86_64}};
   EXPECT_EQ(cache, expected);
-  std::filesystem::remove_all(dir + "/arm");
-  std::filesystem::remove_all(dir + "/x86");
-  EXPECT_EQ(found(EM_X86_64), uncached_x86);
-  env.machines = nullptr;
-  EXPECT_EQ(found(EM_X86_64), "");
+  std::filesystem::remove_all(t.dir + "/arm");
+  std::filesystem::remove_all(t.dir + "/x86");
+  EXPECT_EQ(t.Found(EM_X86_64), uncached_x86);
+  t.env.machines = nullptr;
+  EXPECT_EQ(t.Found(EM_X86_64), "");
 }
 
 }  // namespace
