@@ -149,7 +149,7 @@ void FindFallThrough(Context& ctx, v1::Report* out) {
       const Obj* sibling = nullptr;
       std::vector<const Obj*> candidates = {ft.requester};
       for (const auto& [id, a] : pi.objects)
-        if (a.lmid == o.lmid && a.open_seq < o.close_seq && o.open_seq < a.close_seq &&
+        if (a.lmid == o.lmid && Overlap(a, o) &&
             std::find(ft.own_dirs.begin(), ft.own_dirs.end(), DirName(NormalPath(a.path))) != ft.own_dirs.end())
           candidates.push_back(&a);
       for (const Obj* c : candidates)
