@@ -51,6 +51,17 @@ dpkg-deb --field "$deb" Package Version Architecture | diff - <(printf 'Package:
 # Wheel's RECORD: wheel's own reader checks every file's hash and size.
 "$py" -m wheel unpack -d "$scratch/wheel-unpacked" "$wheel" >/dev/null
 
+# The licence (Apache-2.0) in each artifact: the tarball and the wheel carry its text,
+# the wheel's metadata names it (PEP 639), the .deb has Debian's copyright file.
+tar xzOf "$tarball" "ldscope-$version-linux-$arch/share/doc/ldscope/LICENSE" | cmp - "$src/LICENSE"
+wheel_file() { "$py" -c 'import sys, zipfile; sys.stdout.buffer.write(zipfile.ZipFile(sys.argv[1]).read(sys.argv[2]))' "$wheel" "$1"; }
+wheel_file "ldscope-$version.dist-info/licenses/LICENSE" | cmp - "$src/LICENSE"
+wheel_file "ldscope-$version.dist-info/METADATA" | grep -E '^(Metadata-Version|License-Expression|License-File):' |
+  diff - <(printf 'Metadata-Version: 2.4\nLicense-Expression: Apache-2.0\nLicense-File: LICENSE\n')
+dpkg-deb --fsys-tarfile "$deb" | tar xOf - ./usr/share/doc/ldscope/copyright >"$scratch/copyright"
+grep -Fx 'License: Apache-2.0' "$scratch/copyright" >/dev/null
+grep -F '/usr/share/common-licenses/Apache-2.0' "$scratch/copyright" >/dev/null
+
 # An installed ldscope traces `import numpy`: the loads are attributed to the import,
 # the audit library and the hook are the install's own, and the report is clean.
 # usage: traces NAME LDSCOPE AUDIT_LIB HOOK_DIR PYTHON
