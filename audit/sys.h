@@ -1,8 +1,8 @@
 // The audit library's only way to the kernel: raw system calls (x86_64 and aarch64), so
 // that it needs no libc. Loading a libc.so.6 of its own into the audit namespace (mapping,
 // relocating and initialising a second copy of libc in every traced process) was most of
-// what tracing cost a short process (bench/RESULTS.md, "Issue 12: the audit library
-// without libc").
+// what tracing cost a short process (bench/RESULTS.md, "The audit library without
+// libc").
 //
 // Each call returns what the kernel returns: a result >= 0, or -errno. Nothing here
 // touches errno, the program's or any other: a hook leaves it as it found it. Header-only

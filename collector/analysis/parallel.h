@@ -12,7 +12,7 @@ namespace ldscope::analysis {
 // Runs f(0) .. f(n - 1) on up to 8 threads, one per 32 indexes at most (each index once,
 // in no particular order). Reading and summarising files is mostly open/mmap/munmap and
 // page faults: the H200's 16 cores read import torch's files for a report in 3 ms, where
-// a 2-core VM takes 20 ms with one thread or two (bench/RESULTS.md, the tenth session).
+// a 2-core VM takes 20 ms with one thread or two (bench/RESULTS.md, "Reading files ahead").
 // f must touch nothing that another index's call touches.
 template <typename F>
 void ParallelFor(size_t n, F&& f) {

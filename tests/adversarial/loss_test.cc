@@ -1,4 +1,4 @@
-// Issue 9, points 4, 5 and parts of 7: every lost event is counted, every process is
+// Every lost event is counted, every process is
 // accounted for (still running, gone untraced), the collector under a descriptor limit,
 // nested runs, the ProcessStart budget, forked children's times, pid namespaces.
 #include <gtest/gtest.h>
