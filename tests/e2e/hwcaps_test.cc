@@ -11,6 +11,7 @@
 #include <regex>
 
 #include "store/trace_file.h"
+#include "support/canonical.h"
 #include "support/hwcaps.h"
 #include "support/test_support.h"
 
@@ -38,6 +39,13 @@ const std::vector<Cpu>& Cpus() {
         "tls/haswell", "tls/avx512_1/x86_64", "tls/avx512_1", "tls/x86_64", "tls",
         "haswell/avx512_1/x86_64", "haswell/avx512_1", "haswell/x86_64", "haswell",
         "avx512_1/x86_64", "avx512_1", "x86_64"}},
+      {"glibc 2.36, Intel Xeon Phi (platform xeon_phi, hwcap avx512_1)",
+       {"glibc-hwcaps/x86-64-v4", "glibc-hwcaps/x86-64-v3", "glibc-hwcaps/x86-64-v2",
+        "tls/xeon_phi/avx512_1/x86_64", "tls/xeon_phi/avx512_1", "tls/xeon_phi/x86_64",
+        "tls/xeon_phi", "tls/avx512_1/x86_64", "tls/avx512_1", "tls/x86_64", "tls",
+        "xeon_phi/avx512_1/x86_64", "xeon_phi/avx512_1", "xeon_phi/x86_64", "xeon_phi",
+        "avx512_1/x86_64", "avx512_1", "x86_64"}},
+      {"glibc 2.36, aarch64 (platform aarch64)", {"tls/aarch64", "tls", "aarch64"}},
       {"glibc 2.36, x86-64-v2 CPU without AVX", {"glibc-hwcaps/x86-64-v2", "tls/x86_64",
                                                   "tls", "x86_64"}},
       {"glibc 2.41, x86-64-v3 CPU", {"glibc-hwcaps/x86-64-v3", "glibc-hwcaps/x86-64-v2"}},
@@ -78,6 +86,9 @@ TEST(Hwcaps, TracerGoldenHoldsOnEveryCpu) {
       EXPECT_NE(shown.find("/" + cpu.subdirs.back() + "/libfix_b.so"), std::string::npos) << cpu.what;
     }
     EXPECT_EQ(testing::NormaliseHwcaps(shown), golden) << cpu.what << ":\n" << shown;
+    // What ExpectGolden compares: the same.
+    EXPECT_EQ(testing::Canonicalise(shown), golden) << cpu.what << ":\n" << shown;
+    EXPECT_EQ(testing::Canonicalise(golden), golden) << "canonical text is its own canonical form";
   }
 }
 
@@ -95,6 +106,30 @@ TEST(Hwcaps, NormalisingHidesNothingElse) {
   for (const auto& [from, to] : edits) {
     ASSERT_NE(amd.find(from), std::string::npos) << from;
     EXPECT_NE(testing::NormaliseHwcaps(testing::ReplaceAll(amd, from, to)), golden) << from << " -> " << to;
+  }
+}
+
+// Each machine- or run-dependent piece ExpectGolden replaces, and what it leaves alone.
+TEST(Canonical, MachineBuildTreeAndRun) {
+  const std::string scratch = std::string(TEST_SCRATCH_ROOT) + "/some_test";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"process: 4711 (/usr/bin/python3.11)", "process: ${PID} (/usr/bin/python3.X)"},
+      {"_ctypes.cpython-311-x86_64-linux-gnu.so", "_ctypes.cpython-3X-x86_64-linux-gnu.so"},
+      {"/usr/bin/dash -c x; /bin/bash; /bin/sh", "${SHELL} -c x; ${SHELL}; ${SHELL}"},
+      {"/usr/bin/true /bin/true /bin/truex", "${BIN}/true ${BIN}/true /bin/truex"},
+      {"/lib/x86_64-linux-gnu/libc.so.6 /usr/lib/aarch64-linux-gnu/",
+       "/lib/${MULTIARCH}/libc.so.6 /usr/lib/${MULTIARCH}/"},
+      {scratch + "/t.ldscope \"" + scratch + "\"", "${SCRATCH}/t.ldscope \"${SCRATCH}\""},
+      {std::string(FIXTURES) + "/lib/libfix_a.so " + DLPROBE + " " + AUDIT_LIB,
+       "${FIXTURES}/lib/libfix_a.so ${DLPROBE} ${AUDIT_LIB}"},
+      {"\"pid\": 77, \"seq\": \"12\", \"buildId\": \"ab12\"", "\"pid\": 0, \"seq\": 0, \"buildId\": \"\""},
+      {"+12.5 ms", "+T ms"},
+      // Not the machine's: kept.
+      {"/usr/lib/x86_64-linux-gnu-extra /opt/python3/bin /bin/shx", "/usr/lib/x86_64-linux-gnu-extra /opt/python3/bin /bin/shx"},
+  };
+  for (const auto& [in, want] : cases) {
+    EXPECT_EQ(testing::Canonicalise(in), want) << in;
+    EXPECT_EQ(testing::Canonicalise(want), want) << want;
   }
 }
 

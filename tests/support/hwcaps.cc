@@ -70,13 +70,23 @@ std::string NormaliseHwcaps(const std::string& show_text) {
   std::vector<std::string> held;  // hwcaps candidates waiting for their directory's own
   std::string held_dir, held_step, held_base;
   size_t dropped = 0;
+  bool searched_dirs = false;  // since the last "events" line
   auto flush = [&] {
     for (const auto& h : held) out += h + "\n";
     held.clear();
   };
   while (std::getline(in, line)) {
     Tried t;
+    // Already canonical: a placeholder line and its directory's own candidate.
+    if (line.find("/${HWCAPS}/") != std::string::npos) {
+      flush();
+      out += line + "\n";
+      if (std::getline(in, line)) out += line + "\n";
+      searched_dirs = true;
+      continue;
+    }
     if (ParseTried(line, &t) && IsDirectoryStep(t.step)) {
+      searched_dirs = true;
       const std::string searched = SearchedDir(t.path);
       if (!searched.empty()) {
         if (!held.empty() && (searched != held_dir || t.step != held_step || BaseOf(t.path) != held_base))
@@ -97,9 +107,11 @@ std::string NormaliseHwcaps(const std::string& show_text) {
     }
     flush();
     size_t n = 0, len = 0;
-    if (line.rfind("  events ", 0) == 0 && sscanf(line.c_str(), "  events %zu%zn", &n, &len) == 1) {
+    if (searched_dirs && line.rfind("  events ", 0) == 0 && sscanf(line.c_str(), "  events %zu%zn", &n, &len) == 1 &&
+        line.compare(len, 12, " + ${HWCAPS}") != 0) {
       line = fmt::format("  events {} + ${{HWCAPS}}{}", n - dropped, line.substr(len));
       dropped = 0;
+      searched_dirs = false;
     }
     out += line + "\n";
   }

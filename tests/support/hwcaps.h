@@ -15,8 +15,9 @@ bool IsHwcapsSubdir(const std::string& sub);
 // hwcaps subdirectories of a searched directory are dropped and the directory's own
 // candidate is preceded by one "tried STEP DIR/${HWCAPS}/FILE" line (also where this
 // CPU has none); "events N" becomes "events M + ${HWCAPS}", M not counting the dropped
-// candidates (each was one search event). Candidates of "as given" and ld.so.cache
-// steps are not directory searches and stay as they are.
+// candidates (each was one search event), in a process that searched a directory.
+// Candidates of "as given" and ld.so.cache steps are not directory searches and stay
+// as they are. Idempotent: normalised text is left as it is.
 std::string NormaliseHwcaps(const std::string& show_text);
 
 }  // namespace ldscope::testing

@@ -25,6 +25,7 @@
 
 #include "model/timeline.h"
 #include "store/trace_file.h"
+#include "support/canonical.h"
 
 extern char** environ;
 
@@ -207,27 +208,9 @@ void ExpectOpenForkOpen(const Proc& r, const v1::Timeline& t, const std::string&
 
 void ExpectGolden(const std::string& file, const std::string& actual) {
   const std::string path = GOLDEN_DIR "/" + file;
-  if (getenv("LDSCOPE_UPDATE_GOLDEN") != nullptr) WriteFile(path, actual);
-  EXPECT_EQ(actual, ReadFile(path)) << "golden " << path << " (LDSCOPE_UPDATE_GOLDEN=1 rewrites it)";
-}
-
-std::string NormalizeReport(std::string s, const std::string& scratch) {
-  s = ReplaceAll(s, FIXTURES, "${FIXTURES}");
-  s = ReplaceAll(s, DLPROBE, "${DLPROBE}");
-  s = ReplaceAll(s, SCENARIOS_DIR, "${SCENARIOS}");
-  s = ReplaceAll(s, scratch, "${SCRATCH}");
-  s = std::regex_replace(s, std::regex("process(:?) [0-9]+"), "process$1 ${PID}");
-  s = std::regex_replace(s, std::regex("\\+[0-9]+\\.[0-9] ms"), "+T ms");
-  s = std::regex_replace(s, std::regex("\"pid\": [0-9]+"), "\"pid\": 0");
-  s = std::regex_replace(s, std::regex("\"(seq|atMs)\": \"?[0-9.e-]+\"?"), "\"$1\": 0");
-  s = std::regex_replace(s, std::regex("\"buildId\": \"[0-9a-f]+\""), "\"buildId\": \"\"");
-  s = std::regex_replace(s, std::regex("\"evidence\": \\[[^\\]]*\\]"), "\"evidence\": []");
-  // The GitHub step summary's process column; the Chrome export's tracks and times.
-  s = std::regex_replace(s, std::regex("\\| [0-9]+ "), "| ${PID} ");
-  s = std::regex_replace(s, std::regex("\"(tid|ts|dur)\": [0-9.e+-]+"), "\"$1\": 0");
-  s = std::regex_replace(s, std::regex("\"name\": \"[0-9]+ "), "\"name\": \"${PID} ");
-  s = std::regex_replace(s, std::regex("\"thread [0-9]+\""), "\"thread ${TID}\"");
-  return s;
+  const std::string canonical = Canonicalise(actual);
+  if (getenv("LDSCOPE_UPDATE_GOLDEN") != nullptr) WriteFile(path, canonical);
+  EXPECT_EQ(canonical, ReadFile(path)) << "golden " << path << " (LDSCOPE_UPDATE_GOLDEN=1 rewrites it)";
 }
 
 namespace {

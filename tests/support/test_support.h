@@ -61,15 +61,10 @@ struct Collector {
   std::string Stop();
 };
 
-// Compares actual with tests/golden/FILE as a whole; LDSCOPE_UPDATE_GOLDEN=1 rewrites the
-// file instead (then review the diff).
+// Compares the canonical form of actual (Canonicalise, canonical.h: no machine, build
+// tree or run in it) with tests/golden/FILE as a whole; LDSCOPE_UPDATE_GOLDEN=1
+// rewrites the file instead (then review the diff).
 void ExpectGolden(const std::string& file, const std::string& actual);
-
-// A report (text or JSON) without what differs between machines and runs: the fixture,
-// driver, scenario and scratch paths as ${FIXTURES}, ${DLPROBE}, ${SCENARIOS},
-// ${SCRATCH}; pids, times, sequence numbers, build-ids and evidence lists (also as the
-// GitHub step summary and the Chrome export write them: thread ids, ts and dur).
-std::string NormalizeReport(std::string s, const std::string& scratch);
 
 // A SOCK_SEQPACKET socket listening at path, as the collector's (asserts that it works).
 int ListenSeqpacket(const std::string& path);

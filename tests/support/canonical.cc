@@ -1,0 +1,76 @@
+// See canonical.h.
+#include "support/canonical.h"
+
+#include <regex>
+#include <utility>
+#include <vector>
+
+#include "support/hwcaps.h"
+#include "support/test_support.h"
+
+namespace ldscope::testing {
+namespace {
+
+struct Rule {
+  std::regex pattern;
+  const char* replacement;
+};
+
+// Each rule once, in order: a later one may rely on an earlier one's placeholder.
+const std::vector<Rule>& Rules() {
+  static const std::vector<Rule> rules = [] {
+    std::vector<std::pair<const char*, const char*>> text = {
+        // One machine's Python, shell and coreutils; the multiarch triplet.
+        {R"re(python3\.[0-9]+)re", "python3.X"},
+        {R"re(cpython-3[0-9]+)re", "cpython-3X"},
+        {R"re(python3_[0-9]+)re", "python3_X"},
+        {R"re((/usr)?/bin/(dash|bash|sh)(?=[/"'\s:,;)\]]|$))re", "${SHELL}"},
+        {R"re((/usr)?/bin/true(?=[/"'\s:,;)\]]|$))re", "${BIN}/true"},
+        {R"re(classname="ldscope\.(dash|bash)")re", R"re(classname="ldscope.${SHELL}")re"},
+        {R"re(/lib/(x86_64|aarch64|i386)-linux-gnu(?=[/"'\s:,;)\]]|$))re", "/lib/${MULTIARCH}"},
+        // Pids, times and ids of one run, as the text and JSON reports, the GitHub
+        // step summary and the Chrome export write them.
+        {R"re(process(:?) [0-9]+)re", "process$1 ${PID}"},
+        {R"re(\+[0-9]+\.[0-9] ms)re", "+T ms"},
+        {R"re("pid": [0-9]+)re", R"re("pid": 0)re"},
+        {R"re("(seq|atMs)": "?[0-9.e-]+"?)re", R"re("$1": 0)re"},
+        {R"re("buildId": "[0-9a-f]+")re", R"re("buildId": "")re"},
+        {R"re("evidence": \[[^\]]*\])re", R"re("evidence": [])re"},
+        {R"re(\| [0-9]+ )re", "| ${PID} "},
+        {R"re("(tid|ts|dur)": [0-9.e+-]+)re", R"re("$1": 0)re"},
+        {R"re("name": "[0-9]+ )re", R"re("name": "${PID} )re"},
+        {R"re("thread [0-9]+")re", R"re("thread ${TID}")re"},
+    };
+    std::vector<Rule> out;
+    for (const auto& [p, r] : text) out.push_back({std::regex(p), r});
+    return out;
+  }();
+  return rules;
+}
+
+// The build tree's paths, longest first so that a path inside another is replaced as
+// itself (the scratch root before the fixtures' parent, say).
+const std::vector<std::pair<std::string, std::string>>& Paths() {
+  static const std::vector<std::pair<std::string, std::string>> paths = {
+      {AUDIT_LIB, "${AUDIT_LIB}"},     {DLPROBE, "${DLPROBE}"},
+      {PYTHON_HOOK_DIR, "${PYTHON_HOOK}"}, {FIXTURES, "${FIXTURES}"},
+      {SCENARIOS_DIR, "${SCENARIOS}"}, {PYFIXTURES_DIR, "${PYFIXTURES}"},
+  };
+  return paths;
+}
+
+}  // namespace
+
+std::string Canonicalise(const std::string& text) {
+  std::string s = NormaliseHwcaps(text);
+  // A test's scratch directory is TEST_SCRATCH_ROOT/NAME (ScratchDir).
+  static const std::regex scratch(std::regex_replace(TEST_SCRATCH_ROOT, std::regex(R"([.^$|()\[\]{}*+?\\])"),
+                                                     R"(\$&)") +
+                                  R"(/[^/\s"':,)]+)");
+  s = std::regex_replace(s, scratch, "${SCRATCH}");
+  for (const auto& [path, name] : Paths()) s = ReplaceAll(s, path, name);
+  for (const auto& rule : Rules()) s = std::regex_replace(s, rule.pattern, rule.replacement);
+  return s;
+}
+
+}  // namespace ldscope::testing
