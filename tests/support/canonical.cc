@@ -26,7 +26,7 @@ const std::vector<Rule>& Rules() {
         {R"re(python3_[0-9]+)re", "python3_X"},
         {R"re((/usr)?/bin/(dash|bash|sh)(?=[/"'\s:,;)\]]|$))re", "${SHELL}"},
         {R"re((/usr)?/bin/true(?=[/"'\s:,;)\]]|$))re", "${BIN}/true"},
-        {R"re(classname="ldscope\.(dash|bash)")re", R"re(classname="ldscope.${SHELL}")re"},
+        {R"re(\bldscope\.(dash|bash)\b)re", "ldscope.${SHELL}"},
         {R"re(/lib/(x86_64|aarch64|i386)-linux-gnu(?=[/"'\s:,;)\]]|$))re", "/lib/${MULTIARCH}"},
         // Pids, times and ids of one run, as the text and JSON reports, the GitHub
         // step summary and the Chrome export write them.
