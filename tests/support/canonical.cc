@@ -52,9 +52,8 @@ const std::vector<Rule>& Rules() {
 // itself (the scratch root before the fixtures' parent, say).
 const std::vector<std::pair<std::string, std::string>>& Paths() {
   static const std::vector<std::pair<std::string, std::string>> paths = {
-      {AUDIT_LIB, "${AUDIT_LIB}"},     {DLPROBE, "${DLPROBE}"},
-      {PYTHON_HOOK_DIR, "${PYTHON_HOOK}"}, {FIXTURES, "${FIXTURES}"},
-      {SCENARIOS_DIR, "${SCENARIOS}"}, {PYFIXTURES_DIR, "${PYFIXTURES}"},
+      {AUDIT_LIB, "${AUDIT_LIB}"}, {DLPROBE, "${DLPROBE}"},         {PYTHON_HOOK_DIR, "${PYTHON_HOOK}"},
+      {FIXTURES, "${FIXTURES}"},   {SCENARIOS_DIR, "${SCENARIOS}"}, {PYFIXTURES_DIR, "${PYFIXTURES}"},
   };
   return paths;
 }
@@ -64,9 +63,8 @@ const std::vector<std::pair<std::string, std::string>>& Paths() {
 std::string Canonicalise(const std::string& text) {
   std::string s = NormaliseHwcaps(text);
   // A test's scratch directory is TEST_SCRATCH_ROOT/NAME (ScratchDir).
-  static const std::regex scratch(std::regex_replace(TEST_SCRATCH_ROOT, std::regex(R"([.^$|()\[\]{}*+?\\])"),
-                                                     R"(\$&)") +
-                                  R"(/[^/\s"':,)]+)");
+  static const std::regex scratch(
+      std::regex_replace(TEST_SCRATCH_ROOT, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") + R"(/[^/\s"':,)]+)");
   s = std::regex_replace(s, scratch, "${SCRATCH}");
   for (const auto& [path, name] : Paths()) s = ReplaceAll(s, path, name);
   for (const auto& rule : Rules()) s = std::regex_replace(s, rule.pattern, rule.replacement);
