@@ -4,14 +4,18 @@
 #include <gtest/gtest.h>
 
 #include <elf.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <random>
 
+#include "elf/demangle.h"
 #include "elf/elf_file.h"
+#include "elf/symtab.h"
 #include "elf/facts.h"
 #include "loader/ld_cache.h"
 #include "support/test_support.h"
@@ -308,6 +312,85 @@ TEST(Elf, HashLookupsAgreeWithAScan) {
     }
   }
   EXPECT_GT(checked, 1000u);
+}
+
+// C++ names for the missing-symbol causes: demangled, compared without parameters, and
+// in the old library ABI's spelling.
+TEST(Demangle, NamesAndTheirParts) {
+  EXPECT_EQ(elf::Demangle("_ZN3c104cuda9SetDeviceEi"), "c10::cuda::SetDevice(int)");
+  EXPECT_EQ(elf::Demangle("ncclCommRegister"), "");
+  EXPECT_EQ(elf::Demangle("_ZN3c10"), "");  // cut short
+  EXPECT_EQ(elf::Demangle("_ZN" + std::string(elf::kMaxMangled, '9')), "");
+  EXPECT_EQ(elf::WithoutParameters("c10::cuda::SetDevice(int)"), "c10::cuda::SetDevice");
+  EXPECT_EQ(elf::WithoutParameters("host::Bar::get() const &"), "host::Bar::get");
+  EXPECT_EQ(elf::WithoutParameters("int host::tf<int>(int)"), "host::tf<int>");
+  EXPECT_EQ(elf::WithoutParameters("host::name[abi:cxx11]()"), "host::name");
+  EXPECT_EQ(elf::WithoutParameters("(anonymous namespace)::f(void (*)(int), char)"), "(anonymous namespace)::f");
+  EXPECT_EQ(elf::WithoutParameters("c10::flag"), "c10::flag");
+  // host::assert_fail(std::string const&) as the two ABIs mangle it.
+  const std::string old_abi = elf::Demangle("_ZN4host11assert_failERKSs");
+  const std::string new_abi =
+      elf::Demangle("_ZN4host11assert_failERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE");
+  EXPECT_EQ(old_abi, "host::assert_fail(std::string const&)");
+  EXPECT_NE(old_abi, new_abi);
+  EXPECT_EQ(elf::OldAbiSpelling(new_abi), old_abi);
+  EXPECT_EQ(elf::WithoutParameters(old_abi), elf::WithoutParameters(new_abi));
+  EXPECT_TRUE(elf::UsesCxx11Abi(new_abi));
+  EXPECT_FALSE(elf::UsesCxx11Abi(old_abi));
+  EXPECT_EQ(elf::OldAbiSpelling(elf::Demangle("_ZN4host4nameB5cxx11Ev")), elf::Demangle("_ZN4host4nameEv"));
+  EXPECT_NE(elf::OldAbiSpelling(elf::Demangle("_ZN3c104cuda9SetDeviceEa")), "c10::cuda::SetDevice(int)");
+  EXPECT_EQ(elf::LastSourceName("c10::cuda::SetDevice"), "9SetDevice");
+  EXPECT_EQ(elf::LastSourceName("host::Bar::~Bar"), "3Bar");
+  EXPECT_EQ(elf::LastSourceName("host::tf<int>"), "2tf");
+  EXPECT_EQ(elf::LastSourceName("host::operator+"), "");
+  std::vector<std::string_view> tokens;
+  elf::SourceNameCandidates("_ZN3c104cuda9SetDeviceEa", &tokens);
+  for (std::string_view t : {"3c10", "4cuda", "9SetDevice"})
+    EXPECT_NE(std::find(tokens.begin(), tokens.end(), t), tokens.end()) << t;
+  elf::SourceNameCandidates("_Z99", &tokens);  // a length past the end
+  EXPECT_TRUE(tokens.empty());
+}
+
+// .symtab's local definitions, with why each is local; a stripped copy has none to say.
+TEST(Symtab, FindsLocalDefinitionsAndWhyTheyAreLocal) {
+  const std::string lib = FIXTURES "/elf/locals/liblocals.so";
+  const std::vector<std::string> names = {"locals_static", "locals_hidden", "locals_scripted", "locals_public",
+                                          "absent"};
+  auto r = elf::FindLocalDefinitions(lib, names);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_TRUE(r->has_symtab);
+  std::map<std::string, elf::LocalDefinition> by_name;
+  for (const auto& d : r->found) by_name[d.name] = d;
+  ASSERT_EQ(by_name.size(), 3u);  // locals_public is global, absent is absent
+  EXPECT_EQ(by_name["locals_static"].kind, elf::LocalKind::kFileLocal);
+  EXPECT_EQ(by_name["locals_static"].source, "locals.c");
+  EXPECT_EQ(by_name["locals_scripted"].kind, elf::LocalKind::kLinkLocal);
+  // GNU ld leaves no trace of the hidden visibility in the output; a linker that keeps it
+  // says kHidden. Either way, not a static function.
+  EXPECT_NE(by_name["locals_hidden"].kind, elf::LocalKind::kFileLocal);
+  auto stripped = elf::FindLocalDefinitions(FIXTURES "/elf/locals/liblocals-stripped.so", names);
+  ASSERT_TRUE(stripped.ok()) << stripped.error();
+  EXPECT_FALSE(stripped->has_symtab);
+  EXPECT_TRUE(stripped->found.empty());
+  EXPECT_FALSE(elf::FindLocalDefinitions(FIXTURES "/elf/locals/absent.so", names).ok());
+  struct stat st {};
+  ASSERT_EQ(stat(lib.c_str(), &st), 0);
+  EXPECT_TRUE(elf::FindLocalDefinitions(lib, names, st.st_dev, st.st_ino).ok());
+  EXPECT_FALSE(elf::FindLocalDefinitions(lib, names, st.st_dev, st.st_ino + 1).ok());  // another file
+  // Every prefix and a few corruptions of it: an error or an answer, never a crash.
+  const std::string bytes = testing::ReadFile(lib);
+  const auto dir = testing::ScratchDir("symtab_damaged");
+  std::mt19937 rng(7);
+  for (size_t cut : {size_t{0}, size_t{16}, size_t{64}, bytes.size() / 2, bytes.size() - 1}) {
+    testing::WriteFile(dir + "/cut.so", bytes.substr(0, cut));
+    elf::FindLocalDefinitions(dir + "/cut.so", names).IgnoreError();  // that it returns is the test
+  }
+  for (int i = 0; i < 200; ++i) {
+    std::string b = bytes;
+    for (int k = 0; k < 8; ++k) b[rng() % b.size()] = static_cast<char>(rng());
+    testing::WriteFile(dir + "/bad.so", b);
+    elf::FindLocalDefinitions(dir + "/bad.so", names).IgnoreError();  // that it returns is the test
+  }
 }
 
 TEST(LdCache, ReadsTheMachinesCache) {
