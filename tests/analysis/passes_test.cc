@@ -2,11 +2,13 @@
 // real loader: what that pass (and only it) reports.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <functional>
 #include <regex>
 #include <set>
 
 #include "analysis/analysis.h"
+#include "analysis/pip_owner.h"
 #include "support/test_support.h"
 
 namespace ldscope {
@@ -270,6 +272,32 @@ TEST(Passes, LazyUnresolvedFunctionIsAWarning) {
   ASSERT_EQ(r.findings_size(), 1);
   EXPECT_EQ(r.findings(0).severity(), v1::WARNING);
   EXPECT_EQ(r.findings(0).missing(0).name(), "fix_missing_symbol");
+}
+
+// The pip distribution of a file: the dist-info whose RECORD lists it (a quoted CSV field
+// too), its METADATA and WHEEL; none outside site-packages, none for an unlisted file.
+TEST(PipOwner, TheDistributionWhoseRecordListsTheFile) {
+  const std::string site = testing::ScratchDir("pip_owner") + "/lib/python3/site-packages";
+  std::filesystem::create_directories(site + "/torch-2.5.1.dist-info");
+  std::filesystem::create_directories(site + "/odd-1.0.dist-info");
+  testing::WriteFile(site + "/torch-2.5.1.dist-info/METADATA",
+                     "Metadata-Version: 2.1\nName: torch\nVersion: 2.5.1\nRequires-Dist: filelock\n\n"
+                     "Name: not a header\n");
+  testing::WriteFile(site + "/torch-2.5.1.dist-info/WHEEL", "Wheel-Version: 1.0\nTag: cp311-cp311-linux_x86_64\n");
+  testing::WriteFile(site + "/torch-2.5.1.dist-info/RECORD", "torch/lib/libc10.so,sha256=x,1\r\ntorch/x.py,,\n");
+  testing::WriteFile(site + "/odd-1.0.dist-info/METADATA", "Name: odd\nVersion: 1.0\n");
+  testing::WriteFile(site + "/odd-1.0.dist-info/RECORD", "\"weird/a,\"\"b\"\".so\",sha256=x,1\n");
+  const auto torch = analysis::PipOwner(site + "/torch/../torch/lib/libc10.so");
+  ASSERT_TRUE(torch.has_value());
+  EXPECT_EQ(analysis::PipLabel(torch), "torch 2.5.1");
+  EXPECT_EQ(torch->dist_info, site + "/torch-2.5.1.dist-info");
+  EXPECT_EQ(torch->tags, std::vector<std::string>{"cp311-cp311-linux_x86_64"});
+  EXPECT_EQ(torch->requires_dist, std::vector<std::string>{"filelock"});
+  const auto odd = analysis::PipOwner(site + "/weird/a,\"b\".so");
+  ASSERT_TRUE(odd.has_value());
+  EXPECT_EQ(odd->name, "odd");
+  EXPECT_FALSE(analysis::PipOwner(site + "/torch/lib/libtorch.so").has_value());
+  EXPECT_FALSE(analysis::PipOwner("/usr/lib/x86_64-linux-gnu/libc.so.6").has_value());
 }
 
 }  // namespace

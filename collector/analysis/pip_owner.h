@@ -1,0 +1,42 @@
+// Which pip distribution installed a file: the *.dist-info directory beside it in its
+// site-packages whose RECORD lists it, with the name and version its METADATA gives
+// and the tags its WHEEL gives. Findings name "torch 2.5.1" rather than a path, and
+// fixes say what to reinstall.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ldscope::analysis {
+
+struct PipDistribution {
+  std::string name, version;               // METADATA's Name: and Version:
+  std::string dist_info;                   // the .dist-info directory (escaped text, as paths are)
+  std::vector<std::string> tags;           // WHEEL's Tag: lines ("cp312-abi3-linux_x86_64")
+  std::vector<std::string> requires_dist;  // METADATA's Requires-Dist: lines
+};
+
+// Bounds on what one lookup reads: .dist-info directories listed, bytes of RECORD files.
+inline constexpr size_t kMaxDistInfos = 4096;
+inline constexpr size_t kMaxRecordBytes = 256u << 20;
+
+// Looks owners up once per path.
+class PipOwners {
+ public:
+  // path: escaped text. nullopt when it is not under a site-packages or dist-packages
+  // directory, or no RECORD there lists it.
+  const std::optional<PipDistribution>& Of(const std::string& path);
+
+ private:
+  std::map<std::string, std::optional<PipDistribution>> known_;
+};
+
+// The same, uncached.
+std::optional<PipDistribution> PipOwner(const std::string& path);
+
+// "torch 2.5.1"; "" for none.
+std::string PipLabel(const std::optional<PipDistribution>& d);
+
+}  // namespace ldscope::analysis
