@@ -10,6 +10,8 @@
 #include <fmt/ranges.h>
 
 #include "analysis/analysis.h"
+#include "analysis/families.h"
+#include "analysis/missing_symbols.h"
 #include "render/python_text.h"
 #include "render/words.h"
 
@@ -17,19 +19,6 @@ namespace ldscope::analysis {
 namespace {
 
 std::string Normal(const std::string& p) { return NormalPath(p); }
-
-struct Missing {
-  std::string name, version, needed_name;  // needed_name: the NEEDED that should provide it
-  const Obj* bound = nullptr;
-  std::string provider;        // the first file on the requester's path that defines it
-  v1::CandidateStep provider_step = v1::STEP_DEFAULT_DIRS;
-  // When the provider is not the path's first match: that first match (which lacks it,
-  // and where the loader stopped).
-  std::string first_match;
-  v1::CandidateStep first_step = v1::STEP_DEFAULT_DIRS;
-  bool version_only = false;   // "version V not found" (no symbol name)
-  const Obj* out_of_scope = nullptr;  // a loaded object that defines it but is not in scope
-};
 
 // Records m in the finding's structured list.
 void AddMissing(v1::Finding* f, const Missing& m, const Obj& o) {
@@ -39,6 +28,28 @@ void AddMissing(v1::Finding* f, const Missing& m, const Obj& o) {
   x->set_needed_by(o.path);
   if (m.bound) x->set_bound_to(NormalPath(m.bound->path));
   x->set_provider(m.provider);
+  x->set_demangled(m.demangled);
+  x->set_cause(m.cause);
+  for (const auto& n : m.near) {
+    auto* y = x->add_near_misses();
+    y->set_path(NormalPath(n.object->path));
+    y->set_name(n.name);
+    y->set_demangled(n.demangled);
+  }
+  if (m.cause == v1::CAUSE_NOT_EXPORTED) x->set_local_in(NormalPath(m.holder->path));
+  if (m.cause == v1::CAUSE_PYTHON_API) {
+    x->set_interpreter(NormalPath(m.holder->path));
+    x->set_python_version(m.python_version);
+  }
+}
+
+// The detail naming the files whose symbols are unknown.
+void UnreadableDetail(v1::Finding* f, const std::vector<std::string>& unreadable) {
+  if (unreadable.empty()) return;
+  AddDetail(
+      f, "unknown",
+      fmt::format("{} could not be read; whether {} define{} these symbols is unknown", fmt::join(unreadable, ", "),
+                  unreadable.size() == 1 ? "it" : "they", unreadable.size() == 1 ? "s" : ""));
 }
 
 // The undefined, non-weak symbols of e that nothing in scope defines.
@@ -51,20 +62,6 @@ void UndefinedIn(const elf::ElfInfo& e, const SymbolScope& scope, std::vector<Mi
     m.needed_name = s.version_file;
     out->push_back(m);
   });
-}
-
-std::string SymbolList(const std::vector<const Missing*>& ms) {
-  std::vector<std::string> names;
-  for (const Missing* m : ms)
-    names.push_back(m->version_only ? fmt::format("version '{}' of {}", m->version, m->needed_name)
-                    : m->version.empty() ? m->name
-                                         : fmt::format("{}@{}", m->name, m->version));
-  if (names.size() == 1) return names[0];
-  std::string out;
-  const size_t shown = std::min<size_t>(names.size(), 4);
-  for (size_t i = 0; i < shown; ++i) out += (i == 0 ? "" : i + 1 == shown && shown == names.size() ? " and " : ", ") + names[i];
-  if (names.size() > shown) out += fmt::format(" and {} more", names.size() - shown);
-  return out;
 }
 
 class Pass {
@@ -221,6 +218,7 @@ class Pass {
           m.out_of_scope = other;
     }
     for (auto& m : missing) Attribute(pi, o, *info, &m);
+    FindCauses(ctx_, pi, o, batch->members, &missing, &causes_);
     Report(pi, o, missing, batch->unreadable);
   }
 
@@ -232,22 +230,22 @@ class Pass {
     return cause.empty() ? "" : " (for " + cause + ")";
   }
 
-  using Group = std::vector<const Missing*>;  // one (bound object, provider) pair
-
-  // Groups by (bound object, provider), the group with a provider first: that one is
-  // the explanation.
+  // Groups by (bound object, provider, cause, the cause's object); the explanation
+  // first: a group with a provider, else one whose cause is known.
   static std::vector<Group> Groups(const std::vector<Missing>& missing) {
     std::vector<Group> groups;
     for (const auto& m : missing) {
       auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) {
-        return x.front()->bound == m.bound && x.front()->provider == m.provider;
+        const Missing& y = *x.front();
+        return y.bound == m.bound && y.provider == m.provider && y.cause == m.cause && y.holder == m.holder;
       });
       if (g == groups.end()) groups.push_back({&m});
       else g->push_back(&m);
     }
-    std::stable_sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) {
-      return !a.front()->provider.empty() && b.front()->provider.empty();
-    });
+    auto rank = [](const Group& g) {
+      return !g.front()->provider.empty() ? 0 : g.front()->cause != v1::MISSING_CAUSE_UNSPECIFIED ? 1 : 2;
+    };
+    std::stable_sort(groups.begin(), groups.end(), [&](const Group& a, const Group& b) { return rank(a) < rank(b); });
     return groups;
   }
 
@@ -381,8 +379,13 @@ class Pass {
     f.add_evidence(o.open_seq);
     for (const auto& m : missing) AddMissing(&f, m, o);
     const std::vector<Group> groups = Groups(missing);
-    f.set_headline(Headline(o, groups.front()));
     AddDetail(&f, "failed", fmt::format("{}, loaded {}", self.path(), self.loaded_by()));
+    if (groups.front().front()->cause != v1::MISSING_CAUSE_UNSPECIFIED) {
+      CausedReport(pi, o, groups, unreadable, &f);
+      *out_->add_findings() = std::move(f);
+      return;
+    }
+    f.set_headline(Headline(o, groups.front()));
     std::string msg;
     for (const Group& g : groups) {
       const std::string s = Sentence(pi, o, g, &f);
@@ -390,14 +393,27 @@ class Pass {
                          : fmt::format(" Also, {}.", s);
       Evidence(pi, o, g, &f);
     }
-    if (!unreadable.empty())
-      AddDetail(&f, "unknown", fmt::format("{} could not be read; whether {} define{} these symbols is "
-                                           "unknown", fmt::join(unreadable, ", "),
-                                           unreadable.size() == 1 ? "it" : "they",
-                                           unreadable.size() == 1 ? "s" : ""));
+    UnreadableDetail(&f, unreadable);
     f.set_message(msg);
     SymbolFixes(pi, o, groups.front(), &f);
     *out_->add_findings() = std::move(f);
+  }
+
+  // A failure whose explanation has a known cause (missing_causes.cc): its words, and the
+  // message composed from headline, details and fixes.
+  void CausedReport(const ProcessIndex& pi, const Obj& o, const std::vector<Group>& groups,
+                    const std::vector<std::string>& unreadable, v1::Finding* f) {
+    f->set_headline(
+        fmt::format("{} failed to load: {}", BaseName(o.path), CauseHeadline(ctx_, groups.front(), owners_)));
+    for (const Group& g : groups) {
+      if (g.front()->cause != v1::MISSING_CAUSE_UNSPECIFIED)
+        CauseDetails(ctx_, pi, o, g, owners_, f);
+      else
+        Evidence(pi, o, g, f);
+    }
+    UnreadableDetail(f, unreadable);
+    CauseFixes(ctx_, pi, o, groups.front(), owners_, f);
+    layout::Compose(f);
   }
 
   // What to do, concrete for the first group's case.
@@ -451,6 +467,7 @@ class Pass {
   // Objects that loaded but call functions nothing in their namespace defines.
   struct NamespaceScope {
     std::unique_ptr<SymbolScope> scope;
+    std::vector<const Obj*> members;
     std::vector<std::string> unreadable;
     // Files whose undefined symbols the scope all defines (a churn loads a few files a
     // million times: each is looked up symbol by symbol once).
@@ -472,6 +489,7 @@ class Pass {
             members.push_back(&other);
         auto& ns = by_ns[o.lmid];
         ns.scope = Indexes(members, &ns.unreadable);
+        ns.members = std::move(members);
       }
       // The object loaded, so whatever it references and nothing defines can only be
       // bound lazily (a PLT call): the call will fail.
@@ -495,6 +513,7 @@ class Pass {
         continue;
       }
       for (auto& m : missing) Attribute(pi, o, *info, &m);
+      FindCauses(ctx_, pi, o, ns.members, &missing, &causes_);
       LazyFinding(pi, o, missing, ms);
     }
   }
@@ -520,6 +539,18 @@ class Pass {
     AddDetail(&f, "defined by", provider.empty() ? fmt::format("no file on {}'s search path", base)
                                                  : fmt::format("{} ({}), not loaded", provider,
                                                                render::StepWord(missing[0].provider_step)));
+    // Symbols whose cause is known: the first such cause says what to do.
+    Group caused;
+    for (const Missing* m : ms)
+      if (m->cause != v1::MISSING_CAUSE_UNSPECIFIED &&
+          (caused.empty() || (m->cause == caused[0]->cause && m->holder == caused[0]->holder)))
+        caused.push_back(m);
+    if (!caused.empty()) {
+      CauseDetails(ctx_, pi, o, caused, owners_, &f);
+      CauseFixes(ctx_, pi, o, caused, owners_, &f);
+      *out_->add_findings() = std::move(f);
+      return;
+    }
     if (!provider.empty())
       AddFix(&f, "load-rtld-global",
              fmt::format("load {} with RTLD_GLOBAL before {} (or LD_PRELOAD={})", provider, base, provider));
@@ -531,9 +562,26 @@ class Pass {
 
   Context& ctx_;
   v1::Report* out_;
+  PipOwners owners_;  // the pip distributions of the files findings name
+  CauseMemo causes_;
 };
 
 }  // namespace
+
+std::string SymbolList(const Group& ms) {
+  std::vector<std::string> names;
+  for (const Missing* m : ms)
+    names.push_back(m->version_only      ? fmt::format("version '{}' of {}", m->version, m->needed_name)
+                    : m->version.empty() ? m->name
+                                         : fmt::format("{}@{}", m->name, m->version));
+  if (names.size() == 1) return names[0];
+  std::string out;
+  const size_t shown = std::min<size_t>(names.size(), 4);
+  for (size_t i = 0; i < shown; ++i)
+    out += (i == 0 ? "" : i + 1 == shown && shown == names.size() ? " and " : ", ") + names[i];
+  if (names.size() > shown) out += fmt::format(" and {} more", names.size() - shown);
+  return out;
+}
 
 void FindMissingSymbols(Context& ctx, v1::Report* out) { Pass(ctx, out).Run(); }
 

@@ -274,6 +274,72 @@ TEST(Passes, LazyUnresolvedFunctionIsAWarning) {
   EXPECT_EQ(r.findings(0).missing(0).name(), "fix_missing_symbol");
 }
 
+// Why symbols are missing, from the pass alone: each cause with what it rests on; with
+// lazy binding, the same cause in the warning.
+TEST(Passes, MissingSymbolCauses) {
+  auto only = [](const v1::Report& r) -> const v1::MissingSymbol& {
+    static const v1::MissingSymbol kNone;
+    EXPECT_EQ(r.findings_size(), 1);
+    return r.findings_size() == 1 && r.findings(0).missing_size() == 1 ? r.findings(0).missing(0) : kNone;
+  };
+  const auto abi = RunPass(Record("cause_abi", {DLPROBE, "open", kFx + "/classes/cxxabi/ext/libabiext.so"}),
+                           analysis::FindMissingSymbols);
+  const auto& a = only(abi);
+  EXPECT_EQ(a.name(), "_ZN4host11assert_failERKSs");
+  EXPECT_EQ(a.demangled(), "host::assert_fail(std::string const&)");
+  EXPECT_EQ(a.cause(), v1::CAUSE_CXX_ABI);
+  ASSERT_EQ(a.near_misses_size(), 1);
+  EXPECT_EQ(a.near_misses(0).path(), kFx + "/classes/cxxabi/host/libhost.so");
+  EXPECT_EQ(a.near_misses(0).name(), "_ZN4host11assert_failERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE");
+  const auto lazy = RunPass(Record("cause_abi_lazy", {DLPROBE, "lazy", kFx + "/classes/cxxabi/ext/libabiext.so"}),
+                            analysis::FindMissingSymbols);
+  EXPECT_EQ(only(lazy).cause(), v1::CAUSE_CXX_ABI);
+  ASSERT_EQ(lazy.findings_size(), 1);
+  EXPECT_EQ(lazy.findings(0).severity(), v1::WARNING);
+  EXPECT_EQ(lazy.findings(0).fixes(0).action(), "rebuild-cxx-abi");
+  const auto skew = RunPass(Record("cause_skew", {"/usr/bin/python3", SCENARIOS_DIR "/import_from.py",
+                                                  kFx + "/classes/skew/site-packages", "flash_attn_2_cuda"}),
+                            analysis::FindMissingSymbols);
+  const auto& k = only(skew);
+  EXPECT_EQ(k.cause(), v1::CAUSE_HOST_VERSION);
+  ASSERT_EQ(k.near_misses_size(), 1);
+  EXPECT_EQ(k.near_misses(0).demangled(), "c10::cuda::SetDevice(signed char)");
+  const auto py = RunPass(Record("cause_python", {"/usr/bin/python3", SCENARIOS_DIR "/import_from.py",
+                                                  kFx + "/classes/cpython/site-packages", "_ymq"}),
+                          analysis::FindMissingSymbols);
+  const auto& p = only(py);
+  EXPECT_EQ(p.cause(), v1::CAUSE_PYTHON_API);
+  EXPECT_TRUE(p.interpreter().rfind("/usr/bin/python3", 0) == 0) << p.interpreter();
+  EXPECT_FALSE(p.python_version().empty()) << "the Python hook reads it";
+  for (std::string how : {"hidden", "script"}) {
+    const auto hidden =
+        RunPass(Record("cause_" + how, {DLPROBE, "open", kFx + "/classes/notexported/" + how + "/plugin/libcodec.so"}),
+                analysis::FindMissingSymbols);
+    const auto& h = only(hidden);
+    EXPECT_EQ(h.cause(), v1::CAUSE_NOT_EXPORTED) << how;
+    EXPECT_EQ(h.local_in(), kFx + "/classes/notexported/" + how + "/lib/libcore.so");
+  }
+  // Only an old, non-default version: an unversioned reference never binds to it.
+  const auto old =
+      RunPass(Record("cause_oldver", {DLPROBE, "open", kFx + "/classes/notexported/oldver/plugin/libcodec.so"}),
+              analysis::FindMissingSymbols);
+  EXPECT_EQ(only(old).cause(), v1::CAUSE_NOT_EXPORTED);
+  EXPECT_EQ(only(old).local_in(), kFx + "/classes/notexported/oldver/lib/libcore.so");
+  ASSERT_EQ(old.findings_size(), 1);
+  std::string why;
+  for (const auto& d : old.findings(0).details())
+    if (d.label() == "why") why = d.text();
+  EXPECT_EQ(why,
+            "libcore.so defines core_register_codec only as core_register_codec@CORE_0, a non-default version: "
+            "a reference without a version never binds to it");
+  ASSERT_GE(old.findings(0).fixes_size(), 1);
+  EXPECT_EQ(old.findings(0).fixes(0).action(), "replace-host");
+  // A C name no object defines in a process without Python: no cause, the pass's usual words.
+  const auto plain =
+      RunPass(Record("cause_none", {DLPROBE, "open", kFx + "/lib/libfix_bad.so"}), analysis::FindMissingSymbols);
+  EXPECT_EQ(only(plain).cause(), v1::MISSING_CAUSE_UNSPECIFIED);
+}
+
 // The pip distribution of a file: the dist-info whose RECORD lists it (a quoted CSV field
 // too), its METADATA and WHEEL; none outside site-packages, none for an unlisted file.
 TEST(PipOwner, TheDistributionWhoseRecordListsTheFile) {

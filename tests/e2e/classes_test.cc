@@ -1,13 +1,18 @@
-// The finding classes (fall-through to another installation, runtime
-// families across SONAMEs, symbol interposition, failed dlopens explained, the CUDA
-// driver library, siblings that disagree), each on tiny fixture libraries with whole
-// golden text and JSON reports; and real, healthy Debian stacks (numpy, scipy,
-// scikit-learn, torch, a make/gcc build) giving no finding at all with every pass.
+// The finding classes (fall-through to another installation, runtime families across
+// SONAMEs, symbol interposition, failed dlopens explained, the CUDA driver library,
+// siblings that disagree, why a symbol is missing), each on tiny fixture libraries with
+// whole golden text and JSON reports; the fixes for a missing symbol's cause, applied;
+// and real, healthy Debian stacks (numpy, scipy, scikit-learn, torch, a make/gcc build)
+// giving no finding at all with every pass.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <regex>
 
+#include <google/protobuf/util/json_util.h>
+
 #include "support/test_support.h"
+#include "ldscope_proto/report.pb.h"
 
 namespace ldscope {
 namespace {
@@ -31,16 +36,20 @@ std::vector<Scenario> Scenarios() {
   const std::string cuda = kFx + "/classes/cuda", sib = kFx + "/classes/siblings";
   return {
       // libcublas.so.13 from the wheel, its libcublasLt.so.13 from the toolkit.
-      {"fall_through_split", {DLPROBE, "open", cu13 + "/site-packages/torch/lib/libtorch_cuda.so"},
+      {"fall_through_split",
+       {DLPROBE, "open", cu13 + "/site-packages/torch/lib/libtorch_cuda.so"},
        {"LD_LIBRARY_PATH=" + toolkit}},
       // The same as torch 2.11 lays it out: more RPATH entries, libcublasLt.so.13 first.
-      {"fall_through_split_rpath_list", {DLPROBE, "open", cu13 + "/site-packages/torch/lib/libtorch_cuda_multi.so"},
+      {"fall_through_split_rpath_list",
+       {DLPROBE, "open", cu13 + "/site-packages/torch/lib/libtorch_cuda_multi.so"},
        {"LD_LIBRARY_PATH=" + toolkit}},
       // libcuda.so.1 (the driver) from outside the wheel beside the wheel's libcudart: fine.
-      {"fall_through_driver_healthy", {DLPROBE, "open", cu13 + "/site-packages/torch/lib/libc10_cuda.so"},
+      {"fall_through_driver_healthy",
+       {DLPROBE, "open", cu13 + "/site-packages/torch/lib/libc10_cuda.so"},
        {"LD_LIBRARY_PATH=" + kFx + "/classes/driver"}},
       // The RUNPATH directory lacks libver.so.1; LD_LIBRARY_PATH's old copy lacks VER_2.
-      {"fall_through_failure", {DLPROBE, "open", kFx + "/classes/fall/app/libfalluser.so"},
+      {"fall_through_failure",
+       {DLPROBE, "open", kFx + "/classes/fall/app/libfalluser.so"},
        {"LD_LIBRARY_PATH=" + kFx + "/ver/old"}},
       // Two copies of GNU libgomp (one renamed by auditwheel), two OpenBLAS builds.
       {"runtime_copies",
@@ -57,26 +66,27 @@ std::vector<Scenario> Scenarios() {
       {"two_cxx_runtimes",
        {DLPROBE, "open", kFx + "/classes/cxx/system/libstdc++.so.6", "open", kFx + "/classes/cxx/app/libcxxuser.so"},
        {}},
-      {"interposition_rtld_global",
-       {"/usr/bin/python3", SCENARIOS_DIR "/interposition_rtld_global.py", kFx}, {}},
-      {"interposition_setdlopenflags",
-       {"/usr/bin/python3", SCENARIOS_DIR "/interposition_setdlopenflags.py", kFx}, {}},
+      {"interposition_rtld_global", {"/usr/bin/python3", SCENARIOS_DIR "/interposition_rtld_global.py", kFx}, {}},
+      {"interposition_setdlopenflags", {"/usr/bin/python3", SCENARIOS_DIR "/interposition_setdlopenflags.py", kFx}, {}},
       // One OpenBLAS, and MKL inside a bigger library: one BLAS as threadpoolctl counts them.
-      {"blas_embedded_quiet", {DLPROBE, "open", blas + "/lib/libopenblas.so.0", "open", blas + "/app/libtorch_cpu_like.so"}, {}},
-      {"interposition_same_runtime",
-       {"/usr/bin/python3", SCENARIOS_DIR "/interposition_same_runtime.py", kFx}, {}},
+      {"blas_embedded_quiet",
+       {DLPROBE, "open", blas + "/lib/libopenblas.so.0", "open", blas + "/app/libtorch_cpu_like.so"},
+       {}},
+      {"interposition_same_runtime", {"/usr/bin/python3", SCENARIOS_DIR "/interposition_same_runtime.py", kFx}, {}},
       {"interposition_preload", {DLPROBE, "open", plugin}, {"LD_PRELOAD=" + hog}},
       // A C program's dlopen mode is not in the trace: the finding says so.
       {"interposition_mode_unknown", {DLPROBE, "gopen", hog, "open", plugin}, {}},
       // Failed dlopens explained. NCCL-style: libnccl-net.so found through
       // LD_LIBRARY_PATH, its libfabric.so.1 (RUNPATH) too old for FABRIC_1.7.
-      {"failed_dlopen_plugin_rejected", {DLPROBE, "open", "libnccl-net.so"},
+      {"failed_dlopen_plugin_rejected",
+       {DLPROBE, "open", "libnccl-net.so"},
        {"LD_LIBRARY_PATH=" + kFx + "/classes/plugin/nccl"}},
       // The same probe with no plugin installed: information only.
       {"failed_dlopen_plugin_absent", {DLPROBE, "open", "libnccl-net.so"}, {}},
       // Many optional probes (as cupy, cuDNN and jax make): one finding for the process.
       {"failed_dlopen_probes_folded",
-       {DLPROBE, "open", "libnccl-net.so", "open", "libnccl-net.so", "open", "libcutensor.so.2"}, {}},
+       {DLPROBE, "open", "libnccl-net.so", "open", "libnccl-net.so", "open", "libcutensor.so.2"},
+       {}},
       // libframework.so's constructor dlopens libbackend.so, which only libapp.so's
       // RUNPATH holds.
       // A versioned symbol whose version's library became a stub (glibc 2.34's
@@ -87,23 +97,29 @@ std::vector<Scenario> Scenarios() {
       // provider_fn is in libprovider.so, loaded by an earlier dlopen of unknown mode.
       {"failed_dlopen_out_of_scope",
        {DLPROBE, "open", kFx + "/classes/scope/provider/libprovider.so", "open",
-        kFx + "/classes/scope/consumer/libconsumer.so"}, {}},
+        kFx + "/classes/scope/consumer/libconsumer.so"},
+       {}},
       // The same from Python's ctypes, whose mode (RTLD_LOCAL) the hook reads.
       {"failed_dlopen_out_of_scope_python",
-       {"/usr/bin/python3", SCENARIOS_DIR "/failed_dlopen_local_scope.py", kFx}, {}},
+       {"/usr/bin/python3", SCENARIOS_DIR "/failed_dlopen_local_scope.py", kFx},
+       {}},
       // The CUDA driver library. LDSCOPE_NVIDIA_VERSION_FILE stands in for
       // /proc/driver/nvidia/version (absent: no kernel driver loaded).
       // A toolkit's stub found through LD_LIBRARY_PATH, on a machine without a driver.
-      {"cuda_stub", {DLPROBE, "open", "libcuda.so"},
+      {"cuda_stub",
+       {DLPROBE, "open", "libcuda.so"},
        {"LD_LIBRARY_PATH=" + cuda + "/toolkit/lib64/stubs", "LDSCOPE_NVIDIA_VERSION_FILE=" + cuda + "/nvidia/absent"}},
       // cuda-compat 580.65.06 from LD_LIBRARY_PATH on kernel driver 535.104.05.
-      {"cuda_compat_mismatch", {DLPROBE, "open", "libcuda.so.1"},
+      {"cuda_compat_mismatch",
+       {DLPROBE, "open", "libcuda.so.1"},
        {"LD_LIBRARY_PATH=" + cuda + "/compat", "LDSCOPE_NVIDIA_VERSION_FILE=" + cuda + "/nvidia/proc-version-535"}},
       // The same with the kernel driver of its version (the sysfs file's format): nothing.
-      {"cuda_compat_matches", {DLPROBE, "open", "libcuda.so.1"},
+      {"cuda_compat_matches",
+       {DLPROBE, "open", "libcuda.so.1"},
        {"LD_LIBRARY_PATH=" + cuda + "/compat", "LDSCOPE_NVIDIA_VERSION_FILE=" + cuda + "/nvidia/sys-version-580"}},
       // The same with no kernel driver recorded: the match cannot be checked (info).
-      {"cuda_compat_unknown", {DLPROBE, "open", "libcuda.so.1"},
+      {"cuda_compat_unknown",
+       {DLPROBE, "open", "libcuda.so.1"},
        {"LD_LIBRARY_PATH=" + cuda + "/compat", "LDSCOPE_NVIDIA_VERSION_FILE=" + cuda + "/nvidia/absent"}},
       // A driver's libcuda.so.1 and the compat copy, both loaded by path.
       {"cuda_two_copies",
@@ -125,6 +141,20 @@ std::vector<Scenario> Scenarios() {
       // Nothing to report: the ranks agree; the old NCCL is loaded by another program
       // (other arguments); rank 2 also preloads a library the others lack (it has no peer
       // to disagree with); the shell that started them loads neither.
+      // Why a symbol is missing. The C++ library ABI: libabiext.so built with
+      // _GLIBCXX_USE_CXX11_ABI=0 against a libhost.so built with =1.
+      {"cxx_abi_mismatch", {DLPROBE, "open", kFx + "/classes/cxxabi/ext/libabiext.so"}, {}},
+      // flash_attn 2.6.3 built against torch 2.4 (SetDevice(int)), torch 2.5.1 installed.
+      {"host_version_skew",
+       {"/usr/bin/python3", SCENARIOS_DIR "/import_from.py", kFx + "/classes/skew/site-packages", "flash_attn_2_cuda"},
+       {}},
+      // An abi3 module built for CPython 3.12 imported by the machine's older Python.
+      {"python_api_missing",
+       {"/usr/bin/python3", SCENARIOS_DIR "/import_from.py", kFx + "/classes/cpython/site-packages", "_ymq"},
+       {}},
+      // core_register_codec defined in libcore.so, but hidden, or local by a version script.
+      {"not_exported_hidden", {DLPROBE, "open", kFx + "/classes/notexported/hidden/plugin/libcodec.so"}, {}},
+      {"not_exported_version_script", {DLPROBE, "open", kFx + "/classes/notexported/script/plugin/libcodec.so"}, {}},
       {"siblings_healthy",
        {"/bin/sh", "-c",
         "RANK=0 $0 open libnccl.so.2 & RANK=1 $0 open libnccl.so.2 & RANK=2 LD_PRELOAD=$2 $0 open libnccl.so.2 & "
@@ -164,6 +194,138 @@ TEST_P(ClassGolden, TextAndJson) {
 
 INSTANTIATE_TEST_SUITE_P(Classes, ClassGolden, ::testing::ValuesIn(Scenarios()),
                          [](const auto& info) { return info.param.name; });
+
+// ---- The fixes for a missing symbol's cause, applied as their text says ----
+// Each test reads the fix from the finding, does what it says to the fixture (a rebuild,
+// in a scratch directory), runs the program again: it loads, and nothing is reported.
+
+struct Traced {
+  std::string out;    // what the command printed
+  std::string text;   // the text report
+  v1::Report report;  // the JSON report, parsed
+};
+
+Traced Trace(const std::string& dir, const std::vector<std::string>& argv) {
+  std::filesystem::create_directories(dir);
+  std::vector<std::string> cmd = {LDSCOPE_BIN,         "run", "-q", "-o", dir + "/t.ldscope", "--report",
+                                  dir + "/report.txt", "--"};
+  cmd.insert(cmd.end(), argv.begin(), argv.end());
+  const auto r = RunCmd(cmd);
+  EXPECT_EQ(r.code, 0) << r.err;
+  Traced t{r.out, testing::ReadFile(dir + "/report.txt"), {}};
+  const auto j = RunCmd({LDSCOPE_BIN, "report", "--format", "json", dir + "/t.ldscope"});
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(j.out, &t.report).ok()) << j.out;
+  return t;
+}
+
+// The text of the first finding's fix with that action ("" when none), after checking
+// that the first finding is a missing symbol of that cause.
+std::string FixText(const Traced& t, v1::MissingCause cause, const std::string& action) {
+  if (t.report.findings_size() == 0) {
+    ADD_FAILURE() << "no finding:\n" << t.text;
+    return "";
+  }
+  const v1::Finding& f = t.report.findings(0);
+  EXPECT_EQ(f.kind(), v1::MISSING_SYMBOL) << t.text;
+  EXPECT_TRUE(f.missing_size() > 0 && f.missing(0).cause() == cause) << t.text;
+  for (const auto& x : f.fixes())
+    if (x.action() == action) return x.text();
+  ADD_FAILURE() << "no fix " << action << ":\n" << t.text;
+  return "";
+}
+
+void Build(const std::vector<std::string>& argv) {
+  const auto r = RunCmd(argv);
+  ASSERT_EQ(r.code, 0) << r.err;
+}
+
+void ExpectLoadsCleanly(const Traced& t) {
+  EXPECT_EQ(t.text, "0 errors, 0 warnings, 0 info\n");
+  EXPECT_TRUE(t.out.find(": ok") != std::string::npos) << t.out;
+}
+
+// "rebuild libabiext.so with -D_GLIBCXX_USE_CXX11_ABI=1, ...": with that flag it loads.
+TEST(ClassFixes, CxxAbiRebuildWithTheHostsAbi) {
+  const auto dir = testing::ScratchDir("fix_cxx_abi");
+  const std::string host = kFx + "/classes/cxxabi/host";
+  const Traced before = Trace(dir + "/before", {DLPROBE, "open", kFx + "/classes/cxxabi/ext/libabiext.so"});
+  std::smatch flag;
+  const std::string fix = FixText(before, v1::CAUSE_CXX_ABI, "rebuild-cxx-abi");
+  ASSERT_TRUE(std::regex_search(fix, flag, std::regex("-D_GLIBCXX_USE_CXX11_ABI=[01]"))) << fix;
+  ASSERT_NO_FATAL_FAILURE(Build({CXX_BIN, "-shared", "-fPIC", flag.str(), "-o", dir + "/libabiext.so",
+                                 FIXTURE_SRC "/cxxabi_ext.cc", host + "/libhost.so", "-Wl,-rpath," + host}));
+  ExpectLoadsCleanly(Trace(dir + "/after", {DLPROBE, "open", dir + "/libabiext.so"}));
+}
+
+// "rebuild flash_attn_2_cuda.abi3.so against the torch that is loaded (torch 2.5.1)": the
+// fixture's torch 2.5.1 is its header's C10_VERSION 2.
+TEST(ClassFixes, HostVersionRebuildAgainstTheLoadedHost) {
+  const auto dir = testing::ScratchDir("fix_host_version");
+  const std::string site = kFx + "/classes/skew/site-packages";
+  const Traced before =
+      Trace(dir + "/before", {"/usr/bin/python3", SCENARIOS_DIR "/import_from.py", site, "flash_attn_2_cuda"});
+  const std::string fix = FixText(before, v1::CAUSE_HOST_VERSION, "rebuild-against-host");
+  ASSERT_TRUE(fix.find("against the torch that is loaded (torch 2.5.1)") != std::string::npos) << fix;
+  const auto inc = RunCmd({"/usr/bin/python3", "-c", "import sysconfig; print(sysconfig.get_paths()['include'])"});
+  std::filesystem::create_directories(dir + "/site");
+  ASSERT_NO_FATAL_FAILURE(
+      Build({CXX_BIN, "-shared", "-fPIC", "-DC10_VERSION=2", "-DPy_LIMITED_API=0x03080000",
+             "-I" + inc.out.substr(0, inc.out.size() - 1), "-o", dir + "/site/flash_attn_2_cuda.abi3.so",
+             FIXTURE_SRC "/skew_ext.cc", site + "/torch/lib/libc10_cuda.so", "-Wl,-rpath," + site + "/torch/lib"}));
+  ExpectLoadsCleanly(
+      Trace(dir + "/after", {"/usr/bin/python3", SCENARIOS_DIR "/import_from.py", dir + "/site", "flash_attn_2_cuda"}));
+}
+
+// "or rebuild _ymq.abi3.so with this interpreter's headers: PYTHON -c '...' prints their
+// directory": run that, build with those headers.
+TEST(ClassFixes, PythonApiRebuildWithThisInterpretersHeaders) {
+  const auto dir = testing::ScratchDir("fix_python_api");
+  const std::string site = kFx + "/classes/cpython/site-packages";
+  const Traced before = Trace(dir + "/before", {"/usr/bin/python3", SCENARIOS_DIR "/import_from.py", site, "_ymq"});
+  const std::string fix = FixText(before, v1::CAUSE_PYTHON_API, "rebuild-for-python");
+  std::smatch how;
+  ASSERT_TRUE(std::regex_search(fix, how, std::regex(": (\\S+) -c '([^']*)' prints their directory"))) << fix;
+  const auto inc = RunCmd({how[1].str(), "-c", how[2].str()});
+  ASSERT_EQ(inc.code, 0) << inc.err;
+  std::filesystem::create_directories(dir + "/site");
+  ASSERT_NO_FATAL_FAILURE(Build({CC_BIN, "-shared", "-fPIC", "-I" + inc.out.substr(0, inc.out.size() - 1), "-o",
+                                 dir + "/site/_ymq.abi3.so", FIXTURE_SRC "/ymq.c"}));
+  ExpectLoadsCleanly(
+      Trace(dir + "/after", {"/usr/bin/python3", SCENARIOS_DIR "/import_from.py", dir + "/site", "_ymq"}));
+}
+
+// "export core_register_codec from libcore.so: declare it
+// __attribute__((visibility("default"))) ..." for the hidden build, "...: list it under
+// global: in its version script (version CORE_1.0) ..." for the scripted one: done to
+// libcore.so, with the plugin beside it as the fixture lays them out.
+void ExportAndLoad(const std::string& how) {
+  const auto dir = testing::ScratchDir("fix_not_exported_" + how);
+  const std::string plugin = kFx + "/classes/notexported/" + how + "/plugin/libcodec.so";
+  const Traced before = Trace(dir + "/before", {DLPROBE, "open", plugin});
+  const std::string fix = FixText(before, v1::CAUSE_NOT_EXPORTED, "export-symbol");
+  std::vector<std::string> cc = {
+      CC_BIN, "-shared", "-fPIC", "-o", dir + "/lib/libcore.so", FIXTURE_SRC "/core.c", "-Wl,-soname,libcore.so"};
+  if (how == "hidden") {
+    const std::string attribute = "__attribute__((visibility(\"default\")))";
+    ASSERT_TRUE(fix.find("export core_register_codec from libcore.so: declare it " + attribute) != std::string::npos)
+        << fix;
+    cc.insert(cc.end(), {"-fvisibility=hidden", "-DCORE_API=" + attribute});
+  } else {
+    ASSERT_TRUE(fix.find("export core_register_codec from libcore.so: list it under global: in its version script "
+                         "(version CORE_1.0)") != std::string::npos)
+        << fix;
+    testing::WriteFile(dir + "/core.map", "CORE_1.0 {\n  global: core_init; core_register_codec;\n  local: *;\n};\n");
+    cc.push_back("-Wl,--version-script=" + dir + "/core.map");
+  }
+  std::filesystem::create_directories(dir + "/lib");
+  std::filesystem::create_directories(dir + "/plugin");
+  ASSERT_NO_FATAL_FAILURE(Build(cc));
+  std::filesystem::copy_file(plugin, dir + "/plugin/libcodec.so");
+  ExpectLoadsCleanly(Trace(dir + "/after", {DLPROBE, "open", dir + "/plugin/libcodec.so"}));
+}
+
+TEST(ClassFixes, NotExportedHiddenExport) { ExportAndLoad("hidden"); }
+TEST(ClassFixes, NotExportedVersionScriptExport) { ExportAndLoad("script"); }
 
 // Real stacks from Debian's packages (scripts/setup installs them): every pass runs, and
 // the report is empty. min_loads keeps the test honest about what it traced.

@@ -24,6 +24,10 @@ const std::vector<Rule>& Rules() {
         {R"re(python3\.[0-9]+)re", "python3.X"},
         {R"re(cpython-3[0-9]+)re", "cpython-3X"},
         {R"re(python3_[0-9]+)re", "python3_X"},
+        // Its version and wheel tag, as missing-symbol findings about a Python name say them.
+        {R"re(Python 3\.[0-9]+\.[0-9]+)re", "Python 3.X.Y"},
+        {R"re("pythonVersion": "3\.[0-9]+\.[0-9]+")re", R"re("pythonVersion": "3.X.Y")re"},
+        {R"re(\(tag cp3[0-9]+\))re", "(tag cp3X)"},
         {R"re((/usr)?/bin/(dash|bash|sh)(?=[/"'\s:,;)\]]|$))re", "${SHELL}"},
         {R"re((/usr)?/bin/true(?=[/"'\s:,;)\]]|$))re", "${BIN}/true"},
         {R"re(\bldscope\.(dash|bash)\b)re", "ldscope.${SHELL}"},

@@ -13,7 +13,8 @@ namespace ldscope::testing {
 // - `show` candidates in hwcaps subdirectories (NormaliseHwcaps in hwcaps.h);
 // - the build tree's paths: ${FIXTURES}, ${DLPROBE}, ${SCENARIOS}, ${PYFIXTURES},
 //   ${AUDIT_LIB}, ${PYTHON_HOOK}, a test's scratch directory ${SCRATCH};
-// - python3.N as python3.X (and cpython-3N as cpython-3X); /usr/bin/dash, bash, sh
+// - python3.N as python3.X (and cpython-3N as cpython-3X), "Python 3.N.M" as
+//   "Python 3.X.Y" and "(tag cp3N)" as "(tag cp3X)"; /usr/bin/dash, bash, sh
 //   as ${SHELL}; (/usr)/bin/true as ${BIN}/true; /lib/<multiarch triplet> as
 //   /lib/${MULTIARCH};
 // - pids, thread ids, times, sequence numbers, build-ids and evidence lists as the
