@@ -264,15 +264,13 @@ class Pass {
       const v1::Library b = ctx_.Describe(pi, *m0.bound);
       *f->add_objects() = b;
       f->add_evidence(b.seq());
-      s = reused ? fmt::format("it needs {}, which the {} it was bound to — {}, already loaded at "
-                               "+{:.1f} ms {} — does not define. glibc reused that object because "
-                               "its SONAME matches {}'s DT_NEEDED {}, so {}'s own {} was never searched",
-                               SymbolList(ms), m0.needed_name, Label(b), b.at_ms(), b.loaded_by(), base,
-                               m0.needed_name, base,
-                               m0.provider.empty() ? "search path" : render::StepWord(m0.provider_step))
-                 : fmt::format("it needs {}, which {} (its {}{}) does not define", SymbolList(ms),
-                               Label(b), m0.needed_name,
-                               b.found_by().empty() ? "" : ", found via " + b.found_by());
+      s = reused ? fmt::format(
+                       "it needs {}, which the {} it was bound to — {}, already loaded at "
+                       "+{:.1f} ms {} — does not define. glibc reused that object because "
+                       "its SONAME matches {}'s DT_NEEDED {}, so {}'s own search was never done",
+                       SymbolList(ms), m0.needed_name, Label(b), b.at_ms(), b.loaded_by(), base, m0.needed_name, base)
+                 : fmt::format("it needs {}, which {} (its {}{}) does not define", SymbolList(ms), Label(b),
+                               m0.needed_name, b.found_by().empty() ? "" : ", found via " + b.found_by());
     } else {
       s = fmt::format("it needs {}, which no loaded object defines", SymbolList(ms));
     }
@@ -280,7 +278,7 @@ class Pass {
       const v1::Library p = ProviderLibrary(m0);
       *f->add_objects() = p;
       if (reused)
-        s += fmt::format("; there it would have found {}, which defines {}", Label(p), pronoun);
+        s += fmt::format("; its {} holds {}, which defines {}", p.found_by(), Label(p), pronoun);
       else if (!m0.first_match.empty() && m0.first_step != m0.provider_step)
         s += fmt::format("; its own {} holds {}, which defines {}, but {} is searched first",
                          p.found_by(), Label(p), pronoun, render::StepWord(m0.first_step));
@@ -317,7 +315,8 @@ class Pass {
     if (m0.version_only)
       what = fmt::format("{} lacks version {}", m0.needed_name, m0.version);
     else if (m0.bound != nullptr)
-      what = fmt::format("{} is not in the {} it was bound to", SymbolList(ms), m0.needed_name);
+      what = fmt::format("{} {} not in the {} it was bound to", SymbolList(ms), ms.size() == 1 ? "is" : "are",
+                         m0.needed_name);
     else
       what = fmt::format("nothing in its scope defines {}", SymbolList(ms));
     return fmt::format("{} failed to load: {}", BaseName(o.path), what);
@@ -338,11 +337,11 @@ class Pass {
                                            m0.version_only ? "offer" : "define", pronoun));
       if (Reused(o, m0.bound)) {
         AddDetail(f, "loaded first", fmt::format("{}, at +{:.1f} ms", b.loaded_by(), b.at_ms()));
-        AddDetail(f, "why", fmt::format("glibc reuses a loaded object whose SONAME matches the "
-                                        "DT_NEEDED {} and does not search: {}'s own {} was never "
-                                        "searched", m0.needed_name, base,
-                                        m0.provider.empty() ? "search path"
-                                                            : render::StepWord(m0.provider_step)));
+        AddDetail(f, "why",
+                  fmt::format("glibc reuses a loaded object whose SONAME matches the "
+                              "DT_NEEDED {} and does not search: {}'s own search was never "
+                              "done",
+                              m0.needed_name, base));
       } else if (!b.found_by().empty()) {
         AddDetail(f, "found by", b.found_by());
       }

@@ -340,6 +340,24 @@ TEST(Passes, MissingSymbolCauses) {
   EXPECT_EQ(only(plain).cause(), v1::MISSING_CAUSE_UNSPECIFIED);
 }
 
+// Several symbols that the object a NEEDED was bound to lacks (listed in .dynsym order):
+// one verb for them all, and the reuse told as the search that was never done.
+TEST(Passes, MissingSymbolsListedInOneSentence) {
+  const auto r = RunPass(Record("plural", {DLPROBE, "open", kFx + "/classes/plural/old/libnccl.so.2", "open",
+                                           kFx + "/classes/plural/app/libplural.so"}),
+                         analysis::FindMissingSymbols);
+  ASSERT_EQ(r.findings_size(), 1);
+  EXPECT_EQ(r.findings(0).headline(),
+            "libplural.so failed to load: ncclCommDeregister and ncclCommRegister are not in the libnccl.so.2 it was "
+            "bound to");
+  std::string why;
+  for (const auto& d : r.findings(0).details())
+    if (d.label() == "why") why = d.text();
+  EXPECT_EQ(why,
+            "glibc reuses a loaded object whose SONAME matches the DT_NEEDED libnccl.so.2 and does not search: "
+            "libplural.so's own search was never done");
+}
+
 // The pip distribution of a file: the dist-info whose RECORD lists it (a quoted CSV field
 // too), its METADATA and WHEEL; none outside site-packages, none for an unlisted file.
 TEST(PipOwner, TheDistributionWhoseRecordListsTheFile) {
