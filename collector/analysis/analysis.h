@@ -71,9 +71,9 @@ void AddSearchDetails(Context& ctx, const ProcessIndex& pi, const Obj& requester
 // (docs/LOADER.md sections 2 and 13). missing_library.cc
 struct Reach {
   enum Kind { kNone, kNodeflib, kOriginLink } kind = kNone;
-  std::string found;       // where the file is
-  std::string owner;       // kOriginLink: the object with $ORIGIN, as opened
-  std::string real_owner;  // its real path
+  std::string found;                          // where the file is
+  std::string owner;                          // kOriginLink: the object with $ORIGIN, as opened
+  std::string real_owner;                     // its real path
   v1::CandidateStep step = v1::STEP_UNKNOWN;  // the step that would find it
 };
 Reach WhyOutOfReach(Context& ctx, const ProcessIndex& pi, const Obj& requester, const std::string& name);

@@ -599,8 +599,8 @@ void Context::AddProcess(ProcessIndex pi) {
   auto env = p.env().find("LD_LIBRARY_PATH");
   if (env != p.env().end())
     for (const auto& dir : loader::SplitSearchPath(env->second))
-      pi.env.ld_library_path.push_back(dir.empty() || dir.front() == '/' || p.cwd().empty()
-                                           ? dir : NormalPath(p.cwd() + "/" + dir));
+      pi.env.ld_library_path.push_back(
+          dir.empty() || dir.front() == '/' || p.cwd().empty() ? dir : NormalPath(p.cwd() + "/" + dir));
   pi.env.cache = &cache_;
   pi.env.idents = &idents_;
   pi.env.default_dirs = learnt_defaults;

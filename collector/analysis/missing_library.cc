@@ -122,16 +122,18 @@ void AddSearchDetails(Context& ctx, const ProcessIndex& pi, const Obj& requester
   if (why.kind == Reach::kNodeflib) {
     std::vector<std::string> dirs;
     for (const auto& d : pi.env.default_dirs) dirs.push_back(d);
-    AddDetail(f, "nodefaultlib", fmt::format("{} is linked with -z nodefaultlib (DF_1_NODEFLIB): ld.so skipped the "
-                                             "default directories ({}) and the ld.so.cache entries in them",
-                                             BaseName(requester.path), fmt::join(dirs, ", ")));
-    AddDetail(f, "out of reach", fmt::format("{} (what {} would find without the flag)", NormalPath(why.found),
-                                             render::StepWord(why.step)));
+    AddDetail(f, "nodefaultlib",
+              fmt::format("{} is linked with -z nodefaultlib (DF_1_NODEFLIB): ld.so skipped the "
+                          "default directories ({}) and the ld.so.cache entries in them",
+                          BaseName(requester.path), fmt::join(dirs, ", ")));
+    AddDetail(
+        f, "out of reach",
+        fmt::format("{} (what {} would find without the flag)", NormalPath(why.found), render::StepWord(why.step)));
   } else if (why.kind == Reach::kOriginLink) {
-    AddDetail(f, "$ORIGIN", fmt::format("{} was opened as {}, a symbolic link to {}: its $ORIGIN is {} (glibc takes "
-                                        "the directory of the name it opened, not of the real file)",
-                                        BaseName(why.owner), NormalPath(why.owner), why.real_owner,
-                                        DirName(NormalPath(why.owner))));
+    AddDetail(f, "$ORIGIN",
+              fmt::format("{} was opened as {}, a symbolic link to {}: its $ORIGIN is {} (glibc takes "
+                          "the directory of the name it opened, not of the real file)",
+                          BaseName(why.owner), NormalPath(why.owner), why.real_owner, DirName(NormalPath(why.owner))));
     AddDetail(f, "beside the real file", NormalPath(why.found));
   }
 }
@@ -142,20 +144,24 @@ namespace {
 bool AddReachFixes(const Obj& requester, const std::string& name, const Reach& why, v1::Finding* f) {
   const std::string dir = DirName(NormalPath(why.found));
   if (why.kind == Reach::kNodeflib) {
-    AddFix(f, "set-variable", fmt::format("LD_LIBRARY_PATH={} (searched whatever the flag; the default directories "
-                                          "are not)", dir));
-    AddFix(f, "relink", fmt::format("or relink {} without -z nodefaultlib, or give it a RUNPATH that holds {}: "
-                                    "patchelf --add-rpath {} {}", BaseName(requester.path), dir, dir,
-                                    NormalPath(requester.path)));
+    AddFix(f, "set-variable",
+           fmt::format("LD_LIBRARY_PATH={} (searched whatever the flag; the default directories "
+                       "are not)",
+                       dir));
+    AddFix(f, "relink",
+           fmt::format("or relink {} without -z nodefaultlib, or give it a RUNPATH that holds {}: "
+                       "patchelf --add-rpath {} {}",
+                       BaseName(requester.path), dir, dir, NormalPath(requester.path)));
     return true;
   }
   if (why.kind == Reach::kOriginLink) {
     const std::string link_dir = DirName(NormalPath(why.owner));
-    AddFix(f, "add-symlink", fmt::format("put {} beside the link: ln -s {} {}/{}", name, NormalPath(why.found),
-                                         link_dir, name));
+    AddFix(f, "add-symlink",
+           fmt::format("put {} beside the link: ln -s {} {}/{}", name, NormalPath(why.found), link_dir, name));
     AddFix(f, "set-variable", fmt::format("or LD_LIBRARY_PATH={}", dir));
-    AddFix(f, "load-by-path", fmt::format("or have {} found by its real directory ({}) rather than through the link",
-                                          BaseName(why.owner), DirName(why.real_owner)));
+    AddFix(f, "load-by-path",
+           fmt::format("or have {} found by its real directory ({}) rather than through the link", BaseName(why.owner),
+                       DirName(why.real_owner)));
     return true;
   }
   return false;
@@ -204,10 +210,10 @@ void Startup(Context& ctx, const ProcessIndex& pi, v1::Report* out) {
   const std::string program = BaseName(pi.p->exe());
   const Reach why = WhyOutOfReach(ctx, pi, *req, name);
   f.set_headline(fmt::format("{} cannot start: {}, needed by {}, is not found{}", program, name, BaseName(req->path),
-                             why.kind == Reach::kNodeflib     ? ": -z nodefaultlib excludes the default directories"
-                             : why.kind == Reach::kOriginLink ? fmt::format(": {}'s $ORIGIN is its link's directory",
-                                                                            BaseName(why.owner))
-                                                              : std::string()));
+                             why.kind == Reach::kNodeflib ? ": -z nodefaultlib excludes the default directories"
+                             : why.kind == Reach::kOriginLink
+                                 ? fmt::format(": {}'s $ORIGIN is its link's directory", BaseName(why.owner))
+                                 : std::string()));
   f.set_message(fmt::format(
       "{} could not start: {}'s NEEDED {} was found nowhere on its search path, so the dynamic "
       "loader stopped before main (exit status 127).",

@@ -458,14 +458,14 @@ class Pass {
                          m0.provider));
       return;
     }
-    if (m0.first_step == v1::STEP_LD_LIBRARY_PATH && !m0.first_match.empty() &&
-        EmptyElementFound(pi, m0.first_match)) {
+    if (m0.first_step == v1::STEP_LD_LIBRARY_PATH && !m0.first_match.empty() && EmptyElementFound(pi, m0.first_match)) {
       // The directory is no element of LD_LIBRARY_PATH: an empty one, the current
       // directory (search_files.cc's empty-path-element finding tells the hazard).
       const std::string llp = EnvOf(*pi.p, "LD_LIBRARY_PATH");
       AddFix(f, "drop-from-ld-library-path",
              fmt::format("drop the empty element from LD_LIBRARY_PATH: it is the current directory, whose {} lacks "
-                         "{}: LD_LIBRARY_PATH={}", m0.needed_name, what, fmt::join(loader::SplitPath(llp), ":")));
+                         "{}: LD_LIBRARY_PATH={}",
+                         m0.needed_name, what, fmt::join(loader::SplitPath(llp), ":")));
     } else if (m0.first_step == v1::STEP_LD_LIBRARY_PATH && !m0.first_match.empty()) {
       const std::string dir = m0.first_match.substr(0, m0.first_match.rfind('/'));
       AddFix(f, "drop-from-ld-library-path",

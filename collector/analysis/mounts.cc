@@ -16,8 +16,8 @@ namespace {
 std::string Unoctal(std::string_view s) {
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '3' && s[i + 2] >= '0' &&
-        s[i + 2] <= '7' && s[i + 3] >= '0' && s[i + 3] <= '7') {
+    if (s[i] == '\\' && i + 3 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '3' && s[i + 2] >= '0' && s[i + 2] <= '7' &&
+        s[i + 3] >= '0' && s[i + 3] <= '7') {
       out += static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0'));
       i += 3;
     } else {
@@ -55,8 +55,7 @@ std::vector<MountLine> ParseMountinfo(std::string_view text) {
 const MountLine* MountOf(const std::vector<MountLine>& lines, const std::string& dir) {
   const MountLine* best = nullptr;
   for (const auto& l : lines)
-    if (Under(dir, l.mount_point) && (best == nullptr || l.mount_point.size() >= best->mount_point.size()))
-      best = &l;
+    if (Under(dir, l.mount_point) && (best == nullptr || l.mount_point.size() >= best->mount_point.size())) best = &l;
   return best;
 }
 

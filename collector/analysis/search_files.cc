@@ -99,10 +99,10 @@ struct FileStory {
   // mount recorded for it: that is also what an RTLD_NOLOAD probe, or a file that is
   // an object already loaded under another name, leaves in a trace.
   enum Kind { kNone, kNotLibrary, kMapFailed, kIncompatible, kUnknown } kind = kNone;
-  std::string file;                 // kNotLibrary, kMapFailed: where it ended
+  std::string file;  // kNotLibrary, kMapFailed: where it ended
   v1::CandidateStep step = v1::STEP_UNKNOWN;
-  elf::Ident ident;                 // of file
-  const v1::Mount* mount = nullptr;  // kMapFailed: the noexec mount recorded for it
+  elf::Ident ident;                                         // of file
+  const v1::Mount* mount = nullptr;                         // kMapFailed: the noexec mount recorded for it
   std::vector<std::pair<std::string, elf::Ident>> skipped;  // another class or machine
   v1::FindingKind Finding() const {
     return kind == kNotLibrary ? v1::NOT_A_LIBRARY : kind == kMapFailed ? v1::MAP_FAILED : v1::INCOMPATIBLE_LIBRARY;
@@ -181,12 +181,13 @@ class Pass {
     f.add_evidence(e.seq());
     const std::string what = startup ? fmt::format("{} cannot start: {}, needed by {},", BaseName(pi.p->exe()),
                                                    s.requested_name(), BaseName(r->path))
-                                     : needed ? fmt::format("{}'s NEEDED {} failed:", BaseName(r->path), s.requested_name())
-                                              : fmt::format("dlopen of {} from {} failed:", s.requested_name(),
-                                                            BaseName(r->path));
+                             : needed
+                                 ? fmt::format("{}'s NEEDED {} failed:", BaseName(r->path), s.requested_name())
+                                 : fmt::format("dlopen of {} from {} failed:", s.requested_name(), BaseName(r->path));
     const std::string py = render::PyCauseText(s.python(), pi.p->cwd());
-    layout::Detail(&f, "requested by", fmt::format("{}, loaded {}{}", NormalPath(r->path), ctx_.HowLoaded(pi, *r),
-                                                   py.empty() ? "" : ", for " + py));
+    layout::Detail(
+        &f, "requested by",
+        fmt::format("{}, loaded {}{}", NormalPath(r->path), ctx_.HowLoaded(pi, *r), py.empty() ? "" : ", for " + py));
     Tell(pi, *r, s, story, what, &f);
     layout::Compose(&f);
     *out_->add_findings() = std::move(f);
@@ -195,10 +196,14 @@ class Pass {
   void Tell(const ProcessIndex& pi, const Obj& r, const v1::SearchResult& s, const FileStory& st,
             const std::string& what, v1::Finding* f) {
     switch (st.kind) {
-      case FileStory::kNotLibrary: return NotLibrary(pi, r, s, st, what, f);
-      case FileStory::kMapFailed: return MapFailed(st, what, f);
-      case FileStory::kIncompatible: return Incompatible(pi, r, s, st, what, f);
-      default: return;
+      case FileStory::kNotLibrary:
+        return NotLibrary(pi, r, s, st, what, f);
+      case FileStory::kMapFailed:
+        return MapFailed(st, what, f);
+      case FileStory::kIncompatible:
+        return Incompatible(pi, r, s, st, what, f);
+      default:
+        return;
     }
   }
 
@@ -222,42 +227,52 @@ class Pass {
     const bool other_class = std::any_of(st.skipped.begin(), st.skipped.end(),
                                          [](const auto& k) { return k.second.elf_class == ELFCLASS32; });
     const std::string host = elf::MachineWord(pi.env.machine != 0 ? pi.env.machine : elf::HostMachine());
-    f->set_headline(fmt::format("{} found only as {}: unusable in this 64-bit {} process", what,
-                                st.skipped.size() == 1 ? Foreign(st.skipped[0].second) : "builds for another class or machine",
-                                host));
+    f->set_headline(fmt::format(
+        "{} found only as {}: unusable in this 64-bit {} process", what,
+        st.skipped.size() == 1 ? Foreign(st.skipped[0].second) : "builds for another class or machine", host));
     const bool by_path = name.find('/') != std::string::npos;
     for (const auto& [p, id] : st.skipped)
-      layout::Detail(f, "unusable", fmt::format("{} ({}): {}; ld.so {}", p, StepText(pi, s, p), Foreign(id),
-                                                by_path ? "treats it as absent" : "skips it and searches on"));
-    layout::Detail(f, "loader said", other_class ? fmt::format("{}: wrong ELF class: ELFCLASS32", name)
-                                                 : fmt::format("{}: cannot open shared object file: No such file or "
-                                                               "directory (a file for another machine is skipped as "
-                                                               "if it were not there)", name));
+      layout::Detail(f, "unusable",
+                     fmt::format("{} ({}): {}; ld.so {}", p, StepText(pi, s, p), Foreign(id),
+                                 by_path ? "treats it as absent" : "skips it and searches on"));
+    layout::Detail(f, "loader said",
+                   other_class ? fmt::format("{}: wrong ELF class: ELFCLASS32", name)
+                               : fmt::format("{}: cannot open shared object file: No such file or "
+                                             "directory (a file for another machine is skipped as "
+                                             "if it were not there)",
+                                             name));
     const bool needed = r.load != nullptr &&
                         std::find(r.load->needed().begin(), r.load->needed().end(), name) != r.load->needed().end();
     if (!by_path) AddSearchDetails(ctx_, pi, r, name, &s, /*dlopen=*/!needed, f);
-    layout::Fix(f, "install", fmt::format("install a 64-bit {} build of {} and put it where {} is now{}", host,
-                                          BaseName(st.skipped[0].first), st.skipped[0].first,
-                                          by_path ? ", or open that build's path" : ", or on the search path before it"));
-    layout::Fix(f, "run-matching-program", fmt::format("or, if the {} build is the one you want, run a program "
-                                                       "built for it: this process is 64-bit {}",
-                                                       elf::MachineWord(st.skipped[0].second.machine), host));
+    layout::Fix(f, "install",
+                fmt::format("install a 64-bit {} build of {} and put it where {} is now{}", host,
+                            BaseName(st.skipped[0].first), st.skipped[0].first,
+                            by_path ? ", or open that build's path" : ", or on the search path before it"));
+    layout::Fix(f, "run-matching-program",
+                fmt::format("or, if the {} build is the one you want, run a program "
+                            "built for it: this process is 64-bit {}",
+                            elf::MachineWord(st.skipped[0].second.machine), host));
   }
 
   void MapFailed(const FileStory& st, const std::string& what, v1::Finding* f) {
     const v1::Mount& m = *st.mount;
     f->set_headline(fmt::format("{} {} lies on a noexec mount ({})", what, st.file, m.mount_point()));
-    layout::Detail(f, "could not map", fmt::format("{}: ld.so opened it and could not map its code: failed to map "
-                                                   "segment from shared object", st.file));
-    layout::Detail(f, "mount", fmt::format("{} ({} from {}, options {}): noexec forbids executable mappings of its "
-                                           "files (recorded when the trace was taken)",
-                                           m.mount_point(), m.fs_type(), m.source(), m.options()));
+    layout::Detail(f, "could not map",
+                   fmt::format("{}: ld.so opened it and could not map its code: failed to map "
+                               "segment from shared object",
+                               st.file));
+    layout::Detail(f, "mount",
+                   fmt::format("{} ({} from {}, options {}): noexec forbids executable mappings of its "
+                               "files (recorded when the trace was taken)",
+                               m.mount_point(), m.fs_type(), m.source(), m.options()));
     layout::Fix(f, "set-variable",
                 fmt::format("if the program unpacks {} into a temporary directory (snappy-java, JNA, lavaplayer and "
                             "PyInstaller do), give it one on a mount without noexec: TMPDIR=/var/tmp, or for Java "
-                            "-Djava.io.tmpdir=/var/tmp", BaseName(st.file)));
-    layout::Fix(f, "remount", fmt::format("or remount {} without noexec: mount -o remount,exec {}", m.mount_point(),
-                                          m.mount_point()));
+                            "-Djava.io.tmpdir=/var/tmp",
+                            BaseName(st.file)));
+    layout::Fix(
+        f, "remount",
+        fmt::format("or remount {} without noexec: mount -o remount,exec {}", m.mount_point(), m.mount_point()));
     layout::Fix(f, "move", fmt::format("or move {} to a directory on another mount", st.file));
   }
 
@@ -265,20 +280,21 @@ class Pass {
                   const std::string& what, v1::Finding* f) {
     const std::string err = loader::StopError(st.ident);
     const bool script = !st.ident.head.empty() && IsLinkerScript(st.ident.head);
-    f->set_headline(fmt::format("{} {} is {}", what, st.file, script ? "a GNU ld script, not a library"
-                                                                     : "not a library (" + err + ")"));
-    layout::Detail(f, "stopped at", fmt::format("{} ({}): ld.so reads it as an ELF object, fails with \"{}\" and "
-                                                "searches no further", st.file, StepText(pi, s, st.file), err));
+    f->set_headline(fmt::format("{} {} is {}", what, st.file,
+                                script ? "a GNU ld script, not a library" : "not a library (" + err + ")"));
+    layout::Detail(f, "stopped at",
+                   fmt::format("{} ({}): ld.so reads it as an ELF object, fails with \"{}\" and "
+                               "searches no further",
+                               st.file, StepText(pi, s, st.file), err));
     if (!script) {
       layout::Fix(f, "remove", fmt::format("remove or rename {}, which is not a shared library", st.file));
       return;
     }
     const std::string real = ScriptDetails(pi, r, st.ident, f);
     if (!real.empty())
-      layout::Fix(f, "load-by-path", fmt::format("dlopen {} (the library the script names) instead of {}{}", real,
-                                                 s.requested_name(),
-                                                 s.python().dlopen_call().empty()
-                                                     ? "" : fmt::format(": ctypes.CDLL('{}')", real)));
+      layout::Fix(f, "load-by-path",
+                  fmt::format("dlopen {} (the library the script names) instead of {}{}", real, s.requested_name(),
+                              s.python().dlopen_call().empty() ? "" : fmt::format(": ctypes.CDLL('{}')", real)));
     if (st.step == v1::STEP_LD_LIBRARY_PATH)
       layout::Fix(f, "drop-from-ld-library-path",
                   fmt::format("or take {} off LD_LIBRARY_PATH: it holds link-time files", DirName(st.file)));
@@ -288,13 +304,14 @@ class Pass {
   // them; returns the first member that search finds ("" when none).
   std::string ScriptDetails(const ProcessIndex& pi, const Obj& r, const elf::Ident& id, v1::Finding* f) {
     layout::Detail(f, "script", ScriptText(id.head));
-    layout::Detail(f, "why", "a GNU ld script tells the link editor (ld -l...) which files to link; the dynamic "
-                             "loader reads only ELF objects");
+    layout::Detail(f, "why",
+                   "a GNU ld script tells the link editor (ld -l...) which files to link; the dynamic "
+                   "loader reads only ELF objects");
     std::vector<std::string> shown;
     std::string real;
     for (const auto& m : ScriptMembers(id.head)) {
-      const loader::Result got = loader::Search(m, pi.AsRequester(r, ctx_.files()), pi.LoaderChain(r, ctx_.files()),
-                                                pi.env);
+      const loader::Result got =
+          loader::Search(m, pi.AsRequester(r, ctx_.files()), pi.LoaderChain(r, ctx_.files()), pi.env);
       shown.push_back(got.path.empty() ? m + " (not found)" : m == got.path ? m : fmt::format("{} ({})", m, got.path));
       if (real.empty() && !got.path.empty()) real = m;
     }
@@ -354,31 +371,37 @@ class Pass {
     *f.add_objects() = ctx_.Describe(pi, *pi.exe);
     f.add_evidence(e.seq());
     const bool script = st.kind == FileStory::kNotLibrary && IsLinkerScript(st.ident.head);
-    const std::string reason = st.kind == FileStory::kNone ? "not found"
+    const std::string reason = st.kind == FileStory::kNone           ? "not found"
                                : st.kind == FileStory::kIncompatible ? "found only as " + Foreign(st.skipped[0].second)
-                               : st.kind == FileStory::kMapFailed ? st.file + " could not be mapped"
-                               : script ? st.file + " is a GNU ld script, not a library"
-                                        : st.file + " is not a library";
+                               : st.kind == FileStory::kMapFailed    ? st.file + " could not be mapped"
+                               : script                              ? st.file + " is a GNU ld script, not a library"
+                                                                     : st.file + " is not a library";
     f.set_headline(fmt::format("LD_PRELOAD entry {} was ignored: {}", entry, reason));
     layout::Detail(&f, "LD_PRELOAD", EnvOf(*pi.p, "LD_PRELOAD"));
-    layout::Detail(&f, "loader said", fmt::format("ERROR: ld.so: object '{}' from LD_PRELOAD cannot be preloaded "
-                                                  "({}): ignored.", entry, why));
-    layout::Detail(&f, "effect", fmt::format("{} ran without it: nothing it would interpose (an allocator, a "
-                                             "profiler) is in effect", program));
+    layout::Detail(&f, "loader said",
+                   fmt::format("ERROR: ld.so: object '{}' from LD_PRELOAD cannot be preloaded "
+                               "({}): ignored.",
+                               entry, why));
+    layout::Detail(&f, "effect",
+                   fmt::format("{} ran without it: nothing it would interpose (an allocator, a "
+                               "profiler) is in effect",
+                               program));
     for (const auto& [p, id] : st.skipped) layout::Detail(&f, "unusable", fmt::format("{}: {}", p, Foreign(id)));
     if (st.kind == FileStory::kNotLibrary || st.kind == FileStory::kMapFailed)
       layout::Detail(&f, "stopped at", fmt::format("{}: {}", st.file, why));
     const std::string real = script ? ScriptDetails(pi, *pi.exe, st.ident, &f) : "";
-    if (entry.find('/') == std::string::npos)
-      AddSearchDetails(ctx_, pi, *pi.exe, entry, &s, /*dlopen=*/false, &f);
+    if (entry.find('/') == std::string::npos) AddSearchDetails(ctx_, pi, *pi.exe, entry, &s, /*dlopen=*/false, &f);
     const std::string host = elf::MachineWord(pi.env.machine != 0 ? pi.env.machine : elf::HostMachine());
     layout::Fix(&f, "preload-by-path",
                 st.kind == FileStory::kIncompatible ? fmt::format("give LD_PRELOAD the full path of a 64-bit {} build "
-                                                                  "instead", host)
+                                                                  "instead",
+                                                                  host)
                 : !real.empty() ? fmt::format("give LD_PRELOAD the library the script names instead: {}", real)
-                : st.kind == FileStory::kMapFailed ? "give LD_PRELOAD the full path of a copy on a mount without noexec"
-                : fmt::format("give LD_PRELOAD the full path of the library (a bare name is searched like a NEEDED "
-                              "of {}: RPATH, LD_LIBRARY_PATH, ld.so.cache, default directories)", program));
+                : st.kind == FileStory::kMapFailed
+                    ? "give LD_PRELOAD the full path of a copy on a mount without noexec"
+                    : fmt::format("give LD_PRELOAD the full path of the library (a bare name is searched like a NEEDED "
+                                  "of {}: RPATH, LD_LIBRARY_PATH, ld.so.cache, default directories)",
+                                  program));
     layout::Fix(&f, "drop-from-ld-preload", fmt::format("or remove {} from LD_PRELOAD", entry));
     layout::Compose(&f);
     *out_->add_findings() = std::move(f);
@@ -403,7 +426,8 @@ class Pass {
     for (const auto& [id, o] : pi.objects) {
       if (o.load == nullptr) continue;
       for (const std::string* list : {&o.load->rpath(), &o.load->runpath()})
-        if (!loader::EmptyElements(*list, ":").empty() && std::find(told.begin(), told.end(), o.path.str()) == told.end()) {
+        if (!loader::EmptyElements(*list, ":").empty() &&
+            std::find(told.begin(), told.end(), o.path.str()) == told.end()) {
           told.push_back(o.path);
           EmptyInDynamic(pi, o, list == &o.load->rpath() ? "RPATH" : "RUNPATH", *list);
         }
@@ -439,27 +463,34 @@ class Pass {
     const std::vector<size_t> empty = loader::EmptyElements(llp);
     f.set_headline(found.empty()
                        ? fmt::format("LD_LIBRARY_PATH has an empty element: ld.so searches the current directory ({}) "
-                                     "for every library", cwd)
+                                     "for every library",
+                                     cwd)
                        : fmt::format("{} was loaded from the current directory ({}) through an empty element of "
-                                     "LD_LIBRARY_PATH", BaseName(found.front()->path), cwd));
+                                     "LD_LIBRARY_PATH",
+                                     BaseName(found.front()->path), cwd));
     for (const Obj* o : found) {
       *f.add_objects() = ctx_.Describe(pi, *o);
       f.add_evidence(o->open_seq);
     }
-    layout::Detail(&f, "LD_LIBRARY_PATH", fmt::format("{} (element {} of {} is empty)", Marked(llp, ":;"),
-                                                      empty.front() + 1, loader::SplitSearchPath(llp).size()));
-    layout::Detail(&f, "meant", fmt::format("the current directory, {} (glibc takes an empty element as the "
-                                            "directory of length 0: the working directory of each search)", cwd));
+    layout::Detail(&f, "LD_LIBRARY_PATH",
+                   fmt::format("{} (element {} of {} is empty)", Marked(llp, ":;"), empty.front() + 1,
+                               loader::SplitSearchPath(llp).size()));
+    layout::Detail(&f, "meant",
+                   fmt::format("the current directory, {} (glibc takes an empty element as the "
+                               "directory of length 0: the working directory of each search)",
+                               cwd));
     for (const Obj* o : found)
       layout::Detail(&f, "found there", fmt::format("{}, loaded {}", NormalPath(o->path), ctx_.HowLoaded(pi, *o)));
-    layout::Detail(&f, "hazard", "a file named like a library in whatever directory the program runs in is loaded "
-                                 "before the other directories: a directory it is started in can run code in it");
+    layout::Detail(&f, "hazard",
+                   "a file named like a library in whatever directory the program runs in is loaded "
+                   "before the other directories: a directory it is started in can run code in it");
     const std::string fixed = WithoutEmpty(llp, ":;");
     layout::Fix(&f, "set-variable",
                 fixed.empty() ? std::string("unset LD_LIBRARY_PATH (it names no directory)")
                               : fmt::format("LD_LIBRARY_PATH={} (the same without the empty element)", fixed));
-    layout::Fix(&f, "set-variable", "and append without making one: export LD_LIBRARY_PATH="
-                                    "\"${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/new/dir\"");
+    layout::Fix(&f, "set-variable",
+                "and append without making one: export LD_LIBRARY_PATH="
+                "\"${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/new/dir\"");
     layout::Compose(&f);
     *out_->add_findings() = std::move(f);
   }
@@ -471,23 +502,29 @@ class Pass {
     const std::string cwd = found.empty() ? pi.p->cwd() : DirName(found.front()->path);
     *f.add_objects() = ctx_.Describe(pi, o);
     f.add_evidence(o.open_seq);
-    f.set_headline(fmt::format("{}'s {} has an empty element: ld.so searches the current directory ({}) for its "
-                               "libraries", BaseName(o.path), tag, cwd));
+    f.set_headline(
+        fmt::format("{}'s {} has an empty element: ld.so searches the current directory ({}) for its "
+                    "libraries",
+                    BaseName(o.path), tag, cwd));
     for (const Obj* x : found) {
       *f.add_objects() = ctx_.Describe(pi, *x);
       f.add_evidence(x->open_seq);
     }
     layout::Detail(&f, tag, fmt::format("{} of {}", Marked(list, ":"), NormalPath(o.path)));
-    layout::Detail(&f, "meant", fmt::format("the current directory, {} (an empty element is the directory of length "
-                                            "0; $ORIGIN would be the object's own)", cwd));
+    layout::Detail(&f, "meant",
+                   fmt::format("the current directory, {} (an empty element is the directory of length "
+                               "0; $ORIGIN would be the object's own)",
+                               cwd));
     for (const Obj* x : found)
       layout::Detail(&f, "found there", fmt::format("{}, loaded {}", NormalPath(x->path), ctx_.HowLoaded(pi, *x)));
-    layout::Detail(&f, "hazard", "a file named like a library in the directory the program runs in is loaded "
-                                 "first: a directory it is started in can run code in it");
+    layout::Detail(&f, "hazard",
+                   "a file named like a library in the directory the program runs in is loaded "
+                   "first: a directory it is started in can run code in it");
     const std::string fixed = WithoutEmpty(list, ":");
-    layout::Fix(&f, "set-rpath", fixed.empty() ? fmt::format("patchelf --remove-rpath {}", NormalPath(o.path))
-                                               : fmt::format("patchelf {}--set-rpath '{}' {}", rpath ? "--force-rpath " : "", fixed,
-                                                             NormalPath(o.path)));
+    layout::Fix(&f, "set-rpath",
+                fixed.empty() ? fmt::format("patchelf --remove-rpath {}", NormalPath(o.path))
+                              : fmt::format("patchelf {}--set-rpath '{}' {}", rpath ? "--force-rpath " : "", fixed,
+                                            NormalPath(o.path)));
     layout::Compose(&f);
     *out_->add_findings() = std::move(f);
   }

@@ -696,22 +696,33 @@ Ident IdentOf(const std::string& path) {
 
 std::string ClassWord(uint8_t elf_class) {
   switch (elf_class) {
-    case ELFCLASS32: return "ELFCLASS32";
-    case ELFCLASS64: return "ELFCLASS64";
-    default: return fmt::format("ELF class {}", elf_class);
+    case ELFCLASS32:
+      return "ELFCLASS32";
+    case ELFCLASS64:
+      return "ELFCLASS64";
+    default:
+      return fmt::format("ELF class {}", elf_class);
   }
 }
 
 std::string MachineWord(uint16_t machine) {
   switch (machine) {
-    case EM_X86_64: return "x86-64";
-    case EM_386: return "i386";
-    case EM_AARCH64: return "AArch64";
-    case EM_ARM: return "ARM";
-    case EM_PPC64: return "PowerPC64";
-    case EM_S390: return "S/390";
-    case EM_RISCV: return "RISC-V";
-    default: return fmt::format("machine {}", machine);
+    case EM_X86_64:
+      return "x86-64";
+    case EM_386:
+      return "i386";
+    case EM_AARCH64:
+      return "AArch64";
+    case EM_ARM:
+      return "ARM";
+    case EM_PPC64:
+      return "PowerPC64";
+    case EM_S390:
+      return "S/390";
+    case EM_RISCV:
+      return "RISC-V";
+    default:
+      return fmt::format("machine {}", machine);
   }
 }
 

@@ -111,11 +111,14 @@ bool InDefaultDir(const std::string& p, const Environment& env) {
 Verdict Judge(const elf::Ident& id, uint16_t machine) {
   using K = elf::Ident::Kind;
   switch (id.kind) {
-    case K::kAbsent: return Verdict::kAbsent;
+    case K::kAbsent:
+      return Verdict::kAbsent;
     case K::kUnreadable:
     case K::kShort:
-    case K::kNotElf: return Verdict::kStop;
-    case K::kElf: break;
+    case K::kNotElf:
+      return Verdict::kStop;
+    case K::kElf:
+      break;
   }
   // open_verify's order: the class (skipped), the byte order (fatal), the machine
   // (skipped), the type (fatal). ldscope traces 64-bit little-endian processes.
@@ -129,10 +132,14 @@ Verdict Judge(const elf::Ident& id, uint16_t machine) {
 std::string StopError(const elf::Ident& id) {
   using K = elf::Ident::Kind;
   switch (id.kind) {
-    case K::kUnreadable: return "cannot read file data";
-    case K::kShort: return "file too short";
-    case K::kNotElf: return "invalid ELF header";
-    default: break;
+    case K::kUnreadable:
+      return "cannot read file data";
+    case K::kShort:
+      return "file too short";
+    case K::kNotElf:
+      return "invalid ELF header";
+    default:
+      break;
   }
   if (id.elf_class != ELFCLASS64 && id.elf_class != ELFCLASS32) return "invalid ELF header";
   if (id.data != ELFDATA2LSB) return "ELF file data encoding not little-endian";

@@ -33,8 +33,7 @@ struct Scenario {
 };
 
 // RunCmd in dir ("": here).
-testing::Proc RunIn(const std::string& dir, const std::vector<std::string>& argv,
-                    const std::vector<std::string>& env) {
+testing::Proc RunIn(const std::string& dir, const std::vector<std::string>& argv, const std::vector<std::string>& env) {
   const auto here = std::filesystem::current_path();
   if (!dir.empty()) std::filesystem::current_path(dir);
   const auto r = RunCmd(argv, env);
@@ -186,11 +185,19 @@ std::vector<Scenario> SearchScenarios() {
   return {
       // `export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/opt/x` with it unset: ":/opt/x". The
       // working directory holds a stale libsf_util.so.1 without sf_util_v2.
-      {"search_empty_element_cwd", {DLPROBE, "open", sf + "/app/libsf_app.so"}, {"LD_LIBRARY_PATH=:" + sf + "/opt"},
-       0, true, sf + "/work"},
+      {"search_empty_element_cwd",
+       {DLPROBE, "open", sf + "/app/libsf_app.so"},
+       {"LD_LIBRARY_PATH=:" + sf + "/opt"},
+       0,
+       true,
+       sf + "/work"},
       // The same hazard where nothing was found there: a warning still.
-      {"search_empty_element_hazard", {DLPROBE, "open", kFx + "/lib/libfix_b.so"},
-       {"LD_LIBRARY_PATH=" + kFx + "/lib:"}, 0, true, sf + "/app"},
+      {"search_empty_element_hazard",
+       {DLPROBE, "open", kFx + "/lib/libfix_b.so"},
+       {"LD_LIBRARY_PATH=" + kFx + "/lib:"},
+       0,
+       true,
+       sf + "/app"},
       // An RPATH ending in ':' (libsf_rpath.so's): the current directory for its NEEDED.
       {"search_empty_rpath_element", {DLPROBE, "open", sf + "/app/libsf_rpath.so"}, {}, 0, true, sf + "/work"},
       // Only a 32-bit copy on the path: "wrong ELF class: ELFCLASS32".
@@ -198,14 +205,23 @@ std::vector<Scenario> SearchScenarios() {
       // An aarch64 build opened by its path: "No such file or directory", though it exists.
       {"search_wrong_machine", {DLPROBE, "open", sf + "/arm64/libsf_x.so"}, {}, 0, true},
       // 32-bit and aarch64 copies before the x86-64 one: skipped, nothing to report.
-      {"search_foreign_skipped_healthy", {DLPROBE, "open", "libsf_x.so"},
-       {"LD_LIBRARY_PATH=" + sf + "/lib32:" + sf + "/arm64:" + sf + "/lib64"}, 0, true},
+      {"search_foreign_skipped_healthy",
+       {DLPROBE, "open", "libsf_x.so"},
+       {"LD_LIBRARY_PATH=" + sf + "/lib32:" + sf + "/arm64:" + sf + "/lib64"},
+       0,
+       true},
       // Three LD_PRELOAD entries ld.so ignores: not found, 32-bit, a GNU ld script.
-      {"search_preload_ignored", {DLPROBE, "open", kFx + "/lib/libfix_b.so"},
-       {"LD_PRELOAD=libsf_nothere.so.1 " + sf + "/lib32/libsf_x.so:" + sf + "/script/libsf_util.so"}, 0, true},
+      {"search_preload_ignored",
+       {DLPROBE, "open", kFx + "/lib/libfix_b.so"},
+       {"LD_PRELOAD=libsf_nothere.so.1 " + sf + "/lib32/libsf_x.so:" + sf + "/script/libsf_util.so"},
+       0,
+       true},
       // dlopen("libsf_util.so") finds the GNU ld script first: "invalid ELF header".
-      {"search_linker_script", {DLPROBE, "open", "libsf_util.so"},
-       {"LD_LIBRARY_PATH=" + sf + "/script:" + sf + "/opt"}, 0, true},
+      {"search_linker_script",
+       {DLPROBE, "open", "libsf_util.so"},
+       {"LD_LIBRARY_PATH=" + sf + "/script:" + sf + "/opt"},
+       0,
+       true},
       // libtree's 08_nodeflib: exe_a (-z nodefaultlib) cannot find libc.so.6.
       {"peer_08_nodeflib", {sf + "/nodeflib/exe_a"}, {}, 127, true},
       // libtree's 07: $ORIGIN of b/libg.so (a symbolic link to a/libg.so) is b/.
@@ -317,8 +333,8 @@ TEST(SearchFixes, EmptyElementDropped) {
 }
 
 TEST(SearchFixes, SixtyFourBitCopyFirst) {
-  const Traced before = TraceAndReport("class_before", {DLPROBE, "open", "libsf_x.so"},
-                                       {"LD_LIBRARY_PATH=" + kSf + "/lib32"});
+  const Traced before =
+      TraceAndReport("class_before", {DLPROBE, "open", "libsf_x.so"}, {"LD_LIBRARY_PATH=" + kSf + "/lib32"});
   // "install a 64-bit x86-64 build ... on the search path before it": the fixture's.
   EXPECT_NE(FixOf(before.report, v1::INCOMPATIBLE_LIBRARY, "install").find("on the search path before it"),
             std::string::npos);
@@ -328,8 +344,8 @@ TEST(SearchFixes, SixtyFourBitCopyFirst) {
 }
 
 TEST(SearchFixes, PreloadByPath) {
-  const Traced before = TraceAndReport("preload_before", {DLPROBE, "open", kFx + "/lib/libfix_b.so"},
-                                       {"LD_PRELOAD=libsf_x.so"});
+  const Traced before =
+      TraceAndReport("preload_before", {DLPROBE, "open", kFx + "/lib/libfix_b.so"}, {"LD_PRELOAD=libsf_x.so"});
   EXPECT_NE(before.run.err.find("cannot be preloaded"), std::string::npos) << before.run.err;
   EXPECT_NE(FixOf(before.report, v1::PRELOAD_IGNORED, "preload-by-path").find("full path"), std::string::npos);
   const Traced after = TraceAndReport("preload_after", {DLPROBE, "open", kFx + "/lib/libfix_b.so"},
@@ -380,11 +396,13 @@ TEST(SearchFixes, NoexecMount) {
       "sh -c \"$(sed -n 's/^  fix: or remount [^:]*: //p' \"$4.txt\")\" && "
       "\"$3\" run -q --no-report -o \"$6\" -- \"$5\" open \"$1\"/libfix_b.so && \"$3\" report \"$6\" > \"$6.txt\"";
   std::filesystem::create_directories(mnt);
-  const auto r = RunCmd({"/usr/bin/unshare", "-m", "/bin/sh", "-c", script, "sh", mnt, kFx + "/lib/libfix_b.so", LDSCOPE_BIN,
-                         trace, DLPROBE, fixed, dir});
+  const auto r = RunCmd({"/usr/bin/unshare", "-m", "/bin/sh", "-c", script, "sh", mnt, kFx + "/lib/libfix_b.so",
+                         LDSCOPE_BIN, trace, DLPROBE, fixed, dir});
   ASSERT_EQ(r.code, 0) << "unshare -m and a tmpfs mount need root: " << r.err;
   EXPECT_NE(r.out.find("open " + mnt + "/libfix_b.so: failed: " + mnt +
-                       "/libfix_b.so: failed to map segment from shared object"), std::string::npos) << r.out;
+                       "/libfix_b.so: failed to map segment from shared object"),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("open " + mnt + "/libfix_b.so: ok"), std::string::npos) << r.out;
   testing::ExpectGolden("classes_search_noexec.txt", testing::ReadFile(trace + ".txt"));
   testing::ExpectGolden("classes_search_noexec.json", testing::ReadFile(trace + ".json"));
