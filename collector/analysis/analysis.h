@@ -49,12 +49,34 @@ bool StartupFailed(const ProcessIndex& pi);
 // caller's loader holds (warning: RUNPATH is not inherited), an undefined symbol that
 // a loaded object outside the lookup scope defines (error). failed_dlopen.cc
 void FindFailedDlopens(Context& ctx, v1::Report* out);
+// Searches explained by the files they reached: a file that is not a library (a GNU ld
+// script), one that could not be mapped (a noexec mount), only copies of another ELF
+// class or machine; LD_PRELOAD entries ld.so ignored; empty elements of LD_LIBRARY_PATH,
+// RPATH and RUNPATH (the current directory). search_files.cc
+void FindSearchFiles(Context& ctx, v1::Report* out);
+// Whether FindSearchFiles explains a search that mapped nothing (by a file it reached:
+// then it is no "not found").
+bool ExplainedBySearchFiles(const Context& ctx, const ProcessIndex& pi, const v1::SearchResult& s);
+
 // The search behind a failed request of name by requester, as labelled lines: one
 // "tried" line per directory (hwcaps subdirectories folded in), LD_LIBRARY_PATH, the
 // loaders' RUNPATHs that were not searched, ld.so.cache. missing_library.cc
 void AddSearchDetails(Context& ctx, const ProcessIndex& pi, const Obj& requester,
                       const std::string& name, const v1::SearchResult* s, bool dlopen,
                       v1::Finding* f);
+
+// A file the loader's own rules put out of a search's reach: the requester's -z
+// nodefaultlib (the default directories and their ld.so.cache entries skipped), or an
+// $ORIGIN taken from the directory of a symbolic link its owner was opened through
+// (docs/LOADER.md sections 2 and 13). missing_library.cc
+struct Reach {
+  enum Kind { kNone, kNodeflib, kOriginLink } kind = kNone;
+  std::string found;                          // where the file is
+  std::string owner;                          // kOriginLink: the object with $ORIGIN, as opened
+  std::string real_owner;                     // its real path
+  v1::CandidateStep step = v1::STEP_UNKNOWN;  // the step that would find it
+};
+Reach WhyOutOfReach(Context& ctx, const ProcessIndex& pi, const Obj& requester, const std::string& name);
 
 // Runs every pass over the context's timeline; findings ordered by process, then
 // severity. One Context serves every pass and whatever else reads the same trace (the

@@ -594,13 +594,15 @@ void Context::AddProcess(ProcessIndex pi) {
   const v1::ProcessTimeline& p = *pi.p;
   pi.env.subdirs.assign(p.hwcaps_subdirs().begin(), p.hwcaps_subdirs().end());
   const std::vector<std::string> learnt_defaults(p.default_dirs().begin(), p.default_dirs().end());
+  // Relative elements, and empty ones (the current directory), are the start's cwd's.
+  pi.env.cwd = p.cwd();
   auto env = p.env().find("LD_LIBRARY_PATH");
   if (env != p.env().end())
-    for (const auto& dir : loader::SplitPath(env->second))  // relative: to the start's cwd
-      pi.env.ld_library_path.push_back(dir.front() == '/' || p.cwd().empty() ? dir
-                                                                             : NormalPath(p.cwd() + "/" + dir));
+    for (const auto& dir : loader::SplitSearchPath(env->second))
+      pi.env.ld_library_path.push_back(
+          dir.empty() || dir.front() == '/' || p.cwd().empty() ? dir : NormalPath(p.cwd() + "/" + dir));
   pi.env.cache = &cache_;
-  pi.env.machines = &machines_;
+  pi.env.idents = &idents_;
   pi.env.default_dirs = learnt_defaults;
   if (pi.env.default_dirs.empty())
     pi.env.default_dirs = multiarch_ ? std::vector<std::string>{"/lib/x86_64-linux-gnu",

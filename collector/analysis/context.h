@@ -288,7 +288,7 @@ class Context {
   Files* files_;
   loader::LdCache cache_;
   Status cache_status_;
-  loader::MachineCache machines_;  // the processes' env.machines
+  loader::IdentCache idents_;  // the processes' env.idents
   struct Identity {
     bool known = false;  // stat worked
     uint64_t dev = 0, ino = 0;

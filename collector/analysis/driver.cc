@@ -200,6 +200,9 @@ v1::Report Analyze(Context& ctx) {
   // Failed dlopens explained: a plugin rejected, absent, not found because a RUNPATH is
   // not inherited, or failed on a symbol that a loaded object outside its scope defines.
   FindFailedDlopens(ctx, &r);
+  // Searches that reached files they could not use (a GNU ld script, a noexec mount,
+  // another ELF class), ignored preloads, empty path elements (the current directory).
+  FindSearchFiles(ctx, &r);
   // The CUDA driver library: a stub, two copies, a compat copy against the kernel driver.
   FindCudaDriver(ctx, &r);
   // Processes of one program (ranks, workers) that disagree about a library's file.

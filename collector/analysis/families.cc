@@ -167,6 +167,7 @@ std::vector<FallThrough> FallThroughs(Context& ctx, const ProcessIndex& pi) {
     // The requester's own directories alone: did any of them hold the name?
     loader::Environment own = pi.env;
     own.ld_library_path.clear();
+    own.cache = nullptr;  // nodeflib alone keeps ld.so.cache entries outside the default dirs
     r.nodeflib = true;
     const std::string& name = o.load->requested_name();
     const loader::Result res = loader::Search(name, r, r.runpath.empty() ? pi.LoaderChain(req->second, ctx.files())

@@ -4,11 +4,16 @@
 // information). Both name the library, who needed it, and every directory tried, with
 // the step of the search that put it there.
 #include <algorithm>
+#include <filesystem>
+#include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "analysis/analysis.h"
+#include "analysis/families.h"
 #include "render/words.h"
+#include "text/escape.h"
 
 namespace ldscope::analysis {
 namespace {
@@ -23,15 +28,57 @@ const v1::SearchResult* SearchFor(const ProcessIndex& pi, const Obj& o, const st
 }
 
 // "RPATH of needs_gone", "LD_LIBRARY_PATH", "default directory": why a directory was
-// on the list, from the trace's step and the loader model's owner of that candidate.
-std::string Why(const v1::Candidate& c, const loader::Result& model) {
+// on the list, from the trace's step and the loader model's owner of that candidate (the
+// nth time the path was tried: two RPATHs may name one directory).
+std::string Why(const v1::Candidate& c, int nth, const loader::Result& model) {
   for (const auto& m : model.why)
-    if (m.path == c.path() && !m.owner.empty())
-      return fmt::format("{} of {}", render::CandidateWord(c), BaseName(m.owner));
+    if (m.path == c.path() && nth-- == 0)
+      return m.owner.empty() ? render::CandidateWord(c)
+                             : fmt::format("{} of {}", render::CandidateWord(c), BaseName(m.owner));
   return render::CandidateWord(c);
 }
 
+// A copy of the chain with one object's path replaced (its $ORIGIN moved).
+std::vector<loader::Object> Moved(std::vector<loader::Object> chain, const std::string& from, const std::string& to) {
+  for (auto& o : chain)
+    if (o.path == from) o.path = to;
+  return chain;
+}
+
+bool HasOrigin(const std::string& list) {
+  return list.find("$ORIGIN") != std::string::npos || list.find("${ORIGIN}") != std::string::npos;
+}
+
 }  // namespace
+
+Reach WhyOutOfReach(Context& ctx, const ProcessIndex& pi, const Obj& requester, const std::string& name) {
+  Reach out;
+  loader::Object r = pi.AsRequester(requester, ctx.files());
+  const std::vector<loader::Object> chain = pi.LoaderChain(requester, ctx.files());
+  if (r.nodeflib) {
+    loader::Object without = r;
+    without.nodeflib = false;
+    const loader::Result got = loader::Search(name, without, chain, pi.env);
+    if (!got.path.empty()) return {Reach::kNodeflib, got.path, "", "", got.step};
+  }
+  // The objects whose RPATH or RUNPATH this search used, each with $ORIGIN taken from its
+  // real directory instead of the directory of the name it was opened by.
+  std::vector<const loader::Object*> owners = {&r};
+  if (r.runpath.empty())
+    for (const auto& l : chain) owners.push_back(&l);
+  for (const loader::Object* o : owners) {
+    if (!HasOrigin(r.runpath.empty() ? o->rpath : o->runpath) || o->path.empty() || o->path.front() != '/') continue;
+    std::error_code ec;
+    const std::string real = std::filesystem::canonical(text::Unescape(o->path), ec).string();
+    if (ec || DirName(text::Escape(real)) == DirName(NormalPath(o->path))) continue;
+    loader::Object moved = r;
+    if (moved.path == o->path) moved.path = text::Escape(real);
+    const loader::Result got = loader::Search(name, moved, Moved(chain, o->path, text::Escape(real)), pi.env);
+    if (!got.path.empty() && (got.step == v1::STEP_RPATH || got.step == v1::STEP_RUNPATH))
+      return {Reach::kOriginLink, got.path, o->path, text::Escape(real), got.step};
+  }
+  return out;
+}
 
 // One "tried" line per directory (its glibc-hwcaps subdirectories, which depend on the
 // CPU, are folded into it).
@@ -49,13 +96,15 @@ void AddSearchDetails(Context& ctx, const ProcessIndex& pi, const Obj& requester
   std::vector<std::string> subdirs = loader::SubdirsFromCandidates(paths, name);
   for (const auto& sub : pi.env.subdirs)
     if (std::find(subdirs.begin(), subdirs.end(), sub) == subdirs.end()) subdirs.push_back(sub);
+  std::map<std::string, int> seen;
   for (const auto& c : s->tried()) {
+    const int nth = seen[c.path()]++;
     const std::string dir = c.path().substr(0, c.path().size() - std::min(c.path().size(), name.size() + 1));
     const bool subdir = std::any_of(subdirs.begin(), subdirs.end(), [&](const std::string& sub) {
       return dir.size() > sub.size() && dir.compare(dir.size() - sub.size(), sub.size(), sub) == 0 &&
              dir[dir.size() - sub.size() - 1] == '/';
     });
-    if (!subdir) AddDetail(f, "tried", fmt::format("{}/ ({})", NormalPath(dir), Why(c, model)));
+    if (!subdir) AddDetail(f, "tried", fmt::format("{}/ ({})", NormalPath(dir), Why(c, nth, model)));
   }
   if (pi.env.ld_library_path.empty()) AddDetail(f, "LD_LIBRARY_PATH", "not set");
   // A loader's RUNPATH is not inherited (an RPATH is): the usual surprise.
@@ -69,11 +118,57 @@ void AddSearchDetails(Context& ctx, const ProcessIndex& pi, const Obj& requester
     AddDetail(f, "ld.so.cache", fmt::format("unknown ({})", ctx.cache_status().error()));
   else if (!r.nodeflib && ctx.cache().Lookup(name).empty())
     AddDetail(f, "ld.so.cache", fmt::format("no entry for {}", name));
+  const Reach why = WhyOutOfReach(ctx, pi, requester, name);
+  if (why.kind == Reach::kNodeflib) {
+    std::vector<std::string> dirs;
+    for (const auto& d : pi.env.default_dirs) dirs.push_back(d);
+    AddDetail(f, "nodefaultlib",
+              fmt::format("{} is linked with -z nodefaultlib (DF_1_NODEFLIB): ld.so skipped the "
+                          "default directories ({}) and the ld.so.cache entries in them",
+                          BaseName(requester.path), fmt::join(dirs, ", ")));
+    AddDetail(
+        f, "out of reach",
+        fmt::format("{} (what {} would find without the flag)", NormalPath(why.found), render::StepWord(why.step)));
+  } else if (why.kind == Reach::kOriginLink) {
+    AddDetail(f, "$ORIGIN",
+              fmt::format("{} was opened as {}, a symbolic link to {}: its $ORIGIN is {} (glibc takes "
+                          "the directory of the name it opened, not of the real file)",
+                          BaseName(why.owner), NormalPath(why.owner), why.real_owner, DirName(NormalPath(why.owner))));
+    AddDetail(f, "beside the real file", NormalPath(why.found));
+  }
 }
 
 namespace {
 
-void AddFixes(const Obj& requester, const std::string& name, v1::Finding* f) {
+// The fixes for a file the loader's rules put out of reach.
+bool AddReachFixes(const Obj& requester, const std::string& name, const Reach& why, v1::Finding* f) {
+  const std::string dir = DirName(NormalPath(why.found));
+  if (why.kind == Reach::kNodeflib) {
+    AddFix(f, "set-variable",
+           fmt::format("LD_LIBRARY_PATH={} (searched whatever the flag; the default directories "
+                       "are not)",
+                       dir));
+    AddFix(f, "relink",
+           fmt::format("or relink {} without -z nodefaultlib, or give it a RUNPATH that holds {}: "
+                       "patchelf --add-rpath {} {}",
+                       BaseName(requester.path), dir, dir, NormalPath(requester.path)));
+    return true;
+  }
+  if (why.kind == Reach::kOriginLink) {
+    const std::string link_dir = DirName(NormalPath(why.owner));
+    AddFix(f, "add-symlink",
+           fmt::format("put {} beside the link: ln -s {} {}/{}", name, NormalPath(why.found), link_dir, name));
+    AddFix(f, "set-variable", fmt::format("or LD_LIBRARY_PATH={}", dir));
+    AddFix(f, "load-by-path",
+           fmt::format("or have {} found by its real directory ({}) rather than through the link", BaseName(why.owner),
+                       DirName(why.real_owner)));
+    return true;
+  }
+  return false;
+}
+
+void AddFixes(Context& ctx, const ProcessIndex& pi, const Obj& requester, const std::string& name, v1::Finding* f) {
+  if (AddReachFixes(requester, name, WhyOutOfReach(ctx, pi, requester, name), f)) return;
   AddFix(f, "install", fmt::format("install the package that provides {}", name));
   AddFix(f, "set-variable",
          fmt::format("if {} is installed in a directory of its own, add that directory to "
@@ -106,20 +201,26 @@ void Startup(Context& ctx, const ProcessIndex& pi, v1::Report* out) {
   const Obj* req = nullptr;
   std::string name;
   if (!StartupFailure(pi, &req, &name)) return;
+  const v1::SearchResult* s = SearchFor(pi, *req, name);
+  if (s != nullptr && ExplainedBySearchFiles(ctx, pi, *s)) return;  // search_files.cc: found, unusable
   auto f = NewFinding(pi, v1::MISSING_LIBRARY, v1::ERROR);
   const v1::Library r = ctx.Describe(pi, *req);
   *f.add_objects() = r;
   f.add_evidence(r.seq());
   const std::string program = BaseName(pi.p->exe());
-  f.set_headline(fmt::format("{} cannot start: {}, needed by {}, is not found", program, name,
-                             BaseName(req->path)));
+  const Reach why = WhyOutOfReach(ctx, pi, *req, name);
+  f.set_headline(fmt::format("{} cannot start: {}, needed by {}, is not found{}", program, name, BaseName(req->path),
+                             why.kind == Reach::kNodeflib ? ": -z nodefaultlib excludes the default directories"
+                             : why.kind == Reach::kOriginLink
+                                 ? fmt::format(": {}'s $ORIGIN is its link's directory", BaseName(why.owner))
+                                 : std::string()));
   f.set_message(fmt::format(
       "{} could not start: {}'s NEEDED {} was found nowhere on its search path, so the dynamic "
       "loader stopped before main (exit status 127).",
       program, BaseName(req->path), name));
   AddDetail(&f, "needed by", fmt::format("{}, loaded {}", r.path(), r.loaded_by()));
-  AddSearchDetails(ctx, pi, *req, name, SearchFor(pi, *req, name), false, &f);
-  AddFixes(*req, name, &f);
+  AddSearchDetails(ctx, pi, *req, name, s, false, &f);
+  AddFixes(ctx, pi, *req, name, &f);
   *out->add_findings() = std::move(f);
 }
 
@@ -136,6 +237,7 @@ void FailedDlopens(Context& ctx, const ProcessIndex& pi, v1::Report* out) {
         const v1::SearchResult* s = SearchFor(pi, o, n);
         // Unsearched names of a dlopen that failed elsewhere are not missing.
         if (BoundFor(pi, o, n) != nullptr || s == nullptr || s->has_same_as()) continue;
+        if (ExplainedBySearchFiles(ctx, pi, *s)) break;  // search_files.cc: found, unusable
         auto f = NewFinding(pi, v1::MISSING_LIBRARY, v1::INFO);
         const v1::Library l = ctx.Describe(pi, o);
         *f.add_objects() = l;
@@ -150,7 +252,7 @@ void FailedDlopens(Context& ctx, const ProcessIndex& pi, v1::Report* out) {
         AddSearchDetails(ctx, pi, o, n, s, false, &f);
         AddDetail(&f, "note", "packages often probe for optional components this way: if the "
                               "program works without it, nothing needs doing");
-        AddFixes(o, n, &f);
+        AddFixes(ctx, pi, o, n, &f);
         *out->add_findings() = std::move(f);
         break;  // ld.so stops at the first NEEDED it cannot find
       }

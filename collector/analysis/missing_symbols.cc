@@ -20,6 +20,17 @@ namespace {
 
 std::string Normal(const std::string& p) { return NormalPath(p); }
 
+// Whether a file LD_LIBRARY_PATH found lies in the working directory that an empty
+// element of it stands for, and in no directory it names.
+bool EmptyElementFound(const ProcessIndex& pi, const std::string& file) {
+  const std::string llp = EnvOf(*pi.p, "LD_LIBRARY_PATH");
+  const std::string dir = file.substr(0, file.rfind('/'));
+  if (loader::EmptyElements(llp).empty() || pi.env.cwd.empty() || dir != NormalPath(pi.env.cwd)) return false;
+  for (const auto& d : loader::SplitPath(llp))
+    if (NormalPath(d.front() == '/' ? d : pi.env.cwd + "/" + d) == dir) return false;
+  return true;
+}
+
 // Records m in the finding's structured list.
 void AddMissing(v1::Finding* f, const Missing& m, const Obj& o) {
   auto* x = f->add_missing();
@@ -447,7 +458,15 @@ class Pass {
                          m0.provider));
       return;
     }
-    if (m0.first_step == v1::STEP_LD_LIBRARY_PATH && !m0.first_match.empty()) {
+    if (m0.first_step == v1::STEP_LD_LIBRARY_PATH && !m0.first_match.empty() && EmptyElementFound(pi, m0.first_match)) {
+      // The directory is no element of LD_LIBRARY_PATH: an empty one, the current
+      // directory (search_files.cc's empty-path-element finding tells the hazard).
+      const std::string llp = EnvOf(*pi.p, "LD_LIBRARY_PATH");
+      AddFix(f, "drop-from-ld-library-path",
+             fmt::format("drop the empty element from LD_LIBRARY_PATH: it is the current directory, whose {} lacks "
+                         "{}: LD_LIBRARY_PATH={}",
+                         m0.needed_name, what, fmt::join(loader::SplitPath(llp), ":")));
+    } else if (m0.first_step == v1::STEP_LD_LIBRARY_PATH && !m0.first_match.empty()) {
       const std::string dir = m0.first_match.substr(0, m0.first_match.rfind('/'));
       AddFix(f, "drop-from-ld-library-path",
              fmt::format("drop {} from LD_LIBRARY_PATH (its {} lacks {}){}", dir, m0.needed_name, what,

@@ -6,13 +6,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
 
+#include "analysis/mounts.h"
 #include "analysis/record_facts.h"
 #include "text/escape.h"
 
@@ -137,6 +140,14 @@ void Session::WriteFacts(int limit_ms) {
     *e.mutable_object_facts() = r;
     const std::string bytes = e.SerializeAsString();
     // As in Drain: Finish reports a failed write.
+    writer_.AppendEvent(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 0).IgnoreError();
+  }
+  // The directories searched and loaded from that lie on noexec mounts.
+  std::set<std::string> dirs = server_.searched_dirs();
+  for (const auto& p : server_.object_paths()) dirs.insert(p.substr(0, std::max<size_t>(1, p.rfind('/'))));
+  for (const auto& m : analysis::NoexecMounts(dirs)) {
+    *e.mutable_mount_facts() = m;
+    const std::string bytes = e.SerializeAsString();
     writer_.AppendEvent(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 0).IgnoreError();
   }
 }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <algorithm>
 #include <cstring>
 
@@ -659,6 +660,70 @@ uint16_t MachineOf(const std::string& path) {
                   std::memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 && eh.e_ident[EI_CLASS] == ELFCLASS64;
   close(fd);
   return ok ? eh.e_machine : 0;
+}
+
+Ident IdentOf(const std::string& path) {
+  Ident id;
+  const int fd = open(text::Unescape(path).c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return id;
+  // ld.so reads the header of whatever opened; a FIFO is not read here (it could block
+  // a report), and reads as unreadable.
+  struct stat st {};
+  char buf[4096];
+  ssize_t n = -1;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) n = read(fd, buf, sizeof buf);
+  close(fd);
+  if (n < 0) {
+    id.kind = Ident::Kind::kUnreadable;
+  } else if (n < static_cast<ssize_t>(sizeof(Elf64_Ehdr))) {
+    // ld.so (64-bit: the processes ldscope traces) reads a whole header of its own
+    // class before it looks at the magic: anything shorter is "file too short".
+    id.kind = Ident::Kind::kShort;
+    id.head.assign(buf, static_cast<size_t>(n));
+  } else if (std::memcmp(buf, ELFMAG, SELFMAG) != 0) {
+    id.kind = Ident::Kind::kNotElf;
+    id.head.assign(buf, static_cast<size_t>(n));
+  } else {
+    id.kind = Ident::Kind::kElf;
+    id.elf_class = static_cast<uint8_t>(buf[EI_CLASS]);
+    id.data = static_cast<uint8_t>(buf[EI_DATA]);
+    // e_type and e_machine sit at the same offsets in both classes.
+    std::memcpy(&id.type, buf + offsetof(Elf64_Ehdr, e_type), sizeof id.type);
+    std::memcpy(&id.machine, buf + offsetof(Elf64_Ehdr, e_machine), sizeof id.machine);
+  }
+  return id;
+}
+
+std::string ClassWord(uint8_t elf_class) {
+  switch (elf_class) {
+    case ELFCLASS32:
+      return "ELFCLASS32";
+    case ELFCLASS64:
+      return "ELFCLASS64";
+    default:
+      return fmt::format("ELF class {}", elf_class);
+  }
+}
+
+std::string MachineWord(uint16_t machine) {
+  switch (machine) {
+    case EM_X86_64:
+      return "x86-64";
+    case EM_386:
+      return "i386";
+    case EM_AARCH64:
+      return "AArch64";
+    case EM_ARM:
+      return "ARM";
+    case EM_PPC64:
+      return "PowerPC64";
+    case EM_S390:
+      return "S/390";
+    case EM_RISCV:
+      return "RISC-V";
+    default:
+      return fmt::format("machine {}", machine);
+  }
 }
 
 std::string FindString(const std::string& path, std::string_view needle, size_t max_len) {

@@ -214,6 +214,31 @@ uint16_t HostMachine();
 // The e_machine of the 64-bit ELF file at path (escaped text), 0 when it is not one.
 uint16_t MachineOf(const std::string& path);
 
+// A file's first bytes, as ld.so's open_verify (dl-load.c) reads a candidate of its
+// search: whether it opened, and the ELF identification and header fields it checks.
+struct Ident {
+  enum class Kind : uint8_t {
+    kAbsent,      // open failed (ENOENT, EACCES, ENOTDIR: the search goes on)
+    kUnreadable,  // opened, but its first bytes could not be read (a directory)
+    kShort,       // fewer bytes than a 64-bit ELF header ("file too short")
+    kNotElf,      // no ELF magic ("invalid ELF header"): a text file, a GNU ld script
+    kElf,
+  };
+  Kind kind = Kind::kAbsent;
+  uint8_t elf_class = 0;  // EI_CLASS: ELFCLASS32, ELFCLASS64
+  uint8_t data = 0;       // EI_DATA: ELFDATA2LSB, ELFDATA2MSB
+  uint16_t type = 0;      // e_type (ET_DYN ...), as the file's byte order writes it
+  uint16_t machine = 0;   // e_machine
+  // kNotElf, kShort: the file's first bytes (up to 4 KiB, raw), for a GNU ld script's
+  // commands.
+  std::string head;
+  bool operator==(const Ident&) const = default;
+};
+Ident IdentOf(const std::string& path);
+// "ELFCLASS32", "x86-64", "AArch64": the words for an Ident's class and machine.
+std::string ClassWord(uint8_t elf_class);
+std::string MachineWord(uint16_t machine);
+
 // Every NUL-terminated string in the file that starts with `needle` (at most `limit`).
 std::vector<std::string> FindStrings(const std::string& path, std::string_view needle,
                                      size_t max_len = 120, size_t limit = 64);

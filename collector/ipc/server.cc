@@ -228,6 +228,27 @@ static bool ExpectsPythonHook(const v1::ProcessStart& s, const std::string& hook
   return false;
 }
 
+// The directory of a candidate: the interned text where the event defines it, else the
+// candidate's own. (Events that name an interned directory without its text add
+// nothing: their connection defined it earlier.)
+void Server::NoteSearchedDir(const Stream& s, const v1::Search& search) {
+  std::string dir = search.dir();
+  if (dir.empty()) {
+    // The ORIG event names what was asked for: a name with '/' is opened as given (no
+    // candidate event follows), a bare name is no directory.
+    const std::string& c = search.candidate().empty() ? search.name() : search.candidate();
+    if (c.empty() || (search.candidate().empty() && c.find('/') == std::string::npos)) return;
+    const auto slash = c.rfind('/');
+    dir = slash == std::string::npos ? "" : slash == 0 ? "/" : c.substr(0, slash);
+  }
+  // An empty LD_LIBRARY_PATH element gives a bare name: the current directory.
+  if (dir.empty() || dir.front() != '/') {
+    if (s.cwd.empty()) return;
+    dir = dir.empty() ? s.cwd : s.cwd + "/" + dir;
+  }
+  searched_dirs_.insert(std::move(dir));
+}
+
 bool Server::HandleEvent(Conn& c, const uint8_t* data, size_t size) {
   v1::Event e;
   if (!ParseFrame(data, size, &e)) return false;
@@ -251,6 +272,7 @@ bool Server::HandleEvent(Conn& c, const uint8_t* data, size_t size) {
     if (e.has_process_start()) {
       info.image_start_ns = e.process_start().image_start_ns();
       info.exe = e.process_start().exe();
+      info.cwd = e.process_start().cwd();
       info.expects_hook = ExpectsPythonHook(e.process_start(), python_hook_dir_);
     } else {
       info.image_start_ns = e.mono_ns();
@@ -266,6 +288,7 @@ bool Server::HandleEvent(Conn& c, const uint8_t* data, size_t size) {
   if (e.has_objopen() && !e.objopen().path().empty() && e.objopen().path().front() == '/' &&
       object_paths_.insert(e.objopen().path()).second && on_new_object_)
     on_new_object_(e.objopen().path());
+  if (e.has_search()) NoteSearchedDir(stream, e.search());
   ++stats_.events;
   stats_.event_bytes += size;
   uint64_t& d = dropped_by_stream_[c.stream];

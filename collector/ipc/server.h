@@ -92,6 +92,10 @@ class Server {
   // Every absolute path an ObjOpen named (the file's bytes, not escaped), for the ELF
   // facts the collector adds to the trace at the end.
   const std::set<std::string>& object_paths() const { return object_paths_; }
+  // Every directory a search candidate lay in (absolute: a relative one taken in the
+  // process's start directory), the bytes as the events give them: with the objects'
+  // directories, where the collector looks for noexec mounts at the end.
+  const std::set<std::string>& searched_dirs() const { return searched_dirs_; }
   // Called from the event loop with each path the first time it joins object_paths()
   // (so that its facts can be read while the programs run). It must not block.
   void set_on_new_object(std::function<void(const std::string&)> f) { on_new_object_ = std::move(f); }
@@ -118,7 +122,9 @@ class Server {
     int open = 0;              // connections of it still open
     bool ended_open = false;   // a connection of it ended before the exit event
     std::string exe_after;     // /proc/PID/exe then (the process was alive: an exec)
+    std::string cwd;           // its ProcessStart's working directory
   };
+  void NoteSearchedDir(const Stream& s, const v1::Search& search);
   void Accept();
   // A new connection from the same user is registered; any other is closed (false).
   bool Admit(int fd);
@@ -150,6 +156,7 @@ class Server {
   std::unordered_map<uint32_t, Stream> stream_info_;
   bool accept_paused_ = false;
   std::set<std::string> object_paths_;
+  std::set<std::string> searched_dirs_;
   std::function<void(const std::string&)> on_new_object_;
   bool freed_ = false;         // a connection closed since the last Poll
   std::vector<FrameSlice> slices_;

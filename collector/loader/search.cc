@@ -5,15 +5,18 @@
 //   2. LD_LIBRARY_PATH (ignored in secure mode, where the audit library records
 //      nothing to model: events.proto's ProcessStart.secure);
 //   3. the requester's own RUNPATH (never its loaders');
-//   4. /etc/ld.so.cache, unless the requester is -z nodeflib;
+//   4. /etc/ld.so.cache; for a requester linked -z nodeflib, only an entry outside the
+//      default directories;
 //   5. the default directories, unless -z nodeflib.
-// Each directory is tried with the supported glibc-hwcaps subdirectories first.
+// Each directory is tried with the supported glibc-hwcaps subdirectories first. A file of
+// another ELF class or machine is skipped; a file that is not a loadable object ends the
+// search with an error.
 #include "loader/search.h"
+
+#include <elf.h>
 
 #include <algorithm>
 #include <cstring>
-
-#include "elf/elf_file.h"
 
 namespace ldscope::loader {
 namespace {
@@ -31,47 +34,59 @@ std::string ReplaceToken(std::string s, const std::string& token, const std::str
   return s;
 }
 
-std::string Expand(const std::string& dir, const Object& owner, const Environment& env) {
-  std::string d = ReplaceToken(dir, "ORIGIN", DirName(owner.path));
-  d = ReplaceToken(d, "LIB", env.lib);
-  return ReplaceToken(d, "PLATFORM", env.platform);
+// A directory as ld.so opens it: an empty element is the current directory, and a
+// relative one is taken in it.
+std::string InCwd(const std::string& dir, const Environment& env) {
+  const std::string cwd = env.cwd.empty() ? "." : env.cwd;
+  if (dir.empty()) return cwd;
+  return dir.front() == '/' ? dir : cwd + "/" + dir;
 }
 
-// glibc accepts a candidate only if it opens and is an ELF object of the right class
-// and of the process's machine (open_verify in dl-load.c: elf_machine_matches_host);
-// anything else is skipped and the search goes on.
-bool Loadable(const std::string& path, const Environment& env) {
-  const uint16_t machine = env.machine != 0 ? env.machine : elf::HostMachine();
-  if (env.machines == nullptr) return elf::MachineOf(path) == machine;
-  const auto [it, fresh] = env.machines->try_emplace(path, 0);
-  if (fresh) it->second = elf::MachineOf(path);
-  return it->second == machine;
+std::string Expand(const std::string& dir, const Object& owner, const Environment& env) {
+  if (dir.empty()) return InCwd(dir, env);
+  // $ORIGIN is the directory of the name the object was opened by, symbolic links left
+  // as they are (_dl_new_object in dl-object.c; the executable's comes from
+  // /proc/self/exe, which the trace records resolved, as glibc reads it).
+  std::string d = ReplaceToken(dir, "ORIGIN", DirName(owner.path));
+  d = ReplaceToken(d, "LIB", env.lib);
+  return InCwd(ReplaceToken(d, "PLATFORM", env.platform), env);
+}
+
+// One candidate: tried, skipped, or where the search ends. True when the search ends
+// here: the first match (unless keep_going), or a file that fails the search.
+bool TryOne(const std::string& c, v1::CandidateStep step, const std::string& owner, const Environment& env,
+            bool keep_going, Result* r) {
+  const Verdict v = Judge(IdentOf(c, env), env.machine);
+  if (!r->path.empty()) {
+    // After the first match: what the loader never reached.
+    if (v == Verdict::kUse) r->later.push_back({c, step, owner});
+    return false;
+  }
+  r->tried.push_back(c);
+  r->why.push_back({c, step, owner});
+  if (v == Verdict::kOtherClass || v == Verdict::kOtherMachine) r->skipped.push_back(r->why.back());
+  if (v == Verdict::kStop) {
+    r->stopped = r->why.back();
+    return true;
+  }
+  if (v != Verdict::kUse) return false;
+  r->path = c;
+  r->step = step;
+  return !keep_going;
 }
 
 // One directory list of one step; dirs[i] came from owners[i] ("" for the
-// environment and system steps). True when the first match was found here.
+// environment and system steps).
 bool TryDirs(const std::vector<std::string>& dirs, const std::vector<std::string>& owners,
              const std::string& name, const Environment& env, v1::CandidateStep step, bool keep_going,
              Result* r) {
   for (size_t i = 0; i < dirs.size(); ++i) {
-    std::vector<std::string> candidates;
-    for (const auto& sub : env.subdirs) candidates.push_back(dirs[i] + "/" + sub + "/" + name);
-    candidates.push_back(dirs[i] + "/" + name);
     const std::string owner = i < owners.size() ? owners[i] : "";
-    for (const auto& c : candidates) {
-      if (!r->path.empty()) {
-        if (Loadable(c, env)) r->later.push_back({c, step, owner});
-        continue;
-      }
-      r->tried.push_back(c);
-      r->why.push_back({c, step, owner});
-      if (!Loadable(c, env)) continue;
-      r->path = c;
-      r->step = step;
-      if (!keep_going) return true;
-    }
+    for (const auto& sub : env.subdirs)
+      if (TryOne(dirs[i] + "/" + sub + "/" + name, step, owner, env, keep_going, r)) return true;
+    if (TryOne(dirs[i] + "/" + name, step, owner, env, keep_going, r)) return true;
   }
-  return !r->path.empty() && !keep_going;
+  return false;
 }
 
 // The requester, then its loaders: whose RPATHs apply, in order.
@@ -81,35 +96,96 @@ std::vector<const Object*> Chain(const Object& requester, const std::vector<Obje
   return out;
 }
 
-// The ld.so.cache step: its one candidate (if the cache names one).
-bool TryCache(const std::string& p, const Environment& env, bool keep_going, Result* r) {
-  if (p.empty()) return false;
-  if (!r->path.empty()) {
-    if (Loadable(p, env)) r->later.push_back({p, v1::STEP_LD_SO_CACHE, ""});
-    return false;
-  }
-  r->tried.push_back(p);
-  r->why.push_back({p, v1::STEP_LD_SO_CACHE, ""});
-  if (!Loadable(p, env)) return false;
-  r->path = p;
-  r->step = v1::STEP_LD_SO_CACHE;
-  return !keep_going;
+// Whether an ld.so.cache entry lies in a default directory, which a -z nodeflib requester
+// does not take from the cache (_dl_map_new_object in dl-load.c: a prefix match against
+// each system directory with its trailing slash, so subdirectories count too).
+bool InDefaultDir(const std::string& p, const Environment& env) {
+  return std::any_of(env.default_dirs.begin(), env.default_dirs.end(), [&](const std::string& d) {
+    const std::string prefix = !d.empty() && d.back() == '/' ? d : d + "/";
+    return p.compare(0, prefix.size(), prefix) == 0;
+  });
 }
 
 }  // namespace
 
+Verdict Judge(const elf::Ident& id, uint16_t machine) {
+  using K = elf::Ident::Kind;
+  switch (id.kind) {
+    case K::kAbsent:
+      return Verdict::kAbsent;
+    case K::kUnreadable:
+    case K::kShort:
+    case K::kNotElf:
+      return Verdict::kStop;
+    case K::kElf:
+      break;
+  }
+  // open_verify's order: the class (skipped), the byte order (fatal), the machine
+  // (skipped), the type (fatal). ldscope traces 64-bit little-endian processes.
+  if (id.elf_class != ELFCLASS64) return id.elf_class == ELFCLASS32 ? Verdict::kOtherClass : Verdict::kStop;
+  if (id.data != ELFDATA2LSB) return Verdict::kStop;
+  if (id.machine != (machine != 0 ? machine : elf::HostMachine())) return Verdict::kOtherMachine;
+  if (id.type != ET_DYN && id.type != ET_EXEC) return Verdict::kStop;
+  return Verdict::kUse;
+}
+
+std::string StopError(const elf::Ident& id) {
+  using K = elf::Ident::Kind;
+  switch (id.kind) {
+    case K::kUnreadable:
+      return "cannot read file data";
+    case K::kShort:
+      return "file too short";
+    case K::kNotElf:
+      return "invalid ELF header";
+    default:
+      break;
+  }
+  if (id.elf_class != ELFCLASS64 && id.elf_class != ELFCLASS32) return "invalid ELF header";
+  if (id.data != ELFDATA2LSB) return "ELF file data encoding not little-endian";
+  if (id.type != ET_DYN && id.type != ET_EXEC) return "only ET_DYN and ET_EXEC can be loaded";
+  return "";
+}
+
+const elf::Ident& IdentOf(const std::string& path, const Environment& env) {
+  if (env.idents == nullptr) {
+    thread_local elf::Ident last;
+    last = elf::IdentOf(path);
+    return last;
+  }
+  const auto [it, fresh] = env.idents->try_emplace(path);
+  if (fresh) it->second = elf::IdentOf(path);
+  return it->second;
+}
+
 std::vector<std::string> SplitPath(const std::string& list, const char* seps) {
   std::vector<std::string> out;
+  for (auto& p : SplitSearchPath(list, seps))
+    if (!p.empty()) out.push_back(std::move(p));
+  return out;
+}
+
+std::vector<std::string> SplitSearchPath(const std::string& list, const char* seps) {
+  std::vector<std::string> out;
+  if (list.empty()) return out;
   std::string cur;
   for (char c : list) {
     if (std::strchr(seps, c) != nullptr) {
-      if (!cur.empty()) out.push_back(cur);
+      out.push_back(cur);
       cur.clear();
     } else {
       cur += c;
     }
   }
-  if (!cur.empty()) out.push_back(cur);
+  out.push_back(cur);
+  return out;
+}
+
+std::vector<size_t> EmptyElements(const std::string& list, const char* seps) {
+  std::vector<size_t> out;
+  const std::vector<std::string> parts = SplitSearchPath(list, seps);
+  for (size_t i = 0; i < parts.size(); ++i)
+    if (parts[i].empty()) out.push_back(i);
   return out;
 }
 
@@ -150,34 +226,36 @@ Result Search(const std::string& name, const Object& requester,
               const std::vector<Object>& loaders, const Environment& env, bool keep_going) {
   Result r;
   if (name.find('/') != std::string::npos) {
-    r.tried.push_back(name);
-    r.why.push_back({name, v1::STEP_AS_GIVEN, ""});
-    if (Loadable(name, env)) {
-      r.path = name;
-      r.step = v1::STEP_AS_GIVEN;
-    }
+    TryOne(InCwd(name, env), v1::STEP_AS_GIVEN, "", env, false, &r);
     return r;
   }
   if (requester.runpath.empty()) {
     std::vector<std::string> dirs, owners;
     for (const Object* o : Chain(requester, loaders))
-      for (const auto& d : SplitPath(o->rpath)) {
+      for (const auto& d : SplitSearchPath(o->rpath, ":")) {
         dirs.push_back(Expand(d, *o, env));
         owners.push_back(o->path);
       }
     if (TryDirs(dirs, owners, name, env, v1::STEP_RPATH, keep_going, &r)) return r;
   }
-  if (TryDirs(env.ld_library_path, {}, name, env, v1::STEP_LD_LIBRARY_PATH, keep_going, &r)) return r;
+  std::vector<std::string> llp;
+  for (const auto& d : env.ld_library_path) llp.push_back(InCwd(d, env));
+  if (TryDirs(llp, {}, name, env, v1::STEP_LD_LIBRARY_PATH, keep_going, &r)) return r;
   if (!requester.runpath.empty()) {
     std::vector<std::string> dirs, owners;
-    for (const auto& d : SplitPath(requester.runpath)) {
+    for (const auto& d : SplitSearchPath(requester.runpath, ":")) {
       dirs.push_back(Expand(d, requester, env));
       owners.push_back(requester.path);
     }
     if (TryDirs(dirs, owners, name, env, v1::STEP_RUNPATH, keep_going, &r)) return r;
   }
+  if (env.cache != nullptr) {
+    const std::string cached = env.cache->Lookup(name);
+    if (!cached.empty() && !(requester.nodeflib && InDefaultDir(cached, env)) &&
+        TryOne(cached, v1::STEP_LD_SO_CACHE, "", env, keep_going, &r))
+      return r;
+  }
   if (requester.nodeflib) return r;
-  if (env.cache != nullptr && TryCache(env.cache->Lookup(name), env, keep_going, &r)) return r;
   TryDirs(env.default_dirs, {}, name, env, v1::STEP_DEFAULT_DIRS, keep_going, &r);
   return r;
 }

@@ -715,7 +715,26 @@ struct Notes {
   std::set<std::pair<uint32_t, uint64_t>> python_hook_silent;
 };
 
-void AddNotes(const v1::CollectorNotes& n, v1::Timeline* tl, Notes* notes) {
+// A noexec mount, once per mount point and options however many traces name it.
+void AddMount(const v1::MountFacts& m, v1::Timeline* tl) {
+  v1::Mount* to = nullptr;
+  for (auto& have : *tl->mutable_noexec_mounts())
+    if (have.mount_point() == m.mount_point() && have.options() == m.options()) to = &have;
+  if (to == nullptr) {
+    to = tl->add_noexec_mounts();
+    to->set_mount_point(m.mount_point());
+    to->set_fs_type(m.fs_type());
+    to->set_source(m.source());
+    to->set_options(m.options());
+  }
+  for (const auto& d : m.dirs())
+    if (std::find(to->dirs().begin(), to->dirs().end(), d) == to->dirs().end()) to->add_dirs(d);
+}
+
+// The collector's records: its notes, or a noexec mount.
+void AddNotes(const v1::Event& e, v1::Timeline* tl, Notes* notes) {
+  if (e.has_mount_facts()) return AddMount(e.mount_facts(), tl);
+  const v1::CollectorNotes& n = e.collector();
   v1::CollectorSummary* c = tl->mutable_collector();
   c->set_still_running(c->still_running() + n.still_running_size());
   c->set_held_by_children(c->held_by_children() + n.held_by_children());
@@ -933,8 +952,8 @@ Streams ReadStreams(const store::TraceSet& traces, v1::Timeline* tl) {
       tl->set_nvidia_driver_version(f.header.nvidia_driver_version());
     }
     for (const auto& e : f.events) {
-      if (e.has_collector()) {
-        AddNotes(e.collector(), tl, &s.notes);
+      if (e.has_collector() || e.has_mount_facts()) {
+        AddNotes(e, tl, &s.notes);
         continue;
       }
       s.by_stream[e.stream()].Add(&e);
@@ -944,8 +963,7 @@ Streams ReadStreams(const store::TraceSet& traces, v1::Timeline* tl) {
     if (!f.collector.empty()) {
       store::EventStream none;
       for (const auto& [at, stream] : f.collector) {
-        const v1::Event e = store::DecodeAlone(f, none, at);
-        AddNotes(e.collector(), tl, &s.notes);
+        AddNotes(store::DecodeAlone(f, none, at), tl, &s.notes);
       }
     }
     for (const auto& es : f.streams) {

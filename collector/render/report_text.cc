@@ -34,6 +34,11 @@ std::string FindingKindName(v1::FindingKind k) {
     case v1::CUDA_DRIVER: return "cuda-driver";
     case v1::SIBLING_MISMATCH: return "sibling-mismatch";
     case v1::HOST_MISMATCH: return "host-mismatch";
+    case v1::EMPTY_PATH_ELEMENT: return "empty-path-element";
+    case v1::INCOMPATIBLE_LIBRARY: return "incompatible-library";
+    case v1::PRELOAD_IGNORED: return "preload-ignored";
+    case v1::MAP_FAILED: return "map-failed";
+    case v1::NOT_A_LIBRARY: return "not-a-library";
     default: return "unknown";
   }
 }

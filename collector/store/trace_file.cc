@@ -131,6 +131,11 @@ void EscapeStrings(v1::Event* e) {
     case v1::Event::kCollector:
       for (auto& u : *e->mutable_collector()->mutable_untraced_after()) LDSCOPE_ESC(&u, exe_after);
       break;
+    case v1::Event::kMountFacts:
+      LDSCOPE_ESC(e->mutable_mount_facts(), mount_point);
+      LDSCOPE_ESC(e->mutable_mount_facts(), source);
+      Esc(e->mutable_mount_facts()->mutable_dirs());
+      break;
     default: break;
   }
 }
@@ -274,7 +279,7 @@ size_t DecodeRecord(const uint8_t* data, size_t size, uint64_t at, v1::Event* ou
 }
 
 // The records of a file: header, facts, problem, and the event records indexed by
-// stream (not decoded). The CollectorNotes records go to t.collector when indexed, else
+// stream (not decoded). The CollectorNotes and MountFacts records go to t.collector when indexed, else
 // into their stream like any other. trim: the bytes, when a mapping (see TraceBytes::Trim).
 // What checking one event record found.
 struct Checked {
@@ -299,7 +304,7 @@ Checked Check(const uint8_t* rec, size_t len, bool indexed, ScratchEvent& scratc
   v1::Event& e = *scratch.Next();
   if (facts.kind == FactsScan::kCorrupt || !e.ParseFromArray(rec, static_cast<int>(len)) || e.pid() == 0)
     return c;
-  c.kind = indexed && e.has_collector() ? Checked::kCollector : Checked::kEvent;
+  c.kind = indexed && (e.has_collector() || e.has_mount_facts()) ? Checked::kCollector : Checked::kEvent;
   c.stream = e.stream();
   c.seq = e.seq();
   c.process_start = e.has_process_start();

@@ -6,11 +6,13 @@
 // giving no finding at all with every pass.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <regex>
 
 #include <google/protobuf/util/json_util.h>
 
+#include "support/ld_debug.h"
 #include "support/test_support.h"
 #include "ldscope_proto/report.pb.h"
 
@@ -25,7 +27,19 @@ struct Scenario {
   std::string name;
   std::vector<std::string> argv;
   std::vector<std::string> env;
+  int code = 0;           // the command's own exit status (ldscope run passes it on)
+  bool ld_debug = false;  // also compare the trace with LD_DEBUG=files of the same run
+  std::string cwd = "";   // the directory it is started in ("": the test's)
 };
+
+// RunCmd in dir ("": here).
+testing::Proc RunIn(const std::string& dir, const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  const auto here = std::filesystem::current_path();
+  if (!dir.empty()) std::filesystem::current_path(dir);
+  const auto r = RunCmd(argv, env);
+  std::filesystem::current_path(here);
+  return r;
+}
 
 std::vector<Scenario> Scenarios() {
   const std::string cu13 = kFx + "/classes/cu13";
@@ -164,6 +178,57 @@ std::vector<Scenario> Scenarios() {
   };
 }
 
+// Searches explained by the files they reached (search_files.cc), and the peer suite's
+// situations (libtree's tests), each also compared with LD_DEBUG=files.
+std::vector<Scenario> SearchScenarios() {
+  const std::string sf = kFx + "/classes/search";
+  return {
+      // `export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/opt/x` with it unset: ":/opt/x". The
+      // working directory holds a stale libsf_util.so.1 without sf_util_v2.
+      {"search_empty_element_cwd",
+       {DLPROBE, "open", sf + "/app/libsf_app.so"},
+       {"LD_LIBRARY_PATH=:" + sf + "/opt"},
+       0,
+       true,
+       sf + "/work"},
+      // The same hazard where nothing was found there: a warning still.
+      {"search_empty_element_hazard",
+       {DLPROBE, "open", kFx + "/lib/libfix_b.so"},
+       {"LD_LIBRARY_PATH=" + kFx + "/lib:"},
+       0,
+       true,
+       sf + "/app"},
+      // An RPATH ending in ':' (libsf_rpath.so's): the current directory for its NEEDED.
+      {"search_empty_rpath_element", {DLPROBE, "open", sf + "/app/libsf_rpath.so"}, {}, 0, true, sf + "/work"},
+      // Only a 32-bit copy on the path: "wrong ELF class: ELFCLASS32".
+      {"search_wrong_class", {DLPROBE, "open", "libsf_x.so"}, {"LD_LIBRARY_PATH=" + sf + "/lib32"}, 0, true},
+      // An aarch64 build opened by its path: "No such file or directory", though it exists.
+      {"search_wrong_machine", {DLPROBE, "open", sf + "/arm64/libsf_x.so"}, {}, 0, true},
+      // 32-bit and aarch64 copies before the x86-64 one: skipped, nothing to report.
+      {"search_foreign_skipped_healthy",
+       {DLPROBE, "open", "libsf_x.so"},
+       {"LD_LIBRARY_PATH=" + sf + "/lib32:" + sf + "/arm64:" + sf + "/lib64"},
+       0,
+       true},
+      // Three LD_PRELOAD entries ld.so ignores: not found, 32-bit, a GNU ld script.
+      {"search_preload_ignored",
+       {DLPROBE, "open", kFx + "/lib/libfix_b.so"},
+       {"LD_PRELOAD=libsf_nothere.so.1 " + sf + "/lib32/libsf_x.so:" + sf + "/script/libsf_util.so"},
+       0,
+       true},
+      // dlopen("libsf_util.so") finds the GNU ld script first: "invalid ELF header".
+      {"search_linker_script",
+       {DLPROBE, "open", "libsf_util.so"},
+       {"LD_LIBRARY_PATH=" + sf + "/script:" + sf + "/opt"},
+       0,
+       true},
+      // libtree's 08_nodeflib: exe_a (-z nodefaultlib) cannot find libc.so.6.
+      {"peer_08_nodeflib", {sf + "/nodeflib/exe_a"}, {}, 127, true},
+      // libtree's 07: $ORIGIN of b/libg.so (a symbolic link to a/libg.so) is b/.
+      {"peer_07_origin_symlink", {sf + "/origin/exe"}, {}, 127, true},
+  };
+}
+
 // gtest names a failing case by this, not by the struct's bytes.
 void PrintTo(const Scenario& s, std::ostream* os) { *os << s.name; }
 
@@ -182,18 +247,168 @@ TEST_P(ClassGolden, TextAndJson) {
   const std::string trace = dir + "/t.ldscope";
   std::vector<std::string> cmd = {LDSCOPE_BIN, "run", "-q", "-o", trace, "--report", dir + "/report.txt", "--"};
   cmd.insert(cmd.end(), sc.argv.begin(), sc.argv.end());
-  const auto r = RunCmd(cmd, sc.env);
-  ASSERT_EQ(r.code, 0) << r.err;
-  const std::string text =
-      "== the command printed\n" + r.out + "\n== ldscope's diagnosis\n" + testing::ReadFile(dir + "/report.txt");
+  std::vector<std::string> env = sc.env;
+  if (sc.ld_debug) env.insert(env.end(), {"LD_DEBUG=files", "LD_DEBUG_OUTPUT=" + dir + "/dbg"});
+  const auto r = RunIn(sc.cwd, cmd, env);
+  ASSERT_EQ(r.code, sc.code) << r.err;
+  // With --report the diagnosis goes to the file: stderr is the command's own (ld.so's
+  // message when it cannot start or ignores a preload).
+  const std::string text = "== the command printed\n" + r.out + "\n" +
+                           (r.err.empty() ? "" : "== on stderr\n" + r.err + "\n") + "== ldscope's diagnosis\n" +
+                           testing::ReadFile(dir + "/report.txt");
   testing::ExpectGolden("classes_" + sc.name + ".txt", text);
   const auto j = RunCmd({LDSCOPE_BIN, "report", "--format", "json", trace}, sc.env);
   ASSERT_EQ(j.code, 0) << j.err;
   testing::ExpectGolden("classes_" + sc.name + ".json", Streams(j.out, sc.argv.front() == "/bin/sh"));
+  if (sc.ld_debug) testing::ExpectTimelineSameAsGlibc(testing::TimelineOf({trace}), dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Classes, ClassGolden, ::testing::ValuesIn(Scenarios()),
                          [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Search, ClassGolden, ::testing::ValuesIn(SearchScenarios()),
+                         [](const auto& info) { return info.param.name; });
+
+// ---- The fixes of the search scenarios, applied as the report words them ----
+
+// A command traced, and its report as the schema's message.
+struct Traced {
+  testing::Proc run;
+  v1::Report report;
+};
+
+Traced TraceAndReport(const std::string& name, const std::vector<std::string>& argv,
+                      const std::vector<std::string>& env, const std::string& cwd = "") {
+  const auto dir = testing::ScratchDir("search_fix_" + name);
+  std::vector<std::string> cmd = {LDSCOPE_BIN, "run", "-q", "--no-report", "-o", dir + "/t.ldscope", "--"};
+  cmd.insert(cmd.end(), argv.begin(), argv.end());
+  Traced t;
+  t.run = RunIn(cwd, cmd, env);
+  const auto j = RunCmd({LDSCOPE_BIN, "report", "--format", "json", dir + "/t.ldscope"});
+  EXPECT_EQ(j.code, 0) << j.err;
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(j.out, &t.report).ok()) << j.out;
+  return t;
+}
+
+size_t Count(const v1::Report& r, v1::FindingKind kind) {
+  return std::count_if(r.findings().begin(), r.findings().end(), [&](const auto& f) { return f.kind() == kind; });
+}
+
+// The text of the first fix of that action in a finding of that kind ("" when none).
+std::string FixOf(const v1::Report& r, v1::FindingKind kind, const std::string& action) {
+  for (const auto& f : r.findings())
+    if (f.kind() == kind)
+      for (const auto& x : f.fixes())
+        if (x.action() == action) return x.text();
+  return "";
+}
+
+// The first match of re's group 1 in text, which must be there.
+std::string Grab(const std::string& text, const std::string& re) {
+  std::smatch m;
+  EXPECT_TRUE(std::regex_search(text, m, std::regex(re))) << re << " in: " << text;
+  return m.size() > 1 ? m[1].str() : "";
+}
+
+// Before: the finding, and the failure. After the fix the report words: neither.
+void ExpectFixed(const Traced& before, const Traced& after, v1::FindingKind kind, int before_code = 0) {
+  EXPECT_EQ(before.run.code, before_code) << before.run.err;
+  EXPECT_GE(Count(before.report, kind), 1u);
+  EXPECT_EQ(after.run.code, 0) << after.run.err;
+  EXPECT_EQ(Count(after.report, kind), 0u);
+  for (const auto& f : after.report.findings()) EXPECT_NE(f.severity(), v1::ERROR) << f.message();
+  EXPECT_EQ(after.run.out.find("failed"), std::string::npos) << after.run.out;
+}
+
+const std::string kSf = kFx + "/classes/search";
+
+TEST(SearchFixes, EmptyElementDropped) {
+  const std::vector<std::string> argv = {DLPROBE, "open", kSf + "/app/libsf_app.so"};
+  const Traced before = TraceAndReport("empty_before", argv, {"LD_LIBRARY_PATH=:" + kSf + "/opt"}, kSf + "/work");
+  EXPECT_NE(before.run.out.find("failed"), std::string::npos) << before.run.out;
+  const std::string llp = Grab(FixOf(before.report, v1::EMPTY_PATH_ELEMENT, "set-variable"), "(LD_LIBRARY_PATH=\\S+)");
+  // The missing-symbol finding about the stale copy words the same fix.
+  EXPECT_NE(FixOf(before.report, v1::MISSING_SYMBOL, "drop-from-ld-library-path").find(llp), std::string::npos);
+  const Traced after = TraceAndReport("empty_after", argv, {llp}, kSf + "/work");
+  ExpectFixed(before, after, v1::EMPTY_PATH_ELEMENT);
+}
+
+TEST(SearchFixes, SixtyFourBitCopyFirst) {
+  const Traced before =
+      TraceAndReport("class_before", {DLPROBE, "open", "libsf_x.so"}, {"LD_LIBRARY_PATH=" + kSf + "/lib32"});
+  // "install a 64-bit x86-64 build ... on the search path before it": the fixture's.
+  EXPECT_NE(FixOf(before.report, v1::INCOMPATIBLE_LIBRARY, "install").find("on the search path before it"),
+            std::string::npos);
+  const Traced after = TraceAndReport("class_after", {DLPROBE, "open", "libsf_x.so"},
+                                      {"LD_LIBRARY_PATH=" + kSf + "/lib64:" + kSf + "/lib32"});
+  ExpectFixed(before, after, v1::INCOMPATIBLE_LIBRARY);
+}
+
+TEST(SearchFixes, PreloadByPath) {
+  const Traced before =
+      TraceAndReport("preload_before", {DLPROBE, "open", kFx + "/lib/libfix_b.so"}, {"LD_PRELOAD=libsf_x.so"});
+  EXPECT_NE(before.run.err.find("cannot be preloaded"), std::string::npos) << before.run.err;
+  EXPECT_NE(FixOf(before.report, v1::PRELOAD_IGNORED, "preload-by-path").find("full path"), std::string::npos);
+  const Traced after = TraceAndReport("preload_after", {DLPROBE, "open", kFx + "/lib/libfix_b.so"},
+                                      {"LD_PRELOAD=" + kSf + "/lib64/libsf_x.so"});
+  ExpectFixed(before, after, v1::PRELOAD_IGNORED);
+  EXPECT_EQ(after.run.err.find("cannot be preloaded"), std::string::npos) << after.run.err;
+}
+
+TEST(SearchFixes, LoadTheLibraryTheScriptNames) {
+  const std::vector<std::string> env = {"LD_LIBRARY_PATH=" + kSf + "/script:" + kSf + "/opt"};
+  const Traced before = TraceAndReport("script_before", {DLPROBE, "open", "libsf_util.so"}, env);
+  const std::string name = Grab(FixOf(before.report, v1::NOT_A_LIBRARY, "load-by-path"), "^dlopen (\\S+) ");
+  EXPECT_EQ(name, "libsf_util.so.1");
+  const Traced after = TraceAndReport("script_after", {DLPROBE, "open", name}, env);
+  ExpectFixed(before, after, v1::NOT_A_LIBRARY);
+}
+
+TEST(SearchFixes, NodeflibLibraryPath) {
+  const Traced before = TraceAndReport("nodeflib_before", {kSf + "/nodeflib/exe_a"}, {});
+  const std::string llp = Grab(FixOf(before.report, v1::MISSING_LIBRARY, "set-variable"), "(LD_LIBRARY_PATH=\\S+)");
+  const Traced after = TraceAndReport("nodeflib_after", {kSf + "/nodeflib/exe_a"}, {llp});
+  ExpectFixed(before, after, v1::MISSING_LIBRARY, 127);
+}
+
+TEST(SearchFixes, OriginBesideTheLink) {
+  // The tree copied (the link kept a link), so that the fix can change it.
+  const auto dir = testing::ScratchDir("search_fix_origin_tree");
+  std::filesystem::copy(kSf + "/origin", dir + "/origin",
+                        std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks);
+  const Traced before = TraceAndReport("origin_before", {dir + "/origin/exe"}, {});
+  const std::string llp = Grab(FixOf(before.report, v1::MISSING_LIBRARY, "set-variable"), "(LD_LIBRARY_PATH=\\S+)");
+  ExpectFixed(before, TraceAndReport("origin_after_env", {dir + "/origin/exe"}, {llp}), v1::MISSING_LIBRARY, 127);
+  const std::string ln = Grab(FixOf(before.report, v1::MISSING_LIBRARY, "add-symlink"), "(ln -s \\S+ \\S+)");
+  ASSERT_EQ(RunCmd({"/bin/sh", "-c", ln}).code, 0) << ln;
+  ExpectFixed(before, TraceAndReport("origin_after_link", {dir + "/origin/exe"}, {}), v1::MISSING_LIBRARY, 127);
+}
+
+// A library on a noexec mount: a tmpfs mounted noexec in a mount namespace of the test's
+// own (unshare -m: the tests run as root), with ldscope inside it, so that the collector
+// sees the mount the program sees. Then the fix it words (a remount), applied.
+TEST(SearchFixes, NoexecMount) {
+  const auto dir = testing::ScratchDir("search_noexec");
+  const std::string mnt = dir + "/nx", trace = dir + "/t.ldscope", fixed = dir + "/fixed.ldscope";
+  const std::string script =
+      "mount -t tmpfs -o noexec,nosuid,nodev tmpfs \"$1\" && cp \"$2\" \"$1\"/libfix_b.so && "
+      "LD_DEBUG=files LD_DEBUG_OUTPUT=\"$7\"/dbg \"$3\" run -q --no-report -o \"$4\" -- \"$5\" open "
+      "\"$1\"/libfix_b.so && \"$3\" report \"$4\" > \"$4.txt\" && \"$3\" report --format json \"$4\" > \"$4.json\" && "
+      "sh -c \"$(sed -n 's/^  fix: or remount [^:]*: //p' \"$4.txt\")\" && "
+      "\"$3\" run -q --no-report -o \"$6\" -- \"$5\" open \"$1\"/libfix_b.so && \"$3\" report \"$6\" > \"$6.txt\"";
+  std::filesystem::create_directories(mnt);
+  const auto r = RunCmd({"/usr/bin/unshare", "-m", "/bin/sh", "-c", script, "sh", mnt, kFx + "/lib/libfix_b.so",
+                         LDSCOPE_BIN, trace, DLPROBE, fixed, dir});
+  ASSERT_EQ(r.code, 0) << "unshare -m and a tmpfs mount need root: " << r.err;
+  EXPECT_NE(r.out.find("open " + mnt + "/libfix_b.so: failed: " + mnt +
+                       "/libfix_b.so: failed to map segment from shared object"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("open " + mnt + "/libfix_b.so: ok"), std::string::npos) << r.out;
+  testing::ExpectGolden("classes_search_noexec.txt", testing::ReadFile(trace + ".txt"));
+  testing::ExpectGolden("classes_search_noexec.json", testing::ReadFile(trace + ".json"));
+  EXPECT_EQ(testing::ReadFile(fixed + ".txt"), "0 errors, 0 warnings, 0 info\n");
+  testing::ExpectTimelineSameAsGlibc(testing::TimelineOf({trace}), dir);
+}
 
 // ---- The fixes for a missing symbol's cause, applied as their text says ----
 // Each test reads the fix from the finding, does what it says to the fixture (a rebuild,

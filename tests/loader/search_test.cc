@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstring>
 #include <filesystem>
+#include <map>
 
 #include "analysis/context.h"
 #include "render/words.h"
@@ -38,6 +39,14 @@ TEST(LoaderModel, AgreesWithGlibcOnEverySearchedLoad) {
       {{DLPROBE, "open", fx + "/lib/libfix_a.so", "open", "libm.so.6", "lazy", "libz.so.1"},
        {"LD_LIBRARY_PATH=/nonexistent:" + fx + "/lib/threads"}},
       {{DLPROBE, "open", "libfix_t3.so"}, {"LD_LIBRARY_PATH=" + fx + "/lib/threads"}},
+      // 32-bit and aarch64 copies first: skipped; an empty element (the working
+      // directory) first, for every library of the process.
+      {{DLPROBE, "open", "libsf_x.so"},
+       {"LD_LIBRARY_PATH=:" + fx + "/classes/search/lib32:" + fx + "/classes/search/arm64:" + fx +
+        "/classes/search/lib64"}},
+      // An RPATH ending in an empty element; a library found through a symbolic link.
+      {{DLPROBE, "open", fx + "/classes/search/app/libsf_rpath.so", "open", fx + "/classes/search/origin/b/libg.so"},
+       {"LD_LIBRARY_PATH=" + fx + "/classes/search/origin/a"}},
   };
   size_t checked = 0;
   std::map<std::string, int> steps;
@@ -119,19 +128,113 @@ TEST(LoaderModel, SkipsCandidatesOfAnotherMachine) {
 TEST(LoaderModel, ACacheOpensEachCandidateOnce) {
   TwoMachines t("loader_machine_cache");
   const std::string uncached_x86 = t.Found(EM_X86_64), uncached_arm = t.Found(EM_AARCH64);
-  loader::MachineCache cache;
-  t.env.machines = &cache;
+  loader::IdentCache cache;
+  t.env.idents = &cache;
   EXPECT_EQ(t.Found(EM_X86_64), uncached_x86);
   EXPECT_EQ(t.Found(EM_AARCH64), uncached_arm);
-  const loader::MachineCache expected = {{t.dir + "/arm/libfix_b.so", EM_AARCH64},
-                                         {t.dir + "/none/libfix_b.so", 0},
-                                         {t.dir + "/x86/libfix_b.so", EM_X86_64}};
-  EXPECT_EQ(cache, expected);
+  std::map<std::string, uint16_t> machines;
+  for (const auto& [path, id] : cache) machines[path] = id.kind == elf::Ident::Kind::kElf ? id.machine : 0;
+  const std::map<std::string, uint16_t> expected = {{t.dir + "/arm/libfix_b.so", EM_AARCH64},
+                                                    {t.dir + "/none/libfix_b.so", 0},
+                                                    {t.dir + "/x86/libfix_b.so", EM_X86_64}};
+  EXPECT_EQ(machines, expected);
   std::filesystem::remove_all(t.dir + "/arm");
   std::filesystem::remove_all(t.dir + "/x86");
   EXPECT_EQ(t.Found(EM_X86_64), uncached_x86);
-  t.env.machines = nullptr;
+  t.env.idents = nullptr;
   EXPECT_EQ(t.Found(EM_X86_64), "");
+}
+
+const std::string kSf = FIXTURES "/classes/search";
+
+// An empty element of LD_LIBRARY_PATH or of an RPATH is the working directory
+// (fillin_rpath keeps it as a directory of length 0); an empty list is no list.
+TEST(LoaderModel, EmptyElementIsTheWorkingDirectory) {
+  loader::Environment env;
+  env.cwd = kSf + "/work";
+  env.ld_library_path = loader::SplitSearchPath(":" + kSf + "/opt");
+  ASSERT_EQ(env.ld_library_path.size(), 2u);
+  loader::Object app;
+  app.path = kSf + "/app/libsf_app.so";
+  loader::Result r = loader::Search("libsf_util.so.1", app, {}, env);
+  EXPECT_EQ(r.path, kSf + "/work/libsf_util.so.1");
+  EXPECT_EQ(r.step, v1::STEP_LD_LIBRARY_PATH);
+  env.ld_library_path = loader::SplitSearchPath(kSf + "/opt");
+  EXPECT_EQ(loader::Search("libsf_util.so.1", app, {}, env).path, kSf + "/opt/libsf_util.so.1");
+  env.ld_library_path.clear();
+  app.rpath = "/nonexistent::" + kSf + "/opt";
+  r = loader::Search("libsf_util.so.1", app, {}, env);
+  EXPECT_EQ(r.path, kSf + "/work/libsf_util.so.1");
+  EXPECT_EQ(r.step, v1::STEP_RPATH);
+  EXPECT_TRUE(loader::SplitSearchPath("").empty());
+  EXPECT_EQ(loader::EmptyElements("a::b:"), (std::vector<size_t>{1, 3}));
+  EXPECT_EQ(loader::EmptyElements(":/opt/x"), (std::vector<size_t>{0}));
+}
+
+// $ORIGIN is the directory of the name an object was opened by: b/libg.so, a link to
+// a/libg.so, searches b/.
+TEST(LoaderModel, OriginIsTheDirectoryOfTheNameOpened) {
+  loader::Environment env;
+  loader::Object g;
+  g.rpath = "$ORIGIN";
+  g.path = kSf + "/origin/b/libg.so";
+  EXPECT_EQ(loader::Search("libf.so", g, {}, env).path, "");
+  g.path = kSf + "/origin/a/libg.so";
+  EXPECT_EQ(loader::Search("libf.so", g, {}, env).path, kSf + "/origin/a/libf.so");
+}
+
+// Files of another class or machine are skipped (and listed); a file that is not a
+// library ends the search there, whatever comes later.
+TEST(LoaderModel, JudgesFilesAsOpenVerifyDoes) {
+  loader::Environment env;
+  env.machine = EM_X86_64;
+  env.ld_library_path = {kSf + "/lib32", kSf + "/arm64", kSf + "/lib64"};
+  loader::Object req;
+  req.path = "/bin/app";
+  loader::Result r = loader::Search("libsf_x.so", req, {}, env);
+  EXPECT_EQ(r.path, kSf + "/lib64/libsf_x.so");
+  ASSERT_EQ(r.skipped.size(), 2u);
+  EXPECT_EQ(r.skipped[0].path, kSf + "/lib32/libsf_x.so");
+  EXPECT_EQ(r.skipped[1].path, kSf + "/arm64/libsf_x.so");
+  EXPECT_EQ(loader::Judge(elf::IdentOf(kSf + "/lib32/libsf_x.so"), EM_X86_64), loader::Verdict::kOtherClass);
+  EXPECT_EQ(loader::Judge(elf::IdentOf(kSf + "/arm64/libsf_x.so"), EM_X86_64), loader::Verdict::kOtherMachine);
+  EXPECT_EQ(loader::Judge(elf::IdentOf(kSf + "/arm64/libsf_x.so"), EM_AARCH64), loader::Verdict::kUse);
+  env.ld_library_path = {kSf + "/script", kSf + "/opt"};
+  r = loader::Search("libsf_util.so", req, {}, env, /*keep_going=*/true);
+  EXPECT_EQ(r.path, "");
+  EXPECT_EQ(r.stopped.path, kSf + "/script/libsf_util.so");
+  EXPECT_EQ(loader::StopError(elf::IdentOf(r.stopped.path)), "invalid ELF header");
+  const std::string dir = testing::ScratchDir("loader_judge");
+  testing::WriteFile(dir + "/short.so", "INPUT(libc.so.6)\n");
+  EXPECT_EQ(loader::StopError(elf::IdentOf(dir + "/short.so")), "file too short");
+  EXPECT_EQ(loader::Judge(elf::IdentOf(dir), EM_X86_64), loader::Verdict::kStop);  // a directory
+  EXPECT_EQ(loader::Judge(elf::IdentOf(dir + "/absent.so"), EM_X86_64), loader::Verdict::kAbsent);
+}
+
+// -z nodefaultlib drops the ld.so.cache entries that lie in a default directory (prefix
+// match: subdirectories too) and the default directories; other entries stay.
+TEST(LoaderModel, NodeflibSkipsOnlyCacheEntriesInDefaultDirs) {
+  loader::LdCache cache;
+  ASSERT_TRUE(cache.Load().ok());
+  const std::string libc = cache.Lookup("libc.so.6");
+  ASSERT_FALSE(libc.empty());
+  const std::string libc_dir = libc.substr(0, libc.rfind('/'));
+  loader::Environment env;
+  env.cache = &cache;
+  loader::Object exe;
+  exe.path = kSf + "/nodeflib/exe_a";
+  exe.nodeflib = true;
+  env.default_dirs = {libc_dir};
+  EXPECT_EQ(loader::Search("libc.so.6", exe, {}, env).path, "");
+  env.default_dirs = {libc_dir.substr(0, libc_dir.rfind('/'))};  // its parent: a prefix still
+  EXPECT_EQ(loader::Search("libc.so.6", exe, {}, env).path, "");
+  env.default_dirs = {"/nonexistent/lib"};
+  const loader::Result r = loader::Search("libc.so.6", exe, {}, env);
+  EXPECT_EQ(r.path, libc);
+  EXPECT_EQ(r.step, v1::STEP_LD_SO_CACHE);
+  exe.nodeflib = false;
+  env.default_dirs = {libc_dir};
+  EXPECT_EQ(loader::Search("libc.so.6", exe, {}, env).path, libc);
 }
 
 }  // namespace

@@ -24,6 +24,10 @@ std::map<std::string, GlibcView> ParseLdDebug(const std::string& dir);
 // The same view of one traced process.
 GlibcView LdscopeView(const v1::ProcessTimeline& p);
 
+// Expects every traced process of t to match glibc's account in dir's LD_DEBUG_OUTPUT
+// files (dir/dbg.PID), without lost events; returns how many loads were compared.
+size_t ExpectTimelineSameAsGlibc(const v1::Timeline& t, const std::string& dir);
+
 // Runs argv under `ldscope run` with LD_DEBUG=files (plus env) and expects every traced
 // process to match glibc's account; returns the timeline for further checks.
 v1::Timeline ExpectSameAsGlibc(const std::string& name, const std::vector<std::string>& argv,
