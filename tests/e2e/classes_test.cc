@@ -414,20 +414,20 @@ TEST(SearchFixes, NoexecMount) {
 // Each test reads the fix from the finding, does what it says to the fixture (a rebuild,
 // in a scratch directory), runs the program again: it loads, and nothing is reported.
 
-struct Traced {
+struct Reported {
   std::string out;    // what the command printed
   std::string text;   // the text report
   v1::Report report;  // the JSON report, parsed
 };
 
-Traced Trace(const std::string& dir, const std::vector<std::string>& argv) {
+Reported Trace(const std::string& dir, const std::vector<std::string>& argv) {
   std::filesystem::create_directories(dir);
   std::vector<std::string> cmd = {LDSCOPE_BIN,         "run", "-q", "-o", dir + "/t.ldscope", "--report",
                                   dir + "/report.txt", "--"};
   cmd.insert(cmd.end(), argv.begin(), argv.end());
   const auto r = RunCmd(cmd);
   EXPECT_EQ(r.code, 0) << r.err;
-  Traced t{r.out, testing::ReadFile(dir + "/report.txt"), {}};
+  Reported t{r.out, testing::ReadFile(dir + "/report.txt"), {}};
   const auto j = RunCmd({LDSCOPE_BIN, "report", "--format", "json", dir + "/t.ldscope"});
   EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(j.out, &t.report).ok()) << j.out;
   return t;
@@ -435,7 +435,7 @@ Traced Trace(const std::string& dir, const std::vector<std::string>& argv) {
 
 // The text of the first finding's fix with that action ("" when none), after checking
 // that the first finding is a missing symbol of that cause.
-std::string FixText(const Traced& t, v1::MissingCause cause, const std::string& action) {
+std::string FixText(const Reported& t, v1::MissingCause cause, const std::string& action) {
   if (t.report.findings_size() == 0) {
     ADD_FAILURE() << "no finding:\n" << t.text;
     return "";
@@ -454,7 +454,7 @@ void Build(const std::vector<std::string>& argv) {
   ASSERT_EQ(r.code, 0) << r.err;
 }
 
-void ExpectLoadsCleanly(const Traced& t) {
+void ExpectLoadsCleanly(const Reported& t) {
   EXPECT_EQ(t.text, "0 errors, 0 warnings, 0 info\n");
   EXPECT_TRUE(t.out.find(": ok") != std::string::npos) << t.out;
 }
@@ -463,7 +463,7 @@ void ExpectLoadsCleanly(const Traced& t) {
 TEST(ClassFixes, CxxAbiRebuildWithTheHostsAbi) {
   const auto dir = testing::ScratchDir("fix_cxx_abi");
   const std::string host = kFx + "/classes/cxxabi/host";
-  const Traced before = Trace(dir + "/before", {DLPROBE, "open", kFx + "/classes/cxxabi/ext/libabiext.so"});
+  const Reported before = Trace(dir + "/before", {DLPROBE, "open", kFx + "/classes/cxxabi/ext/libabiext.so"});
   std::smatch flag;
   const std::string fix = FixText(before, v1::CAUSE_CXX_ABI, "rebuild-cxx-abi");
   ASSERT_TRUE(std::regex_search(fix, flag, std::regex("-D_GLIBCXX_USE_CXX11_ABI=[01]"))) << fix;
@@ -477,7 +477,7 @@ TEST(ClassFixes, CxxAbiRebuildWithTheHostsAbi) {
 TEST(ClassFixes, HostVersionRebuildAgainstTheLoadedHost) {
   const auto dir = testing::ScratchDir("fix_host_version");
   const std::string site = kFx + "/classes/skew/site-packages";
-  const Traced before =
+  const Reported before =
       Trace(dir + "/before", {"/usr/bin/python3", SCENARIOS_DIR "/import_from.py", site, "flash_attn_2_cuda"});
   const std::string fix = FixText(before, v1::CAUSE_HOST_VERSION, "rebuild-against-host");
   ASSERT_TRUE(fix.find("against the torch that is loaded (torch 2.5.1)") != std::string::npos) << fix;
@@ -496,7 +496,7 @@ TEST(ClassFixes, HostVersionRebuildAgainstTheLoadedHost) {
 TEST(ClassFixes, PythonApiRebuildWithThisInterpretersHeaders) {
   const auto dir = testing::ScratchDir("fix_python_api");
   const std::string site = kFx + "/classes/cpython/site-packages";
-  const Traced before = Trace(dir + "/before", {"/usr/bin/python3", SCENARIOS_DIR "/import_from.py", site, "_ymq"});
+  const Reported before = Trace(dir + "/before", {"/usr/bin/python3", SCENARIOS_DIR "/import_from.py", site, "_ymq"});
   const std::string fix = FixText(before, v1::CAUSE_PYTHON_API, "rebuild-for-python");
   std::smatch how;
   ASSERT_TRUE(std::regex_search(fix, how, std::regex(": (\\S+) -c '([^']*)' prints their directory"))) << fix;
@@ -516,7 +516,7 @@ TEST(ClassFixes, PythonApiRebuildWithThisInterpretersHeaders) {
 void ExportAndLoad(const std::string& how) {
   const auto dir = testing::ScratchDir("fix_not_exported_" + how);
   const std::string plugin = kFx + "/classes/notexported/" + how + "/plugin/libcodec.so";
-  const Traced before = Trace(dir + "/before", {DLPROBE, "open", plugin});
+  const Reported before = Trace(dir + "/before", {DLPROBE, "open", plugin});
   const std::string fix = FixText(before, v1::CAUSE_NOT_EXPORTED, "export-symbol");
   std::vector<std::string> cc = {
       CC_BIN, "-shared", "-fPIC", "-o", dir + "/lib/libcore.so", FIXTURE_SRC "/core.c", "-Wl,-soname,libcore.so"};
