@@ -425,6 +425,8 @@ void SendStart(uint32_t reason, int32_t parent_pid, uint64_t parent_image_start_
     p.lav_version = g.lav_version;
     p.secure = proc::Aux(AT_SECURE) != 0;
     p.cut = g_buf.identity_cut || cwd_cut;
+    const char* keep = proc::Getenv("LDSCOPE_KEEP_ARGV");
+    p.keep_argv = keep != nullptr && keep[0] == '1' && keep[1] == '\0';
     EncodeProcessStart(w, h, p);
   };
   uint8_t* buf = g_encode.start;

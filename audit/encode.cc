@@ -1,6 +1,7 @@
 // Event encoders (see encode.h). Kept free of libc calls other than strlen/memcmp so
 // they are safe in the audit namespace under the loader's locks.
 #include "encode.h"
+#include "redact.h"
 
 #include <cstring>
 
@@ -109,9 +110,18 @@ void ArgvFields(Writer& w, const ProcessStartInfo& p) {
   if (p.cmdline == nullptr) return;
   const char* s = p.cmdline;
   const char* end = p.cmdline + p.cmdline_len;
+  bool redact_next = false;  // the previous argument named a secret (redact.h)
   while (s < end) {
     const size_t len = strnlen(s, static_cast<size_t>(end - s));
-    w.Bytes(field::process_start::kArgv, s, len, kMaxString);
+    const redact::Verdict v = p.keep_argv ? redact::Verdict{len} : redact::Judge(s, len);
+    if (redact_next)
+      w.Bytes(field::process_start::kArgv, redact::kRedacted, redact::kRedactedLen);
+    else if (v.value)
+      w.Bytes2(field::process_start::kArgv, s, v.keep < kMaxString ? v.keep : kMaxString, redact::kRedacted,
+               redact::kRedactedLen);
+    else
+      w.Bytes(field::process_start::kArgv, s, len, kMaxString);
+    redact_next = v.next;
     s += len + 1;
   }
   if (p.cmdline_truncated) w.MarkTruncated();

@@ -106,6 +106,7 @@ struct ProcessStartInfo {
   bool secure = false;
   uint64_t pid_namespace = 0;        // inode of /proc/self/ns/pid
   bool cut = false;                  // exe, cmdline or cwd did not fit its buffer
+  bool keep_argv = false;            // LDSCOPE_KEEP_ARGV=1: secrets not left out (redact.h)
 };
 
 struct ObjectInfo {

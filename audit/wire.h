@@ -121,6 +121,17 @@ class Writer {
     if (len) std::memcpy(pos_, s, len);
     pos_ += len;
   }
+  // One bytes field of a then b, written whole or not at all.
+  void Bytes2(uint32_t field, const void* a, size_t alen, const void* b, size_t blen) {
+    const uint64_t tag = Tag(field, kLengthDelimited);
+    if (!Room(VarintSize(tag) + VarintSize(alen + blen) + alen + blen)) return;
+    pos_ = PutVarint(pos_, tag);
+    pos_ = PutVarint(pos_, alen + blen);
+    if (alen) std::memcpy(pos_, a, alen);
+    pos_ += alen;
+    if (blen) std::memcpy(pos_, b, blen);
+    pos_ += blen;
+  }
   void String(uint32_t field, const char* s, size_t max_len = SIZE_MAX) {
     if (s != nullptr) Bytes(field, s, std::strlen(s), max_len);
   }
