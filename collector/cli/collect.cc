@@ -17,6 +17,7 @@
 #include "cli/otlp.h"
 #include "cli/session.h"
 #include "net/http.h"
+#include "store/output_file.h"
 
 namespace ldscope::cli {
 namespace {
@@ -64,12 +65,22 @@ int Collect(const CollectOptions& opt) {
   sigprocmask(SIG_BLOCK, &stop, nullptr);
   signal(SIGPIPE, SIG_IGN);  // an output pipe whose reader is gone is a write error
   const int sfd = signalfd(-1, &stop, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (Status s = store::CheckOutputs({{"-o", opt.output}}, {opt.socket}); !s.ok()) {
+    Complain(s.error());
+    return kWriteFailed;
+  }
   Session session;
-  Status s = ClearStaleSocket(opt.socket);
   // --otlp converts the trace as it grows from the collector's in-memory copy of it.
-  if (s.ok()) s = session.Start(opt.socket, opt.output, /*keep_copy=*/!opt.otlp.empty());
+  Status s = session.Prepare(opt.output, /*keep_copy=*/!opt.otlp.empty());
   if (!s.ok()) {
     Complain(s.error());
+    return kWriteFailed;
+  }
+  s = ClearStaleSocket(opt.socket);
+  if (s.ok()) s = session.Listen(opt.socket);
+  if (!s.ok()) {
+    Complain(s.error());
+    session.Abandon();
     return kUsage;
   }
   if (s = session.Begin(); !s.ok()) {

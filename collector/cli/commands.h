@@ -54,6 +54,7 @@ struct RunOptions {
   ReportOptions report;
   std::string lock;               // --lock FILE: check the trace against it afterwards
   bool ignore_build_id = false;
+  bool keep_argv = false;  // record secret arguments' values (audit/redact.h)
   std::vector<std::string> command;
 };
 int Run(const RunOptions& opt);
@@ -173,12 +174,15 @@ Result<std::string> MakePrivateDir(const std::string& parent, const std::string&
 
 // "ldscope: " + message on stderr.
 void Complain(const std::string& message);
+// Why COMMAND (as execvp finds it) cannot be traced at all: statically linked, or run
+// in secure-execution mode (set-user-ID, set-group-ID, file capabilities), directly or
+// as a script's interpreter. "" when nothing says so.
+std::string WhyNotTraced(const std::string& command);
+// argv with the values of secret arguments replaced, by audit/redact.h's rule.
+std::vector<std::string> RedactArgv(const std::vector<std::string>& argv);
 // Writes text to out (stdout or stderr), checking the write; on failure says so on
 // stderr and returns false.
 [[nodiscard]] bool Print(std::FILE* out, const std::string& text);
-// An error when output is the same file as one of the inputs (writing it would destroy
-// what is being read).
-Status RefuseOverwrite(const std::string& output, const std::vector<std::string>& inputs);
 // A damaged trace on stderr: "FILE: at byte offset N: MESSAGE (ANALYSING what precedes
 // it)", or "FILE: MESSAGE" when nothing of the file could be read.
 void ComplainDamage(const std::string& file, uint64_t offset, const std::string& message,

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "redact.h"
 #include "store/output_file.h"
 #include "text/escape.h"
 #include "text/strings.h"
@@ -37,14 +38,6 @@ bool Print(std::FILE* out, const std::string& text) {
   Complain(fmt::format("writing to {} failed: {}", out == stderr ? "standard error" : "standard output",
                        std::strerror(err)));
   return false;
-}
-
-Status RefuseOverwrite(const std::string& output, const std::vector<std::string>& inputs) {
-  if (output.empty()) return Status::Ok();
-  for (const auto& in : inputs)
-    if (store::SameFile(output, in))
-      return Error{fmt::format("the output {} is the input {}: refusing to overwrite it", output, in)};
-  return Status::Ok();
 }
 
 void ComplainDamage(const std::string& file, uint64_t offset, const std::string& message,
@@ -131,6 +124,26 @@ Result<std::string> FindPythonHook() {
     return Error{fmt::format("cannot find the Python hook (sitecustomize.py) in {}/python or "
                              "{}/../{}", dir, dir, LDSCOPE_PYTHON_INSTALL_DIR)};
   return found.erase(found.rfind('/'));
+}
+
+}  // namespace ldscope::cli
+
+namespace ldscope::cli {
+
+std::vector<std::string> RedactArgv(const std::vector<std::string>& argv) {
+  std::vector<std::string> out;
+  bool next = false;
+  for (const auto& a : argv) {
+    const redact::Verdict v = redact::Judge(a.data(), a.size());
+    if (next)
+      out.push_back(redact::kRedacted);
+    else if (v.value)
+      out.push_back(a.substr(0, v.keep) + redact::kRedacted);
+    else
+      out.push_back(a);
+    next = v.next;
+  }
+  return out;
 }
 
 }  // namespace ldscope::cli

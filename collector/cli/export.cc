@@ -71,9 +71,9 @@ int Export(const ExportOptions& opt) {
   }
   const std::string file = opt.chrome ? opt.output : (to_url ? "" : opt.otlp);
   if (!file.empty())
-    if (Status s = RefuseOverwrite(file, opt.traces); !s.ok()) {
+    if (Status s = store::CheckOutputs({{opt.chrome ? "-o" : "--otlp", file}}, opt.traces); !s.ok()) {
       Complain(s.error());
-      return kUsage;
+      return kWriteFailed;
     }
   const store::TraceSet traces = store::LoadTracesIndexed(opt.traces);
   for (const auto& e : traces.errors) Complain(e);

@@ -3,7 +3,6 @@
 // the command).
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 
 #include <fmt/format.h>
 
@@ -41,10 +40,11 @@ int CheckAgainstLock(const v1::Timeline& timeline, const v1::Lock& lock,
   const v1::LockCheck c = analysis::CheckLock(lock, analysis::MakeLock(timeline), ignore_build_id);
   if (GithubWanted(github)) {
     if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY"); summary != nullptr && *summary) {
-      std::ofstream s(summary, std::ios::app);
-      s << render::GithubLockSummary(c, lock_name);
-      s.close();
-      if (!s) Complain(fmt::format("cannot append to GITHUB_STEP_SUMMARY={}", summary));
+      if (Status s = store::WriteTextFile(summary, render::GithubLockSummary(c, lock_name), store::OutputMode::kAppend);
+          !s.ok()) {
+        Complain("GITHUB_STEP_SUMMARY: " + s.error());
+        return kWriteFailed;
+      }
     }
   }
   if (c.differences_size() == 0) return kOk;
@@ -55,9 +55,9 @@ int CheckAgainstLock(const v1::Timeline& timeline, const v1::Lock& lock,
 }
 
 int Lock(const LockOptions& opt) {
-  if (Status s = RefuseOverwrite(opt.output, opt.traces); !s.ok()) {
+  if (Status s = store::CheckOutputs({{"-o", opt.output}}, opt.traces); !s.ok()) {
     Complain(s.error());
-    return kUsage;
+    return kWriteFailed;
   }
   v1::Timeline timeline;
   if (!LoadTimeline(opt.traces, "locking", &timeline)) return NoTrace();

@@ -19,14 +19,16 @@ const CLI::Validator kDiffConditions(
 
 // run: trace a command (and every process it starts) with the embedded collector.
 CLI::App* AddRun(CLI::App& app, RunOptions& run) {
-  auto* run_cmd = app.add_subcommand(
-      "run", "Run COMMAND under the audit library and record a trace. Exits with the "
-             "command's status (128+N when killed by signal N), 3 when --fail-on matched or "
-             "the trace differs from --lock (over the command's status), 4 when the trace "
-             "or report could not be written completely.");
+  auto* run_cmd = app.add_subcommand("run",
+                                     "Run COMMAND under the audit library and record a trace. Exits with the "
+                                     "command's status (128+N when killed by signal N), 3 when --fail-on matched or "
+                                     "the trace differs from --lock (over the command's status), 4 when an output "
+                                     "(trace, report, JUnit, step summary) could not be written completely or was "
+                                     "refused.");
   run_cmd->add_option("-o,--output", run.output,
                       "Trace file to write (default: ldscope-<date>-<pid>.ldscope; - for "
-                      "standard output). Created 0600; emptied only once the command runs");
+                      "standard output: the command's own standard output then goes to standard error). "
+                      "Written 0600 next to the file and renamed over it when the run ends");
   run_cmd->add_flag("-q,--quiet", run.quiet,
                     "Print nothing of ldscope's own unless there are findings or errors");
   run_cmd->add_flag("!--no-report", run.analyse, "Do not analyse the trace after the command");
@@ -57,6 +59,10 @@ CLI::App* AddRun(CLI::App& app, RunOptions& run) {
                       "`ldscope check`): the differences on stderr, status 3 when there are any "
                       "(as for --fail-on); a missing or garbled lock stops ldscope before the "
                       "command runs (status 2)");
+  run_cmd->add_flag("--keep-argv", run.keep_argv,
+                    "Record the values of arguments named like secrets (--password=..., "
+                    "--token ..., API_KEY=...), which are otherwise replaced by <redacted> "
+                    "(LDSCOPE_KEEP_ARGV=1 in the command's environment)");
   run_cmd->add_flag("--ignore-build-id", run.ignore_build_id,
                     "With --lock: do not compare build-ids");
   // Everything from the first non-option argument on is the command's.

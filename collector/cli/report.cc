@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
-#include <fstream>
 #include <set>
 
 #include <fmt/format.h>
@@ -56,16 +55,7 @@ Status WriteJunit(const v1::Timeline& timeline, const v1::Report& report,
       if (Matches(f, w)) return true;
     return false;
   };
-  const std::string xml = render::Junit(timeline, report, in);
-  std::FILE* f = std::fopen(opt.junit.c_str(), "w");
-  if (f == nullptr)
-    return Error{fmt::format("cannot write the JUnit report to {}: {}", opt.junit, std::strerror(errno))};
-  const bool written = std::fwrite(xml.data(), 1, xml.size(), f) == xml.size();
-  const int write_errno = errno;
-  if (std::fclose(f) != 0 || !written)
-    return Error{fmt::format("cannot write the JUnit report to {}: {}", opt.junit,
-                             std::strerror(written ? errno : write_errno))};
-  return Status::Ok();
+  return store::WriteTextFile(opt.junit, render::Junit(timeline, report, in));
 }
 
 }  // namespace
@@ -90,8 +80,8 @@ int EmitAnalysed(const v1::Report& report, const v1::Timeline* timeline, const R
                  std::FILE* default_out, PrintWhen when) {
   if (!opt.junit.empty() && timeline != nullptr) {
     if (Status s = WriteJunit(*timeline, report, opt); !s.ok()) {
-      Complain(s.error());
-      return kUsage;
+      Complain("the JUnit report: " + s.error());
+      return kWriteFailed;
     }
   }
   if (when == PrintWhen::kNever) return kOk;
@@ -115,10 +105,12 @@ int EmitAnalysed(const v1::Report& report, const v1::Timeline* timeline, const R
     // stays its own); the summary is appended to the step's summary file.
     if (!Print(default_out, render::GithubAnnotations(report))) rc = kWriteFailed;
     if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY"); summary != nullptr && *summary) {
-      std::ofstream s(summary, std::ios::app);
-      s << render::GithubSummary(report, opt.title);
-      s.close();
-      if (!s) Complain(fmt::format("cannot append to GITHUB_STEP_SUMMARY={}", summary));
+      if (Status s =
+              store::WriteTextFile(summary, render::GithubSummary(report, opt.title), store::OutputMode::kAppend);
+          !s.ok()) {
+        Complain("GITHUB_STEP_SUMMARY: " + s.error());
+        rc = kWriteFailed;
+      }
     }
   }
   if (rc != kOk) return rc;
@@ -134,9 +126,9 @@ int Report(const ReportCommandOptions& opt) {
   if (!ropt.title.empty()) titles.push_back(ropt.title);
   for (const auto& t : opt.traces) titles.push_back(text::Escape(t));
   ropt.title = fmt::format("{}", fmt::join(titles, " "));
-  if (Status s = RefuseOverwrite(opt.report.output, opt.traces); !s.ok()) {
+  if (Status s = store::CheckOutputs({{"-o", opt.report.output}, {"--junit", opt.report.junit}}, opt.traces); !s.ok()) {
     Complain(s.error());
-    return kUsage;
+    return kWriteFailed;
   }
   // Traces of several hosts: one host at a time, then across them (report_hosts.cc).
   std::vector<std::string> errors;

@@ -25,6 +25,7 @@
 #include "model/timeline.h"
 #include "render/render.h"
 #include "store/lock_file.h"
+#include "store/output_file.h"
 #include "store/trace_file.h"
 #include "text/escape.h"
 #include "text/strings.h"
@@ -78,7 +79,7 @@ std::string OtherAuditors(const std::string& ld_audit) {
 // has, so ours sees what ld.so really does), the socket, and the Python hook's
 // directory first on PYTHONPATH (its sitecustomize chains to the environment's own).
 std::vector<std::string> ChildEnv(const std::string& audit_lib, const std::string& socket,
-                                  const std::string& python_hook) {
+                                  const std::string& python_hook, bool keep_argv) {
   std::vector<std::string> env;
   std::string ld_audit = audit_lib;
   std::string pythonpath = python_hook;
@@ -96,11 +97,14 @@ std::vector<std::string> ChildEnv(const std::string& audit_lib, const std::strin
       if (!prev.empty()) pythonpath = python_hook + ":" + prev;
       continue;
     }
-    if (entry.rfind("LDSCOPE_SOCKET=", 0) == 0 || entry.rfind("LDSCOPE_DIR=", 0) == 0) continue;
+    if (entry.rfind("LDSCOPE_SOCKET=", 0) == 0 || entry.rfind("LDSCOPE_DIR=", 0) == 0 ||
+        entry.rfind("LDSCOPE_KEEP_ARGV=", 0) == 0)
+      continue;
     env.push_back(entry);
   }
   env.push_back("LD_AUDIT=" + ld_audit);
   env.push_back("LDSCOPE_SOCKET=" + socket);
+  if (keep_argv) env.push_back("LDSCOPE_KEEP_ARGV=1");
   if (!pythonpath.empty()) env.push_back("PYTHONPATH=" + pythonpath);
   return env;
 }
@@ -143,37 +147,41 @@ std::string PythonHookDir() {
   return *hook;
 }
 
-// Checks the options and finds what the command needs; false (complained) when we
-// must stop before anything runs.
-bool FindInputs(const RunOptions& opt, RunInputs* in) {
+// Checks the options and finds what the command needs; the exit status (complained)
+// when we must stop before anything runs, else kOk.
+int FindInputs(const RunOptions& opt, RunInputs* in) {
   // (--fail-on's words were checked by main's CLI11 validator.)
   // The lock is read first: a missing or garbled one stops us before anything runs.
   if (!opt.lock.empty()) {
     Result<v1::Lock> read = store::ReadLockFile(opt.lock);
     if (!read.ok()) {
       Complain(read.error());
-      return false;
+      return kUsage;
     }
     in->lock = std::move(read).value();
   }
   Result<std::string> audit_lib = FindAuditLibrary();
   if (!audit_lib.ok()) {
     Complain(audit_lib.error());
-    return false;
+    return kUsage;
   }
   in->audit_lib = std::move(audit_lib).value();
   if (in->audit_lib.find(':') != std::string::npos) {
     Complain("the audit library's path contains ':', which LD_AUDIT cannot express: " + in->audit_lib);
-    return false;
+    return kUsage;
   }
   if (opt.python_hook) in->python_hook = PythonHookDir();
   in->output = opt.output.empty() ? DefaultOutput() : opt.output;
-  if (opt.analyse && !opt.report.output.empty() && store::SameFile(opt.report.output, in->output)) {
-    Complain(fmt::format("--report {} and the trace -o {} are the same file", opt.report.output,
-                         in->output));
-    return false;
+  // The inputs: the lock, and the command when it is named by a path.
+  std::vector<std::string> inputs = {opt.lock};
+  if (opt.command.front().find('/') != std::string::npos) inputs.push_back(opt.command.front());
+  if (Status s = store::CheckOutputs(
+          {{"-o", in->output}, {"--report", opt.report.output}, {"--junit", opt.report.junit}}, inputs);
+      !s.ok()) {
+    Complain(s.error());
+    return kWriteFailed;
   }
-  return true;
+  return kOk;
 }
 
 // The socket the command's processes send to, in the run directory.
@@ -181,18 +189,17 @@ std::string SocketIn(const std::string& dir) { return dir + "/events.sock"; }
 
 // Makes the private run directory and starts serving its socket. Returns the
 // directory, or "" (complained) when either fails.
-std::string OpenSession(const RunOptions& opt, const RunInputs& in, Session& session) {
+std::string OpenSession(const RunInputs& in, Session& session) {
   const std::string tmpdir = TempRoot();
   CleanStaleRunDirs(tmpdir);
   const Result<std::string> made = MakeRunDir(tmpdir);
   if (!made.ok()) {
     Complain(made.error());
+    session.Abandon();
     return "";
   }
   const std::string& dir = *made;
-  // The output is opened now (so that a bad -o stops us before anything runs) but only
-  // emptied once the command has started: a failure to start leaves it as it was.
-  if (Status s = session.Start(SocketIn(dir), in.output, NeedsTimeline(opt)); !s.ok()) {
+  if (Status s = session.Listen(SocketIn(dir)); !s.ok()) {
     Complain(s.error());
     RemoveRunDir(dir);
     return "";
@@ -229,9 +236,10 @@ void ForwardSignals(SavedSignals* old) {
 }
 
 // Forks and execs the command with env; the signals ldscope ignores are the
-// command's again. Returns the child's pid with *exec_errno the errno of a failed
-// exec (0 when the command runs), or -1 (complained) when there is no child.
-pid_t Launch(const std::vector<std::string>& command, std::vector<std::string> env,
+// command's again. stdout_to_stderr: the trace goes to our standard output, so the
+// command's goes to standard error (one stream cannot carry both). Returns the child's pid with *exec_errno the errno
+// of a failed exec (0 when the command runs), or -1 (complained) when there is no child.
+pid_t Launch(const std::vector<std::string>& command, std::vector<std::string> env, bool stdout_to_stderr,
              SavedSignals* old, int* exec_errno) {
   std::vector<char*> envp, argv;
   for (auto& e : env) envp.push_back(e.data());
@@ -257,6 +265,7 @@ pid_t Launch(const std::vector<std::string>& command, std::vector<std::string> e
     sigaction(SIGQUIT, &old->quit, nullptr);
     sigaction(SIGPIPE, &old->pipe, nullptr);
     close(exec_pipe[0]);
+    if (stdout_to_stderr) dup2(2, 1);
     execvpe(argv[0], argv.data(), envp.data());
     const int e = errno;
     (void)!write(exec_pipe[1], &e, sizeof e);
@@ -298,12 +307,17 @@ int ServeUntilExit(Session& session, pid_t child) {
 // After the command: the stragglers' events, the facts, the trace closed, the run
 // directory removed and the terminal signals ours again; then the closing line.
 // Returns Finish's result (an error when the trace is incomplete).
-Status CloseSession(const RunOptions& opt, const RunInputs& in, Session& session,
-                         const std::string& dir, const SavedSignals& old, int status) {
+Status CloseSession(const RunOptions& opt, const RunInputs& in, Session& session, const std::string& dir,
+                    const SavedSignals& old, pid_t child, int status) {
   // Children that outlive the command keep their connections: wait for them a little.
   session.Drain(kRunDrainPollMs, kRunDrainCapMs);
   if (opt.facts) session.WriteFacts(kFactsLimitMs);
-  const std::string summary = session.Summary();
+  std::string summary = session.Summary();
+  const bool seen = session.server().SawPid(static_cast<uint32_t>(child));
+  if (!seen) {
+    const std::string why = WhyNotTraced(opt.command.front());
+    summary += "; the command itself was not traced: " + (why.empty() ? std::string("no event came from it") : why);
+  }
   Status finished = session.Finish();
   RemoveRunDir(dir);
   sigaction(SIGINT, &old.int_, nullptr);
@@ -312,7 +326,7 @@ Status CloseSession(const RunOptions& opt, const RunInputs& in, Session& session
   sigaction(SIGHUP, &old.hup, nullptr);
 
   if (!finished.ok()) Complain(finished.error());
-  if (!opt.quiet || !finished.ok())
+  if (!opt.quiet || !finished.ok() || !seen)
     Complain(fmt::format("{}: {}; trace {} ({})", text::Escape(opt.command.front()),
                          ExitText(status), in.output == "-" ? "on standard output" : text::Escape(in.output),
                          summary));
@@ -334,7 +348,7 @@ void Diagnose(const RunOptions& opt, const RunInputs& in, Session& session, int*
     ropt.files = session.read_files();
     std::vector<std::string> words;
     if (!ropt.title.empty()) words.push_back(ropt.title);
-    for (const auto& a : opt.command) words.push_back(text::Escape(a));
+    for (const auto& a : opt.keep_argv ? opt.command : RedactArgv(opt.command)) words.push_back(text::Escape(a));
     ropt.title = fmt::format("{}", fmt::join(words, " "));
     *rc = EmitReport(timeline, ropt, stderr,
                      !opt.analyse ? PrintWhen::kNever
@@ -352,13 +366,19 @@ void Diagnose(const RunOptions& opt, const RunInputs& in, Session& session, int*
 
 int Run(const RunOptions& opt) {
   RunInputs in;
-  if (!FindInputs(opt, &in)) return kUsage;
+  if (const int rc = FindInputs(opt, &in); rc != kOk) return rc;
   // Left to the process's exit on the normal path (released below): freeing what the
   // report read one object at a time (the files it mapped, the trace kept in memory) took
   // about 6 ms after import torch, which the exit does at once.
   auto owned = std::make_unique<Session>();
   Session& session = *owned;
-  const std::string dir = OpenSession(opt, in, session);
+  // The output is opened first (a bad -o stops us before anything runs); an existing
+  // file keeps what it had until the trace is complete.
+  if (Status s = session.Prepare(in.output, NeedsTimeline(opt)); !s.ok()) {
+    Complain(s.error());
+    return kWriteFailed;
+  }
+  const std::string dir = OpenSession(in, session);
   if (dir.empty()) return kUsage;
 
   // The report made right after reads the files the collector read.
@@ -366,8 +386,8 @@ int Run(const RunOptions& opt) {
   SavedSignals old;
   IgnoreTerminalSignals(&old);
   int exec_errno = 0;
-  const pid_t child =
-      Launch(opt.command, ChildEnv(in.audit_lib, SocketIn(dir), in.python_hook), &old, &exec_errno);
+  const pid_t child = Launch(opt.command, ChildEnv(in.audit_lib, SocketIn(dir), in.python_hook, opt.keep_argv),
+                             session.writes_stdout(), &old, &exec_errno);
   if (child < 0) {
     // Nothing ran (no pipe, no fork): no trace, no run directory, our signals as they were.
     session.Abandon();
@@ -392,7 +412,7 @@ int Run(const RunOptions& opt) {
     Complain(begun.error() + " (the command runs, unrecorded on disk)");
 
   const int status = ServeUntilExit(session, child);
-  const Status finished = CloseSession(opt, in, session, dir, old, status);
+  const Status finished = CloseSession(opt, in, session, dir, old, child, status);
   int rc = kOk, lock_rc = kOk;
   if (NeedsTimeline(opt)) Diagnose(opt, in, session, &rc, &lock_rc);
   sigaction(SIGPIPE, &old.pipe, nullptr);

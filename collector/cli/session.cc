@@ -63,8 +63,7 @@ void RecordNvidiaDriver(v1::TraceHeader* h) {
 
 }  // namespace
 
-Status Session::Start(const std::string& socket_path, const std::string& output,
-                           bool keep_copy) {
+Status Session::Prepare(const std::string& output, bool keep_copy) {
   v1::TraceHeader& h = header_;
   h.set_format_version(1);
   // LDSCOPE_HOST labels the traces of one node (README: many hosts); else the host name.
@@ -83,7 +82,10 @@ Status Session::Start(const std::string& socket_path, const std::string& output,
   h.set_pid_namespace(PidNamespace());
   RecordNvidiaDriver(&h);
   if (keep_copy) writer_.KeepCopy();
-  if (Status s = writer_.Prepare(output); !s.ok()) return s;
+  return writer_.Prepare(output);
+}
+
+Status Session::Listen(const std::string& socket_path) {
   if (Status s = server_.Listen(socket_path); !s.ok()) {
     Abandon();
     return s;

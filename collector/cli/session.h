@@ -31,15 +31,19 @@ constexpr int kCollectDrainCapMs = 1000;
 
 class Session {
  public:
-  // Opens output (without truncating it) and listens on socket_path. On failure,
-  // nothing that existed before is changed. keep_copy: keep the trace in memory too
-  // (trace_copy()).
-  Status Start(const std::string& socket_path, const std::string& output, bool keep_copy);
-  // The traced programs can start: empty the output and write the trace header. Events
+  // Opens output (store::OpenOutput: an existing file keeps what it had until Finish).
+  // keep_copy: keep the trace in memory too (trace_copy()). A failure is the output's
+  // (exit kWriteFailed).
+  Status Prepare(const std::string& output, bool keep_copy);
+  // The trace goes to the file our standard output is.
+  bool writes_stdout() const { return writer_.writes_stdout(); }
+  // Listens on socket_path. On failure, the output is discarded (Abandon).
+  Status Listen(const std::string& socket_path);
+  // The traced programs can start: write the trace header. Events
   // are recorded only after this. On failure, events are still served and kept in
   // memory; Finish reports the failure again.
   Status Begin();
-  // The run did not start: stop listening and remove the output if Start created it.
+  // The run did not start: stop listening; the output keeps what it had.
   void Abandon();
   // After the traced programs are done: read what is still queued, and wait for open
   // connections to close, at most cap_ms in all, each wait at most idle_ms (see

@@ -334,6 +334,12 @@ bool Server::ReadFrom(int fd) {
   return true;
 }
 
+bool Server::SawPid(uint32_t pid) const {
+  for (const auto& [stream, s] : stream_info_)
+    if (s.pid == pid) return true;
+  return false;
+}
+
 std::string Server::ExeOfImage(uint32_t pid, uint64_t image_start_ns) const {
   for (const auto& [stream, s] : stream_info_)
     if (s.pid == pid && s.image_start_ns == image_start_ns && !s.python) return s.exe;

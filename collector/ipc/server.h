@@ -99,6 +99,8 @@ class Server {
   // Called from the event loop with each path the first time it joins object_paths()
   // (so that its facts can be read while the programs run). It must not block.
   void set_on_new_object(std::function<void(const std::string&)> f) { on_new_object_ = std::move(f); }
+  // Whether any event came from pid.
+  bool SawPid(uint32_t pid) const;
   // The executable of an image named in the notes ("" when unknown).
   std::string ExeOfImage(uint32_t pid, uint64_t image_start_ns) const;
   void Shutdown();

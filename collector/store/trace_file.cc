@@ -896,17 +896,28 @@ TraceWriter::~TraceWriter() {
 
 Status TraceWriter::Prepare(const std::string& path) { return OpenOutput(path, &out_); }
 
+bool TraceWriter::writes_stdout() const {
+  if (out_.fd < 0) return false;
+  if (out_.path == "-") return true;
+  struct stat mine {
+  }, one{};
+  return out_.temp.empty() && fstat(out_.fd, &mine) == 0 && fstat(1, &one) == 0 && mine.st_dev == one.st_dev &&
+         mine.st_ino == one.st_ino;
+}
+
 Status TraceWriter::Begin(const v1::TraceHeader& header) {
   begun_ = true;
-  if (const int err = TruncateOutput(out_); err != 0) {
-    error_ = err;
-    return WriteError();
-  }
   const std::string h = header.SerializeAsString();
   uint8_t prefix[10];
   const size_t n = static_cast<size_t>(wire::PutVarint(prefix, h.size()) - prefix);
   Record(prefix, n, reinterpret_cast<const uint8_t*>(h.data()), h.size(), nullptr, 0);
-  return Flush();
+  if (Status s = Flush(); !s.ok()) return s;
+  // From now on the trace is in place: a killed collector leaves what arrived readable.
+  if (Status s = PublishOutput(&out_); !s.ok()) {
+    error_ = EIO;
+    return s;
+  }
+  return Status::Ok();
 }
 
 Status TraceWriter::WriteError() const {
@@ -1000,7 +1011,12 @@ Status TraceWriter::Close() {
     return Status::Ok();
   }
   Flush().IgnoreError();  // a failure is in error_, reported below with what was lost
-  Status closed = CloseOutput(&out_);
+  // What was written whole replaces the file; nothing at all leaves it as it was.
+  Status closed = Status::Ok();
+  if (error_ != 0 && records_written_ == 0)
+    DiscardOutput(&out_);
+  else
+    closed = CommitOutput(&out_);
   if (error_ != 0) {
     // The header is record 1; the rest are events.
     const uint64_t events = records_ > 0 ? records_ - 1 : 0;

@@ -244,11 +244,12 @@ class TraceWriter {
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
 
-  // Opens path ("-": standard output) as store::OpenOutput does, without truncating it.
+  // Opens path ("-": standard output) as store::OpenOutput does: a regular file keeps
+  // what it had until Begin.
   Status Prepare(const std::string& path);
-  // Writing starts: empties the file and writes the header.
+  // Writing starts: the header, and the new file renamed over the name.
   Status Begin(const v1::TraceHeader& header);
-  // The run never started: closes, removing the file if Prepare created it.
+  // The run never started: closes; the file keeps what it had.
   void Discard();
   // Prepare and Begin.
   Status Open(const std::string& path, const v1::TraceHeader& header);
@@ -265,6 +266,8 @@ class TraceWriter {
   Status Flush();
   Status Close();  // the error names the file, the errno and what was lost
   bool failed() const { return error_ != 0; }
+  // The file written is the one descriptor 1 is ("-", /dev/stdout).
+  bool writes_stdout() const;
 
  private:
   void Record(const uint8_t* head, size_t hn, const uint8_t* body, size_t bn,

@@ -420,5 +420,41 @@ TEST(Loss, PidNamespaceIsNoted) {
   for (const auto* u : testing::ByExe(t, "/unshare")) EXPECT_EQ(u->pid_namespace(), 0u);
 }
 
+// A top-level command that LD_AUDIT cannot reach is not traced at all: run says so and
+// why, even with -q, instead of a bare "0 process images".
+TEST(Loss, UntraceableCommandsSayWhy) {
+  ASSERT_EQ(geteuid(), 0u) << "the set-user-ID case needs another owner: run the suite as root";
+  const auto dir = testing::ScratchDir("loss_untraceable");
+  chmod(dir.c_str(), 0755);
+  const std::string suid = dir + "/true-suid";
+  std::filesystem::copy_file("/bin/true", suid);
+  ASSERT_EQ(chown(suid.c_str(), 65534, 65534), 0);
+  ASSERT_EQ(chmod(suid.c_str(), 04755), 0);
+  const std::string script = dir + "/static-script";
+  testing::WriteFile(script, std::string("#!") + LOSS_STATIC + "\n");
+  ASSERT_EQ(chmod(script.c_str(), 0755), 0);
+  const std::string kStatic =
+      " is statically linked: without a program interpreter the dynamic "
+      "loader, and LD_AUDIT with it, never runs";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {LOSS_STATIC, std::string(LOSS_STATIC) + kStatic},
+      {suid, suid + " is set-user-ID (owner uid 65534): glibc runs it in secure-execution mode, "
+                    "which ignores LD_AUDIT"},
+      {script, "its interpreter " + std::string(LOSS_STATIC) + kStatic}};
+  for (const auto& [command, why] : cases) {
+    const std::string trace = dir + "/t.ldscope";
+    const auto r = RunCmd({LDSCOPE_BIN, "run", "-q", "-o", trace, "--", command});
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.err, "ldscope: " + command + ": exit status 0; trace " + trace +
+                         " (0 process images, 0 events, 0 dropped; the command itself was not "
+                         "traced: " +
+                         why + ")\n");
+  }
+  // A traced command says nothing of the kind.
+  const auto r = RunCmd({LDSCOPE_BIN, "run", "-q", "-o", dir + "/ok.ldscope", "--", "/bin/true"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.err, "");
+}
+
 }  // namespace
 }  // namespace ldscope

@@ -106,18 +106,37 @@ TEST(Output, ReportOntoTheTraceIsRefused) {
   const std::string x = dir + "/x";
   WriteFile(x, "precious");
   auto r = RunCmd({kLdscope, "run", "--report", x, "-o", dir + "/../output_same/x", "--", "/bin/true"});
-  EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err, "ldscope: --report " + x + " and the trace -o " + dir +
-                       "/../output_same/x are the same file\n");
+  EXPECT_EQ(r.code, 4);
+  EXPECT_EQ(r.err, "ldscope: the outputs -o " + dir + "/../output_same/x and --report " + x + " are the same file\n");
+  EXPECT_EQ(ReadFile(x), "precious");
+  r = RunCmd({kLdscope, "run", "--junit", x, "-o", x, "--", "/bin/true"});
+  EXPECT_EQ(r.code, 4);
+  EXPECT_EQ(r.err, "ldscope: the outputs -o " + x + " and --junit " + x + " are the same file\n");
   EXPECT_EQ(ReadFile(x), "precious");
   const std::string t = TrueTrace(dir);
   const std::string before = ReadFile(t);
   r = RunCmd({kLdscope, "report", t, "-o", t});
-  EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err, "ldscope: the output " + t + " is the input " + t + ": refusing to overwrite it\n");
+  EXPECT_EQ(r.code, 4);
+  EXPECT_EQ(r.err, "ldscope: the output -o " + t + " is the input " + t + ": refusing to overwrite it\n");
+  r = RunCmd({kLdscope, "report", "--junit", t, t});
+  EXPECT_EQ(r.code, 4);
+  EXPECT_EQ(r.err, "ldscope: the output --junit " + t + " is the input " + t + ": refusing to overwrite it\n");
   r = RunCmd({kLdscope, "export", "--chrome", t, "-o", t});
-  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.code, 4);
+  r = RunCmd({kLdscope, "export", "--otlp", t, t});
+  EXPECT_EQ(r.code, 4);
+  r = RunCmd({kLdscope, "lock", t, "-o", t});
+  EXPECT_EQ(r.code, 4);
+  // The lock a run checks against, and the command it runs, are inputs too.
+  const std::string lock = dir + "/l.lock";
+  ASSERT_EQ(RunCmd({kLdscope, "lock", t, "-o", lock}).code, 0);
+  const std::string locked = ReadFile(lock);
+  r = RunCmd({kLdscope, "run", "--lock", lock, "-o", lock, "--", "/bin/true"});
+  EXPECT_EQ(r.code, 4);
+  EXPECT_EQ(r.err, "ldscope: the output -o " + lock + " is the input " + lock + ": refusing to overwrite it\n");
+  EXPECT_EQ(ReadFile(lock), locked);
   EXPECT_EQ(ReadFile(t), before);
+  EXPECT_EQ(Sh("ls -A " + dir).out, "l.lock\ntrue.ldscope\nx\n") << "no file left behind";
 }
 
 TEST(Output, EveryWriterChecksItsWrites) {
@@ -243,11 +262,167 @@ TEST(Create, SymlinkInASharedDirectoryIsNotFollowed) {
   ASSERT_EQ(symlink(target.c_str(), link.c_str()), 0);
   ASSERT_EQ(lchown(link.c_str(), 65534, 65534), 0);
   const auto r = RunCmd({kLdscope, "run", "-o", link, "--", "/bin/true"});
-  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.code, 4);
   EXPECT_EQ(r.err, "ldscope: refusing to write " + link +
                        ": it is a symbolic link in a directory others can write to (link owned by "
                        "uid 65534, directory by uid 65534); remove it or choose another path\n");
   EXPECT_EQ(ReadFile(target), "root's file");
+}
+
+// Every file ldscope writes is 0600 whatever the umask: traces, reports, JUnit (which
+// holds command lines), locks, exports, and a step summary it creates.
+TEST(Create, EveryOutputIsPrivate) {
+  const std::string dir = ScratchDir("create_private_all");
+  const auto r = Sh("umask 022; cd " + dir +
+                    " && \"$L\" run -q --report r.txt --junit j.xml -o t.ldscope -- /bin/true"
+                    " && \"$L\" report t.ldscope --format json -o r.json --junit j2.xml"
+                    " && \"$L\" lock t.ldscope -o l.lock && \"$L\" export --chrome t.ldscope -o c.json"
+                    " && \"$L\" export --otlp o.pb t.ldscope"
+                    " && GITHUB_STEP_SUMMARY=s.md \"$L\" report --github t.ldscope > /dev/null");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* name : {"t.ldscope", "r.txt", "j.xml", "r.json", "j2.xml", "l.lock", "c.json", "o.pb", "s.md"}) {
+    struct stat st {};
+    ASSERT_EQ(stat((dir + "/" + name).c_str(), &st), 0) << name;
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << name;
+  }
+}
+
+// Another user's symlink in a sticky directory is refused by every writer, the JUnit
+// report and the step summary included, with status 4; the file it names is unchanged.
+TEST(Create, NoWriterFollowsAForeignSymlink) {
+  ASSERT_EQ(geteuid(), 0u) << "this test makes a directory of another user: run the suite as root";
+  const std::string dir = ScratchDir("create_symlink_all");
+  const std::string t = TrueTrace(dir);
+  const std::string target = dir + "/target";
+  WriteFile(target, "root's file");
+  ASSERT_EQ(chmod(target.c_str(), 0600), 0);
+  const std::string shared = dir + "/shared";
+  std::filesystem::create_directories(shared);
+  ASSERT_EQ(chown(shared.c_str(), 65534, 65534), 0);
+  ASSERT_EQ(chmod(shared.c_str(), 01777), 0);
+  const std::string link = shared + "/planted";
+  ASSERT_EQ(symlink(target.c_str(), link.c_str()), 0);
+  ASSERT_EQ(lchown(link.c_str(), 65534, 65534), 0);
+  const std::string refusal = "refusing to write " + link +
+                              ": it is a symbolic link in a directory others can write to (link "
+                              "owned by uid 65534, directory by uid 65534); remove it or choose "
+                              "another path\n";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{kLdscope, "report", "--junit", link, t}, "ldscope: the JUnit report: " + refusal},
+      {{kLdscope, "run", "-q", "--junit", link, "-o", dir + "/o.ldscope", "--", "/bin/true"},
+       "ldscope: the JUnit report: " + refusal},
+      {{kLdscope, "run", "-q", "--report", link, "-o", dir + "/o.ldscope", "--", "/bin/true"},
+       "ldscope: the report: " + refusal},
+      {{kLdscope, "report", t, "-o", link}, "ldscope: the report: " + refusal},
+      {{kLdscope, "lock", t, "-o", link}, "ldscope: the lock: " + refusal},
+      {{kLdscope, "export", "--chrome", t, "-o", link}, "ldscope: " + refusal},
+      {{kLdscope, "export", "--otlp", link, t}, "ldscope: " + refusal},
+  };
+  for (const auto& [argv, err] : cases) {
+    const auto r = RunCmd(argv);
+    EXPECT_EQ(r.code, 4) << argv[1] << " " << argv[2];
+    EXPECT_EQ(r.err, err) << argv[1] << " " << argv[2];
+    EXPECT_EQ(ReadFile(target), "root's file");
+  }
+  const auto r = RunCmd({kLdscope, "report", "--github", t}, {"GITHUB_STEP_SUMMARY=" + link});
+  EXPECT_EQ(r.code, 4);
+  EXPECT_EQ(r.err, "ldscope: GITHUB_STEP_SUMMARY: " + refusal);
+  EXPECT_EQ(ReadFile(target), "root's file");
+  struct stat st {};
+  ASSERT_EQ(stat(target.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+// A regular file is replaced by a new one renamed over it, never written into: another
+// name of the old file keeps the old bytes, and nothing is left beside it. Our own link
+// in our own directory is followed: the file it names is replaced, the link stays.
+TEST(Create, AnExistingFileIsReplacedWhole) {
+  const std::string dir = ScratchDir("create_replace");
+  const std::string x = dir + "/x.ldscope";
+  WriteFile(x, "old trace");
+  ASSERT_EQ(link(x.c_str(), (dir + "/other-name").c_str()), 0);
+  auto r = RunCmd({kLdscope, "run", "-q", "-o", x, "--", "/bin/true"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(ReadFile(dir + "/other-name"), "old trace");
+  EXPECT_EQ(testing::ByExe(testing::TimelineOf({x}), "/true").size(), 1u);
+  ASSERT_EQ(symlink("x.ldscope", (dir + "/current").c_str()), 0);
+  r = RunCmd({kLdscope, "run", "-q", "-o", dir + "/current", "--", DLPROBE});
+  ASSERT_EQ(r.code, 0) << r.err;
+  struct stat st {};
+  ASSERT_EQ(lstat((dir + "/current").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  EXPECT_EQ(testing::ByExe(testing::TimelineOf({x}), "/dlprobe").size(), 1u);
+  // A step summary is appended to (its owner's contract), in place.
+  const std::string summary = dir + "/summary.md";
+  WriteFile(summary, "# earlier step\n");
+  r = RunCmd({kLdscope, "report", "--github", x}, {"GITHUB_STEP_SUMMARY=" + summary});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(ReadFile(summary).rfind("# earlier step\n", 0), 0u);
+  EXPECT_GT(ReadFile(summary).size(), 20u);
+  EXPECT_EQ(Sh("ls -A " + dir).out, "current\nother-name\nsummary.md\nx.ldscope\n");
+}
+
+// With the trace on standard output, the command's own standard output goes to
+// standard error: the trace stays whole.
+TEST(Output, DashKeepsTheCommandsOutputApart) {
+  const std::string dir = ScratchDir("output_dash_print");
+  const auto r = Sh("cd " + dir + " && \"$L\" run -q -o - -- /bin/echo printed > out.ldscope", 30);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "printed\n");
+  const auto shown = RunCmd({kLdscope, "show", dir + "/out.ldscope"});
+  EXPECT_EQ(shown.code, 0) << shown.err;
+  EXPECT_EQ(shown.err, "");
+  EXPECT_EQ(testing::ByExe(testing::TimelineOf({dir + "/out.ldscope"}), "/echo").size(), 1u);
+}
+
+// Values of arguments named like secrets reach no output; other arguments do, and
+// --keep-argv keeps them all.
+TEST(Secrets, ArgumentsNamedSecretAreRedactedEverywhere) {
+  const std::string dir = ScratchDir("secrets_argv");
+  const std::vector<std::string> command = {
+      "/bin/sh",           "-c", "exit 0", "sh", "--password=hunter2", "--api-key", "xyzzy", "DB_TOKEN=plugh",
+      "--config=keep.yaml"};
+  std::vector<std::string> argv = {kLdscope,   "run",           "-q",       "--github", "--junit", dir + "/j.xml",
+                                   "--report", dir + "/r.json", "--format", "json",     "-o",      dir + "/t.ldscope",
+                                   "--"};
+  argv.insert(argv.end(), command.begin(), command.end());
+  auto r = RunCmd(argv, {"GITHUB_STEP_SUMMARY=" + dir + "/s.md"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string t = dir + "/t.ldscope";
+  ASSERT_EQ(RunCmd({kLdscope, "export", "--chrome", t, "-o", dir + "/c.json"}).code, 0);
+  ASSERT_EQ(RunCmd({kLdscope, "export", "--otlp", dir + "/o.pb", t}).code, 0);
+  const auto shown = RunCmd({kLdscope, "show", t});
+  const auto json = RunCmd({kLdscope, "show", "--format", "json", t});
+  const std::vector<std::pair<std::string, std::string>> outputs = {{"trace", ReadFile(t)},
+                                                                    {"junit", ReadFile(dir + "/j.xml")},
+                                                                    {"report", ReadFile(dir + "/r.json")},
+                                                                    {"summary", ReadFile(dir + "/s.md")},
+                                                                    {"chrome", ReadFile(dir + "/c.json")},
+                                                                    {"otlp", ReadFile(dir + "/o.pb")},
+                                                                    {"show", shown.out},
+                                                                    {"show json", json.out},
+                                                                    {"run's messages", r.out + r.err}};
+  for (const auto& [what, text] : outputs)
+    for (const char* secret : {"hunter2", "xyzzy", "plugh"})
+      EXPECT_EQ(text.find(secret), std::string::npos) << secret << " in " << what;
+  EXPECT_NE(shown.out.find("  argv: /bin/sh -c 'exit 0' sh '--password=<redacted>' --api-key "
+                           "'<redacted>' 'DB_TOKEN=<redacted>' --config=keep.yaml\n"),
+            std::string::npos)
+      << shown.out;
+  EXPECT_EQ(ReadFile(dir + "/s.md")
+                .rfind("### ldscope: /bin/sh -c exit 0 sh --password=&lt;redacted&gt; "
+                       "--api-key &lt;redacted&gt; DB\\_TOKEN=&lt;redacted&gt; "
+                       "--config=keep.yaml\n",
+                       0),
+            0u);
+  // Opting out.
+  argv = {kLdscope, "run", "-q", "--keep-argv", "-o", dir + "/kept.ldscope", "--"};
+  argv.insert(argv.end(), command.begin(), command.end());
+  r = RunCmd(argv);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(RunCmd({kLdscope, "show", dir + "/kept.ldscope"})
+                .out.find("--password=hunter2 --api-key xyzzy DB_TOKEN=plugh --config=keep.yaml"),
+            std::string::npos);
 }
 
 }  // namespace

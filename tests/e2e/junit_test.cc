@@ -120,9 +120,9 @@ TEST(Junit, NoReportDamagedTraceAndUnwritableFile) {
             std::string::npos) << back;
   const auto bad = RunCmd({LDSCOPE_BIN, "report", "--junit", dir + "/no/such/dir/x.xml",
                            dir + "/t.ldscope"});
-  EXPECT_EQ(bad.code, 2);
-  EXPECT_EQ(bad.err, "ldscope: cannot write the JUnit report to " + dir +
-                         "/no/such/dir/x.xml: No such file or directory\n");
+  EXPECT_EQ(bad.code, 4);
+  EXPECT_EQ(bad.err, "ldscope: the JUnit report: cannot write " + dir + "/no/such/dir/x.xml: directory " + dir +
+                         "/no/such/dir: No such file or directory\n");
 }
 
 // Names are byte strings: what XML cannot hold (control characters, invalid UTF-8,

@@ -308,7 +308,7 @@ TEST(Otlp, ErrorsAreClear) {
        "ldscope: export: say which format: --chrome -o FILE, or --otlp FILE|http://HOST:PORT\n"},
       {{"export", "--chrome", "--otlp", dir + "/x", trace}, 2,
        "ldscope: export: say which format: --chrome -o FILE, or --otlp FILE|http://HOST:PORT\n"},
-      {{"export", "--otlp", trace, trace}, 2, ""},  // would overwrite its input
+      {{"export", "--otlp", trace, trace}, 4, ""},  // would overwrite its input
       {{"export", "--otlp", dir + "/x.otlp", dir + "/missing.ldscope"}, 2, ""},
       {{"collect", "--socket", dir + "/s", "-o", dir + "/c.ldscope", "--otlp", "https://h:1"}, 2,
        "ldscope: collect --otlp: 'https://h:1': https is not supported (ldscope speaks plain HTTP "
