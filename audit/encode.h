@@ -36,7 +36,7 @@ namespace process_start {
 enum : uint32_t {
   kReason = 1, kPpid = 2, kExe = 3, kArgv = 4, kCwd = 5, kGlibcVersion = 6, kEnv = 7,
   kImageStartNs = 8, kParentPid = 9, kParentImageStartNs = 10, kParentSeqAtFork = 11,
-  kLavVersion = 12, kSecure = 13, kPidNamespace = 20,
+  kLavVersion = 12, kSecure = 13, kPidNamespace = 20, kNotTraced = 21, kFdLimit = 22,
 };
 }  // namespace process_start
 namespace env_var {
@@ -106,6 +106,8 @@ struct ProcessStartInfo {
   bool secure = false;
   uint64_t pid_namespace = 0;        // inode of /proc/self/ns/pid
   bool cut = false;                  // exe, cmdline or cwd did not fit its buffer
+  uint32_t not_traced = 0;           // NotTraced: nothing follows this event
+  uint64_t fd_limit = 0;             // RLIMIT_NOFILE, with NOT_TRACED_DESCRIPTOR_LIMIT
 };
 
 struct ObjectInfo {

@@ -88,6 +88,12 @@ inline long Ioctl(int fd, unsigned long req, void* arg) { return Call(SYS_ioctl,
 // Returns the length with the NUL, as the system call does.
 inline long Getcwd(char* buf, size_t n) { return Call(SYS_getcwd, L(buf), L(n)); }
 inline long Getpid() { return Call(SYS_getpid); }
+// getrlimit(2) of this process (prlimit64 with no new limit; the kernel's struct is two
+// 64-bit numbers on both architectures).
+struct Rlimit64 {
+  uint64_t cur, max;
+};
+inline long Getrlimit(int resource, Rlimit64* r) { return Call(SYS_prlimit64, 0, resource, 0, L(r)); }
 inline long Getppid() { return Call(SYS_getppid); }
 inline long Gettid() { return Call(SYS_gettid); }
 inline long SchedYield() { return Call(SYS_sched_yield); }

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -20,9 +21,13 @@
 namespace ldscope::audit {
 namespace {
 
-// Our descriptor is moved this high so that it does not take the low numbers a
-// program may expect open() to return.
-constexpr int kHighFd = 512;
+// Our descriptor never takes a number the program could get itself: it is moved to
+// kHighFd, or, under a descriptor limit of kHighFd or less, to the limit's last number,
+// which leaves the program every number below it. A limit that would leave the program
+// fewer than kMinProgramFds numbers leaves no room: the image is not traced (a
+// program run under `ulimit -n 4` needs every number it has, ld.so's opens included).
+constexpr long kHighFd = 512;
+constexpr long kMinProgramFds = 64;
 
 bool CopyStr(char* dst, size_t cap, const char* src) {
   const size_t n = std::strlen(src);
@@ -70,22 +75,32 @@ bool Transport::Configure(const char* socket_path, const char* dir) {
   return false;
 }
 
-void Transport::Adopt(int fd) {
-  const long high = sys::Fcntl(fd, F_DUPFD_CLOEXEC, kHighFd);
+bool Transport::Adopt(int fd) {
+  sys::Rlimit64 lim{};
+  const uint64_t limit = sys::Getrlimit(RLIMIT_NOFILE, &lim) == 0 ? lim.cur : 0;
+  const long lowest = limit > static_cast<uint64_t>(kHighFd) ? kHighFd : static_cast<long>(limit) - 1;
+  const long high = lowest >= kMinProgramFds ? sys::Fcntl(fd, F_DUPFD_CLOEXEC, lowest) : -EMFILE;
   if (high >= 0) {
     sys::Close(fd);
     fd = static_cast<int>(high);
+  } else {
+    // Every number left is one the program could get: this descriptor stays only for
+    // the start event that says so (Open returns false, no_room() says why).
+    no_room_ = true;
+    fd_limit_ = limit;
+    error_ = EMFILE;
   }
   struct stat st;
   if (sys::Fstat(fd, &st) != 0) {
     sys::Close(fd);
-    return;
+    return false;
   }
   fd_ = fd;
   dev_ = st.st_dev;
   ino_ = st.st_ino;
   dead_ = false;
   stalled_ = false;
+  return !no_room_;
 }
 
 bool Transport::OpenSocket() {
@@ -113,8 +128,7 @@ bool Transport::OpenSocket() {
     }
     sys::Poll(nullptr, 0, 1);
   }
-  Adopt(fd);
-  return fd_ >= 0;
+  return Adopt(fd);
 }
 
 bool Transport::OpenFile(uint32_t pid, uint64_t image_start_ns) {
@@ -153,14 +167,18 @@ bool Transport::OpenFile(uint32_t pid, uint64_t image_start_ns) {
   proc::ClockGettime(CLOCK_REALTIME, &ts);
   EncodeTraceHeader(w, host, glibc_version_,
                     static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec, PidNamespaceIno());
-  Adopt(fd);
+  const bool ours = Adopt(fd);
   if (fd_ < 0) return false;
-  return Send(buf + kPrefixRoom, w.size()) == Result::kSent;
+  return Send(buf + kPrefixRoom, w.size()) == Result::kSent && ours;
 }
 
 bool Transport::Open(uint32_t pid, uint64_t image_start_ns) {
   fd_ = -1;
   error_ = 0;
+  if (no_room_) {  // the image is not traced: its start event said so
+    error_ = EMFILE;
+    return false;
+  }
   switch (mode_) {
     case Mode::kSocket: return OpenSocket();
     case Mode::kDir: return OpenFile(pid, image_start_ns);

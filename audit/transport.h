@@ -40,6 +40,12 @@ class Transport {
   // (an errno value, 0 when unknown).
   bool Open(uint32_t pid, uint64_t image_start_ns);
   int error() const { return error_; }
+  // Open found no descriptor number the program could not get itself (transport.cc,
+  // kHighFd): it returned false but holds a descriptor at a number the program could get,
+  // for one start event that says the image is not traced, to be sent at once and then
+  // let go (Abandon). Every later Open of this image fails.
+  bool no_room() const { return no_room_; }
+  uint64_t fd_limit() const { return fd_limit_; }  // RLIMIT_NOFILE, when no_room()
   // True while our descriptor is still the one we opened (a program may close or
   // reuse descriptor numbers: then it is not ours to write to).
   bool StillOurs() const;
@@ -71,7 +77,9 @@ class Transport {
   Result Deliver(const uint8_t* data, size_t len);
   bool OpenSocket();
   bool OpenFile(uint32_t pid, uint64_t image_start_ns);
-  void Adopt(int fd);
+  // Moves fd out of the program's way and makes it ours; false when it stays where it
+  // is (no_room()) or is not ours (fd_ < 0).
+  bool Adopt(int fd);
 
   Mode mode_ = Mode::kNone;
   char target_[4096] = {};
@@ -80,6 +88,8 @@ class Transport {
   ino_t ino_ = 0;
   bool dead_ = false;
   bool stalled_ = false;
+  bool no_room_ = false;
+  uint64_t fd_limit_ = 0;
   int error_ = 0;
   const char* glibc_version_ = "";
 };

@@ -165,7 +165,7 @@ void Server::NoteEnd(const Conn& c) {
   if (it == stream_info_.end()) return;
   Stream& s = it->second;
   --s.open;
-  if (s.exited || s.python) return;
+  if (s.exited || s.python || s.not_traced != v1::NOT_TRACED_UNSPECIFIED) return;
   s.ended_open = true;
   s.exe_after = ExeOf(c.peer);
 }
@@ -274,6 +274,8 @@ bool Server::HandleEvent(Conn& c, const uint8_t* data, size_t size) {
       info.exe = e.process_start().exe();
       info.cwd = e.process_start().cwd();
       info.expects_hook = ExpectsPythonHook(e.process_start(), python_hook_dir_);
+      info.not_traced = e.process_start().not_traced();
+      info.fd_limit = e.process_start().fd_limit();
     } else {
       info.image_start_ns = e.mono_ns();
     }
@@ -332,6 +334,14 @@ bool Server::ReadFrom(int fd) {
     }
   }
   return true;
+}
+
+std::vector<Server::NotTracedImage> Server::NotTracedImages() const {
+  std::vector<NotTracedImage> out;
+  for (const auto& [stream, s] : StreamsInOrder())
+    if (s->not_traced != v1::NOT_TRACED_UNSPECIFIED)
+      out.push_back({s->pid, s->exe, s->not_traced, s->fd_limit});
+  return out;
 }
 
 std::string Server::ExeOfImage(uint32_t pid, uint64_t image_start_ns) const {

@@ -101,6 +101,14 @@ class Server {
   void set_on_new_object(std::function<void(const std::string&)> f) { on_new_object_ = std::move(f); }
   // The executable of an image named in the notes ("" when unknown).
   std::string ExeOfImage(uint32_t pid, uint64_t image_start_ns) const;
+  // The images whose start event said that they are not traced, in stream order.
+  struct NotTracedImage {
+    uint32_t pid = 0;
+    std::string exe;
+    v1::NotTraced reason = v1::NOT_TRACED_UNSPECIFIED;
+    uint64_t fd_limit = 0;
+  };
+  std::vector<NotTracedImage> NotTracedImages() const;
   void Shutdown();
 
  private:
@@ -123,6 +131,9 @@ class Server {
     bool ended_open = false;   // a connection of it ended before the exit event
     std::string exe_after;     // /proc/PID/exe then (the process was alive: an exec)
     std::string cwd;           // its ProcessStart's working directory
+    // Its ProcessStart said it is not traced (NotTraced), under this descriptor limit.
+    v1::NotTraced not_traced = v1::NOT_TRACED_UNSPECIFIED;
+    uint64_t fd_limit = 0;
   };
   void NoteSearchedDir(const Stream& s, const v1::Search& search);
   void Accept();
