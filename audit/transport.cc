@@ -48,7 +48,40 @@ char* PutDec(char* p, uint64_t v) {
   return p;
 }
 
+// This process's user, or root.
+bool OwnUser(uint32_t uid) {
+  return uid == 0 || uid == static_cast<uint32_t>(sys::Getuid()) ||
+         uid == static_cast<uint32_t>(sys::Geteuid());
+}
+
 }  // namespace
+
+bool TrustedSocketDir(char* path) {
+  char* slash = std::strrchr(path, '/');
+  struct stat st;
+  long r;
+  if (slash == nullptr) {
+    r = sys::Stat(".", &st);
+  } else if (slash == path) {
+    r = sys::Stat("/", &st);
+  } else {
+    *slash = '\0';  // the directory's path, for a moment: no copy of up to 4 KiB
+    r = sys::Stat(path, &st);
+    *slash = '/';
+  }
+  return r == 0 && S_ISDIR(st.st_mode) && OwnUser(st.st_uid) &&
+         ((st.st_mode & S_IWOTH) == 0 || (st.st_mode & S_ISVTX) != 0);
+}
+
+bool TrustedPeer(int fd) {
+  struct {
+    int32_t pid;
+    uint32_t uid, gid;
+  } cred{};  // struct ucred
+  unsigned len = sizeof cred;
+  return sys::Getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && len == sizeof cred &&
+         OwnUser(cred.uid);
+}
 
 // The inode in /proc/self/ns/pid's link text "pid:[4026531836]" (0: unknown).
 uint64_t PidNamespaceIno() {
@@ -108,6 +141,10 @@ bool Transport::OpenSocket() {
   addr.sun_family = AF_UNIX;
   if (std::strlen(target_) >= sizeof addr.sun_path) return false;
   std::memcpy(addr.sun_path, target_, std::strlen(target_) + 1);
+  if (!TrustedSocketDir(target_)) {
+    error_ = EACCES;
+    return false;
+  }
   const long sock = sys::Socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (sock < 0) {
     error_ = static_cast<int>(-sock);
@@ -127,6 +164,12 @@ bool Transport::OpenSocket() {
       return false;
     }
     sys::Poll(nullptr, 0, 1);
+  }
+  // Whoever listens is this user's or root's, or nothing at all is sent.
+  if (!TrustedPeer(fd)) {
+    error_ = EACCES;
+    sys::Close(fd);
+    return false;
   }
   return Adopt(fd);
 }

@@ -23,6 +23,15 @@ constexpr int kSendWaitMs = 500;
 // namespace whose pids the events carry.
 uint64_t PidNamespaceIno();
 
+// The rule a collector's socket must meet before anything is sent to it (README,
+// "Security"): its directory is owned by this process's user (real or effective) or
+// root, and is not writable by others unless it has the sticky bit; the process that
+// listens on it is this user's or root's (SO_PEERCRED on the connection). Anything else
+// may be another user's listener, who would receive argv, the recorded environment and
+// every path. `path` is the socket's (NUL-terminated; cut and restored in place).
+bool TrustedSocketDir(char* path);
+bool TrustedPeer(int fd);
+
 class Transport {
  public:
   enum class Mode { kNone, kSocket, kDir };
