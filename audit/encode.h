@@ -36,8 +36,9 @@ namespace process_start {
 enum : uint32_t {
   kReason = 1, kPpid = 2, kExe = 3, kArgv = 4, kCwd = 5, kGlibcVersion = 6, kEnv = 7,
   kImageStartNs = 8, kParentPid = 9, kParentImageStartNs = 10, kParentSeqAtFork = 11,
-  kLavVersion = 12, kSecure = 13, kPidNamespace = 20, kNotTraced = 21, kFdLimit = 22,
+  kLavVersion = 12, kSecure = 13, kPidNamespace = 20,
 };
+enum : uint32_t { kNotTraced = 21, kFdLimit = 22 };
 }  // namespace process_start
 namespace env_var {
 enum : uint32_t { kName = 1, kValue = 2, kRedacted = 3 };

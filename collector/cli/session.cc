@@ -126,7 +126,9 @@ void Session::Drain(int idle_ms, int cap_ms) {
 void Session::ReadFactsEarly(bool keep_files) {
   keep_files_ = keep_files;
   if (keep_files) facts_reader_.KeepFiles();
-  server_.set_on_new_object([this](const std::string& path) { facts_reader_.Add(path); });
+  server_.set_on_new_object([this](const std::string& path, const v1::ObjOpen& o) {
+    facts_reader_.Add(path, {o.dev(), o.ino(), o.build_id()});
+  });
 }
 
 void Session::WriteFacts(int limit_ms) {

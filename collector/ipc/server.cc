@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <vector>
 
@@ -287,9 +288,17 @@ bool Server::HandleEvent(Conn& c, const uint8_t* data, size_t size) {
   if (e.has_exit()) stream.exited = true;
   if (e.has_preinit()) stream.started = true;
   if (e.has_objopen() && stream.started) stream.dlopened = true;
-  if (e.has_objopen() && !e.objopen().path().empty() && e.objopen().path().front() == '/' &&
-      object_paths_.insert(e.objopen().path()).second && on_new_object_)
-    on_new_object_(e.objopen().path());
+  if (e.has_objopen() && !e.objopen().path().empty() && !e.objopen().is_vdso()) {
+    // A relative name ("./x.so", a relative LD_LIBRARY_PATH entry) is the file under the
+    // working directory of the load (sent with it; else the one at the start), as the
+    // model resolves it.
+    std::string path = e.objopen().path();
+    const std::string& cwd = e.objopen().cwd().empty() ? stream.cwd : e.objopen().cwd();
+    if (path.front() != '/' && !cwd.empty())
+      path = std::filesystem::path(cwd + "/" + path).lexically_normal().string();
+    if (path.front() == '/' && object_paths_.insert(path).second && on_new_object_)
+      on_new_object_(path, e.objopen());
+  }
   if (e.has_search()) NoteSearchedDir(stream, e.search());
   ++stats_.events;
   stats_.event_bytes += size;

@@ -98,7 +98,11 @@ class Server {
   const std::set<std::string>& searched_dirs() const { return searched_dirs_; }
   // Called from the event loop with each path the first time it joins object_paths()
   // (so that its facts can be read while the programs run). It must not block.
-  void set_on_new_object(std::function<void(const std::string&)> f) { on_new_object_ = std::move(f); }
+  // With the path (absolute: a relative one resolved as the model does), the ObjOpen
+  // that named it first (what was loaded: device, inode, build-id).
+  void set_on_new_object(std::function<void(const std::string&, const v1::ObjOpen&)> f) {
+    on_new_object_ = std::move(f);
+  }
   // The executable of an image named in the notes ("" when unknown).
   std::string ExeOfImage(uint32_t pid, uint64_t image_start_ns) const;
   // The images whose start event said that they are not traced, in stream order.
@@ -168,7 +172,7 @@ class Server {
   bool accept_paused_ = false;
   std::set<std::string> object_paths_;
   std::set<std::string> searched_dirs_;
-  std::function<void(const std::string&)> on_new_object_;
+  std::function<void(const std::string&, const v1::ObjOpen&)> on_new_object_;
   bool freed_ = false;         // a connection closed since the last Poll
   std::vector<FrameSlice> slices_;
   std::vector<std::string> converted_;  // the Python hook's events, as protobuf

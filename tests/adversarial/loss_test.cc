@@ -428,8 +428,9 @@ TEST(Loss, PidNamespaceIsNoted) {
 TEST(Loss, DescriptorLimitLeavesTheProgramItsDescriptors) {
   const auto dir = testing::ScratchDir("loss_nofile");
   const std::string trace = dir + "/t.ldscope";
-  const std::vector<std::string> limited = {"/bin/sh", "-c", "ulimit -n 4 && exec \"$@\"", "sh",
-                                            DLPROBE,   "open", kLibB, "exit", "7"};
+  // Descriptors inherited from the test's runner are closed first: 3 must be free.
+  const std::string script = "exec 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-; ulimit -n 4 && exec \"$@\"";
+  const std::vector<std::string> limited = {"/bin/sh", "-c", script, "sh", DLPROBE, "open", kLibB, "exit", "7"};
   const auto plain = RunCmd(limited);
   ASSERT_EQ(plain.code, 7) << plain.err;
   ASSERT_EQ(plain.out, "open " + kLibB + ": ok\n");
