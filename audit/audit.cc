@@ -296,8 +296,8 @@ void SendStart(uint32_t reason, int32_t parent_pid, uint64_t parent_image_start_
 // descriptor limit leaves no number the program could not get (Transport::no_room), the
 // start event says that the image is not traced, on a descriptor held only for that
 // event, and false is returned: nothing else is sent for this image.
-bool OpenAndStart(uint32_t reason, int32_t parent_pid = 0, uint64_t parent_image_start_ns = 0,
-                  uint64_t parent_seq = 0, bool hold = false) {
+bool OpenAndStart(uint32_t reason, int32_t parent_pid = 0, uint64_t parent_image_start_ns = 0, uint64_t parent_seq = 0,
+                  bool hold = false) {
   if (g.transport.Open(g.pid, g.image_start_ns)) {
     SendStart(reason, parent_pid, parent_image_start_ns, parent_seq, hold);
     return true;

@@ -50,8 +50,7 @@ char* PutDec(char* p, uint64_t v) {
 
 // This process's user, or root.
 bool OwnUser(uint32_t uid) {
-  return uid == 0 || uid == static_cast<uint32_t>(sys::Getuid()) ||
-         uid == static_cast<uint32_t>(sys::Geteuid());
+  return uid == 0 || uid == static_cast<uint32_t>(sys::Getuid()) || uid == static_cast<uint32_t>(sys::Geteuid());
 }
 
 }  // namespace
@@ -79,8 +78,7 @@ bool TrustedPeer(int fd) {
     uint32_t uid, gid;
   } cred{};  // struct ucred
   unsigned len = sizeof cred;
-  return sys::Getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && len == sizeof cred &&
-         OwnUser(cred.uid);
+  return sys::Getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && len == sizeof cred && OwnUser(cred.uid);
 }
 
 // The inode in /proc/self/ns/pid's link text "pid:[4026531836]" (0: unknown).

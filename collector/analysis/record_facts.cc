@@ -101,7 +101,8 @@ std::string Changed(const elf::ElfInfo& info, const FactsReader::Loaded* loaded)
   if (loaded == nullptr) return "";
   if (!loaded->build_id.empty())
     return info.build_id == loaded->build_id ? "" : info.build_id.empty() ? "no build-id now" : "another build-id now";
-  if (loaded->ino != 0 && (static_cast<uint64_t>(info.dev) != loaded->dev || static_cast<uint64_t>(info.ino) != loaded->ino))
+  if (loaded->ino != 0 &&
+      (static_cast<uint64_t>(info.dev) != loaded->dev || static_cast<uint64_t>(info.ino) != loaded->ino))
     return "another file now";
   return "";
 }
@@ -118,8 +119,7 @@ std::shared_ptr<FactsReader::Read> ReadPath(const std::string& raw_path, bool ke
   }
   std::unique_ptr<elf::ElfInfo> info = std::move(r).value();
   if (const std::string how = Changed(*info, loaded); !how.empty()) {
-    read->error = fmt::format("{}: the file changed after it was loaded ({}), before its facts were taken",
-                              path, how);
+    read->error = fmt::format("{}: the file changed after it was loaded ({}), before its facts were taken", path, how);
     read->loaded_build_id = loaded->build_id;
     return read;
   }

@@ -52,13 +52,16 @@ Status CheckSocketDir(const std::string& path) {
   if (stat(dir.c_str(), &st) != 0) return Status::Ok();  // Listen says why
   const bool own = st.st_uid == 0 || st.st_uid == getuid() || st.st_uid == geteuid();
   if (!own)
-    return Error{fmt::format("cannot listen on {}: its directory {} belongs to another user (uid {}), "
-                             "and traced programs send nothing to a socket there",
-                             path, dir, st.st_uid)};
+    return Error{
+        fmt::format("cannot listen on {}: its directory {} belongs to another user (uid {}), "
+                    "and traced programs send nothing to a socket there",
+                    path, dir, st.st_uid)};
   if ((st.st_mode & S_IWOTH) != 0 && (st.st_mode & S_ISVTX) == 0)
-    return Error{fmt::format("cannot listen on {}: its directory {} is writable by every user "
-                             "without the sticky bit, and traced programs send nothing to a "
-                             "socket there", path, dir)};
+    return Error{
+        fmt::format("cannot listen on {}: its directory {} is writable by every user "
+                    "without the sticky bit, and traced programs send nothing to a "
+                    "socket there",
+                    path, dir)};
   return Status::Ok();
 }
 

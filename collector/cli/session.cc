@@ -182,9 +182,10 @@ std::string Session::NotesText() const {
     std::vector<std::string> who;
     for (const auto& i : not_traced)
       who.push_back(fmt::format("pid {} ({}, descriptor limit {})", i.pid, text::Escape(i.exe), i.fd_limit));
-    out += fmt::format("; {} process{} not traced, their descriptor limit leaving no descriptor the "
-                       "program could not get itself: {}",
-                       not_traced.size(), not_traced.size() == 1 ? "" : "es", fmt::join(who, ", "));
+    out += fmt::format(
+        "; {} process{} not traced, their descriptor limit leaving no descriptor the "
+        "program could not get itself: {}",
+        not_traced.size(), not_traced.size() == 1 ? "" : "es", fmt::join(who, ", "));
   }
   if (n.still_running_size() > 0) {
     out += fmt::format("; {} process{} still running when recording stopped, later events not "

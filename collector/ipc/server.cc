@@ -294,10 +294,8 @@ bool Server::HandleEvent(Conn& c, const uint8_t* data, size_t size) {
     // model resolves it.
     std::string path = e.objopen().path();
     const std::string& cwd = e.objopen().cwd().empty() ? stream.cwd : e.objopen().cwd();
-    if (path.front() != '/' && !cwd.empty())
-      path = std::filesystem::path(cwd + "/" + path).lexically_normal().string();
-    if (path.front() == '/' && object_paths_.insert(path).second && on_new_object_)
-      on_new_object_(path, e.objopen());
+    if (path.front() != '/' && !cwd.empty()) path = std::filesystem::path(cwd + "/" + path).lexically_normal().string();
+    if (path.front() == '/' && object_paths_.insert(path).second && on_new_object_) on_new_object_(path, e.objopen());
   }
   if (e.has_search()) NoteSearchedDir(stream, e.search());
   ++stats_.events;
@@ -348,8 +346,7 @@ bool Server::ReadFrom(int fd) {
 std::vector<Server::NotTracedImage> Server::NotTracedImages() const {
   std::vector<NotTracedImage> out;
   for (const auto& [stream, s] : StreamsInOrder())
-    if (s->not_traced != v1::NOT_TRACED_UNSPECIFIED)
-      out.push_back({s->pid, s->exe, s->not_traced, s->fd_limit});
+    if (s->not_traced != v1::NOT_TRACED_UNSPECIFIED) out.push_back({s->pid, s->exe, s->not_traced, s->fd_limit});
   return out;
 }
 

@@ -448,7 +448,8 @@ TEST(Loss, DescriptorLimitLeavesTheProgramItsDescriptors) {
   EXPECT_FALSE(probes[0]->untraced_after()) << "said once, as not traced";
   const std::string pid = std::to_string(probes[0]->pid());
   EXPECT_NE(r.err.find("; 1 process not traced, their descriptor limit leaving no descriptor the "
-                       "program could not get itself: pid " + pid + " (" DLPROBE ", descriptor limit 4)"),
+                       "program could not get itself: pid " +
+                       pid + " (" DLPROBE ", descriptor limit 4)"),
             std::string::npos)
       << r.err;
   EXPECT_NE(Show(trace).find("  not traced: its descriptor limit (4) leaves no descriptor the "

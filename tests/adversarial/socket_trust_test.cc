@@ -76,8 +76,7 @@ class Squatter {
     sockaddr_un a{};
     a.sun_family = AF_UNIX;
     std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
-    if (lfd < 0 || bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(lfd, 64) != 0)
-      _exit(4);
+    if (lfd < 0 || bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(lfd, 64) != 0) _exit(4);
     if (write(ready, "R", 1) != 1) _exit(5);
     long conns = 0, bytes = 0;
     std::vector<pollfd> fds = {{stop, POLLIN, 0}, {lfd, POLLIN, 0}};
@@ -129,8 +128,7 @@ void ExpectUnchanged(const std::string& socket) {
   const auto py_plain = RunCmd(py, {}, {"LD_AUDIT", "LDSCOPE_SOCKET", "LDSCOPE_DIR", "PYTHONPATH"});
   ASSERT_EQ(py_plain.code, 0) << py_plain.err;
   const auto py_traced =
-      RunCmd(py, {"LD_AUDIT=" AUDIT_LIB, "LDSCOPE_SOCKET=" + socket, "PYTHONPATH=" PYTHON_HOOK_DIR},
-             {"LDSCOPE_DIR"});
+      RunCmd(py, {"LD_AUDIT=" AUDIT_LIB, "LDSCOPE_SOCKET=" + socket, "PYTHONPATH=" PYTHON_HOOK_DIR}, {"LDSCOPE_DIR"});
   EXPECT_EQ(py_traced.code, py_plain.code) << py_traced.err;
   EXPECT_EQ(py_traced.out, py_plain.out);
   EXPECT_EQ(py_traced.err, py_plain.err);

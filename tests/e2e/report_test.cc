@@ -257,9 +257,9 @@ TEST(Report, AFileReplacedBeforeItsFactsGivesNoFalseFinding) {
 // after the files are gone is the report made while they were there.
 TEST(Report, FactsOfRelativelyFoundLibraries) {
   const MpiCopies m("report_facts_relative");
-  const auto r = RunCmd({LDSCOPE_BIN, "run", "-q", "--no-report", "-o", m.trace, "--", DLPROBE, "cd",
-                         m.dir, "open", "libmpiuser.so"},
-                        {"LD_LIBRARY_PATH=app:v4"});
+  const auto r = RunCmd(
+      {LDSCOPE_BIN, "run", "-q", "--no-report", "-o", m.trace, "--", DLPROBE, "cd", m.dir, "open", "libmpiuser.so"},
+      {"LD_LIBRARY_PATH=app:v4"});
   ASSERT_EQ(r.code, 0) << r.err;
   const std::string text = m.Report("text");
   EXPECT_NE(text.find("libmpiuser.so"), std::string::npos) << text;
