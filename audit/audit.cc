@@ -292,6 +292,23 @@ ElfW(Dyn)* FindVdsoDynamic(ElfW(Addr) ehdr_addr) {
 void SendStart(uint32_t reason, int32_t parent_pid, uint64_t parent_image_start_ns,
                uint64_t parent_seq, bool hold = false);
 
+// Opens the connection or file of this image and sends its start event. Where the
+// descriptor limit leaves no number the program could not get (Transport::no_room), the
+// start event says that the image is not traced, on a descriptor held only for that
+// event, and false is returned: nothing else is sent for this image.
+bool OpenAndStart(uint32_t reason, int32_t parent_pid = 0, uint64_t parent_image_start_ns = 0, uint64_t parent_seq = 0,
+                  bool hold = false) {
+  if (g.transport.Open(g.pid, g.image_start_ns)) {
+    SendStart(reason, parent_pid, parent_image_start_ns, parent_seq, hold);
+    return true;
+  }
+  if (g.transport.no_room()) {
+    SendStart(reason, parent_pid, parent_image_start_ns, parent_seq);
+    g.transport.Abandon();
+  }
+  return false;
+}
+
 // Runs with g.lock held. A forked child (same memory, new process) opens its own
 // connection; the events its parent was holding are the parent's to send. Returns
 // false when the child's events cannot be delivered.
@@ -310,9 +327,7 @@ bool HandleFork(uint32_t pid) {
   g.seq = 0;
   g_buf.pid_namespace = PidNamespaceIno();  // a child of unshare(CLONE_NEWPID) is in another
   g.dropped = 0;
-  if (!g.transport.Open(pid, g.image_start_ns)) return false;
-  SendStart(2 /* START_FORK */, static_cast<int32_t>(parent_pid), parent_start, parent_seq);
-  return true;
+  return OpenAndStart(2 /* START_FORK */, static_cast<int32_t>(parent_pid), parent_start, parent_seq);
 }
 
 // Runs with g.lock held, right before anything is written. Returns false when
@@ -323,15 +338,10 @@ bool EnsureDescriptor() {
     // this process back at its next event. A dead file stays dead.
     if (g.transport.mode() != Transport::Mode::kSocket) return false;
     g.transport.Abandon();
-    if (!g.transport.Open(g.pid, g.image_start_ns)) return false;
-    SendStart(3 /* START_RECONNECT */, 0, 0, 0);
-    return true;
+    return OpenAndStart(3 /* START_RECONNECT */);
   }
-  if (!g.mapping_startup && !g.transport.StillOurs()) {
-    // The program closed or reused our descriptor number: open a new one.
-    if (!g.transport.Open(g.pid, g.image_start_ns)) return false;
-    SendStart(3 /* START_RECONNECT */, 0, 0, 0);
-  }
+  // The program closed or reused our descriptor number: open a new one.
+  if (!g.mapping_startup && !g.transport.StillOurs()) return OpenAndStart(3 /* START_RECONNECT */);
   return true;
 }
 
@@ -345,7 +355,7 @@ void ReconnectIfStalled() {
       g.transport.dead())
     return;
   g.transport.Abandon();
-  if (g.transport.Open(g.pid, g.image_start_ns)) SendStart(3 /* START_RECONNECT */, 0, 0, 0);
+  OpenAndStart(3 /* START_RECONNECT */);
 }
 
 // Sends the held events as one datagram (or write). A lost batch counts each of its
@@ -427,6 +437,10 @@ void SendStart(uint32_t reason, int32_t parent_pid, uint64_t parent_image_start_
     p.cut = g_buf.identity_cut || cwd_cut;
     const char* keep = proc::Getenv("LDSCOPE_KEEP_ARGV");
     p.keep_argv = keep != nullptr && keep[0] == '1' && keep[1] == '\0';
+    if (g.transport.no_room()) {
+      p.not_traced = 1;  // NOT_TRACED_DESCRIPTOR_LIMIT
+      p.fd_limit = g.transport.fd_limit();
+    }
     EncodeProcessStart(w, h, p);
   };
   uint8_t* buf = g_encode.start;
@@ -723,17 +737,16 @@ LDSCOPE_EXPORT unsigned int la_version(unsigned int version) {
   // at AT_PHDR.
   if (g.aux.ldso_base != 0 || !MappedFile(g.aux.main_phdr, g_buf.main_path, sizeof g_buf.main_path))
     std::memcpy(g_buf.main_path, g_buf.exe, strnlen(g_buf.exe, sizeof g_buf.exe - 1) + 1);
-  if (!g.transport.Open(g.pid, g.image_start_ns)) {
+  g.lav_version = version;
+  if (!OpenAndStart(1 /* START_EXEC */, 0, 0, 0, /*hold=*/true)) {
     const int err = g.transport.error();
-    if (g.transport.mode() == Transport::Mode::kDir && !ParentHasSameDir(dir))
+    if (g.transport.mode() == Transport::Mode::kDir && !g.transport.no_room() && !ParentHasSameDir(dir))
       ReportUnusableDir(dir, err);
     return 0;
   }
   SetUpForkMarker();
-  g.lav_version = version;
   g.active = true;
   g.mapping_startup = true;
-  SendStart(1 /* START_EXEC */, 0, 0, 0, /*hold=*/true);
   return version < kLavSupported ? version : kLavSupported;
 }
 

@@ -149,6 +149,8 @@ void EncodeProcessStart(Writer& w, const EventHead& h, const ProcessStartInfo& p
   w.VarintNonZero(field::process_start::kLavVersion, p.lav_version);
   w.Bool(field::process_start::kSecure, p.secure);
   w.VarintNonZero(field::process_start::kPidNamespace, p.pid_namespace);
+  w.VarintNonZero(field::process_start::kNotTraced, p.not_traced);
+  w.VarintNonZero(field::process_start::kFdLimit, p.fd_limit);
   EnvFields(w, p.environ, true);
   ArgvFields(w, p);
   EnvFields(w, p.environ, false);

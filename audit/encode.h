@@ -38,6 +38,7 @@ enum : uint32_t {
   kImageStartNs = 8, kParentPid = 9, kParentImageStartNs = 10, kParentSeqAtFork = 11,
   kLavVersion = 12, kSecure = 13, kPidNamespace = 20,
 };
+enum : uint32_t { kNotTraced = 21, kFdLimit = 22 };
 }  // namespace process_start
 namespace env_var {
 enum : uint32_t { kName = 1, kValue = 2, kRedacted = 3 };
@@ -107,6 +108,8 @@ struct ProcessStartInfo {
   uint64_t pid_namespace = 0;        // inode of /proc/self/ns/pid
   bool cut = false;                  // exe, cmdline or cwd did not fit its buffer
   bool keep_argv = false;            // LDSCOPE_KEEP_ARGV=1: secrets not left out (redact.h)
+  uint32_t not_traced = 0;           // NotTraced: nothing follows this event
+  uint64_t fd_limit = 0;             // RLIMIT_NOFILE, with NOT_TRACED_DESCRIPTOR_LIMIT
 };
 
 struct ObjectInfo {

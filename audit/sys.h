@@ -88,11 +88,22 @@ inline long Ioctl(int fd, unsigned long req, void* arg) { return Call(SYS_ioctl,
 // Returns the length with the NUL, as the system call does.
 inline long Getcwd(char* buf, size_t n) { return Call(SYS_getcwd, L(buf), L(n)); }
 inline long Getpid() { return Call(SYS_getpid); }
+inline long Getuid() { return Call(SYS_getuid); }
+inline long Geteuid() { return Call(SYS_geteuid); }
+// getrlimit(2) of this process (prlimit64 with no new limit; the kernel's struct is two
+// 64-bit numbers on both architectures).
+struct Rlimit64 {
+  uint64_t cur, max;
+};
+inline long Getrlimit(int resource, Rlimit64* r) { return Call(SYS_prlimit64, 0, resource, 0, L(r)); }
 inline long Getppid() { return Call(SYS_getppid); }
 inline long Gettid() { return Call(SYS_gettid); }
 inline long SchedYield() { return Call(SYS_sched_yield); }
 inline long Socket(int domain, int type, int proto) { return Call(SYS_socket, domain, type, proto); }
 inline long Connect(int fd, const void* addr, unsigned len) { return Call(SYS_connect, fd, L(addr), len); }
+inline long Getsockopt(int fd, int level, int name, void* v, unsigned* len) {
+  return Call(SYS_getsockopt, fd, level, name, L(v), L(len));
+}
 inline long Setsockopt(int fd, int level, int name, const void* v, unsigned len) {
   return Call(SYS_setsockopt, fd, level, name, L(v), len);
 }

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -20,9 +21,13 @@
 namespace ldscope::audit {
 namespace {
 
-// Our descriptor is moved this high so that it does not take the low numbers a
-// program may expect open() to return.
-constexpr int kHighFd = 512;
+// Our descriptor never takes a number the program could get itself: it is moved to
+// kHighFd, or, under a descriptor limit of kHighFd or less, to the limit's last number,
+// which leaves the program every number below it. A limit that would leave the program
+// fewer than kMinProgramFds numbers leaves no room: the image is not traced (a
+// program run under `ulimit -n 4` needs every number it has, ld.so's opens included).
+constexpr long kHighFd = 512;
+constexpr long kMinProgramFds = 64;
 
 bool CopyStr(char* dst, size_t cap, const char* src) {
   const size_t n = std::strlen(src);
@@ -43,7 +48,38 @@ char* PutDec(char* p, uint64_t v) {
   return p;
 }
 
+// This process's user, or root.
+bool OwnUser(uint32_t uid) {
+  return uid == 0 || uid == static_cast<uint32_t>(sys::Getuid()) || uid == static_cast<uint32_t>(sys::Geteuid());
+}
+
 }  // namespace
+
+bool TrustedSocketDir(char* path) {
+  char* slash = std::strrchr(path, '/');
+  struct stat st;
+  long r;
+  if (slash == nullptr) {
+    r = sys::Stat(".", &st);
+  } else if (slash == path) {
+    r = sys::Stat("/", &st);
+  } else {
+    *slash = '\0';  // the directory's path, for a moment: no copy of up to 4 KiB
+    r = sys::Stat(path, &st);
+    *slash = '/';
+  }
+  return r == 0 && S_ISDIR(st.st_mode) && OwnUser(st.st_uid) &&
+         ((st.st_mode & S_IWOTH) == 0 || (st.st_mode & S_ISVTX) != 0);
+}
+
+bool TrustedPeer(int fd) {
+  struct {
+    int32_t pid;
+    uint32_t uid, gid;
+  } cred{};  // struct ucred
+  unsigned len = sizeof cred;
+  return sys::Getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && len == sizeof cred && OwnUser(cred.uid);
+}
 
 // The inode in /proc/self/ns/pid's link text "pid:[4026531836]" (0: unknown).
 uint64_t PidNamespaceIno() {
@@ -70,22 +106,32 @@ bool Transport::Configure(const char* socket_path, const char* dir) {
   return false;
 }
 
-void Transport::Adopt(int fd) {
-  const long high = sys::Fcntl(fd, F_DUPFD_CLOEXEC, kHighFd);
+bool Transport::Adopt(int fd) {
+  sys::Rlimit64 lim{};
+  const uint64_t limit = sys::Getrlimit(RLIMIT_NOFILE, &lim) == 0 ? lim.cur : 0;
+  const long lowest = limit > static_cast<uint64_t>(kHighFd) ? kHighFd : static_cast<long>(limit) - 1;
+  const long high = lowest >= kMinProgramFds ? sys::Fcntl(fd, F_DUPFD_CLOEXEC, lowest) : -EMFILE;
   if (high >= 0) {
     sys::Close(fd);
     fd = static_cast<int>(high);
+  } else {
+    // Every number left is one the program could get: this descriptor stays only for
+    // the start event that says so (Open returns false, no_room() says why).
+    no_room_ = true;
+    fd_limit_ = limit;
+    error_ = EMFILE;
   }
   struct stat st;
   if (sys::Fstat(fd, &st) != 0) {
     sys::Close(fd);
-    return;
+    return false;
   }
   fd_ = fd;
   dev_ = st.st_dev;
   ino_ = st.st_ino;
   dead_ = false;
   stalled_ = false;
+  return !no_room_;
 }
 
 bool Transport::OpenSocket() {
@@ -93,6 +139,10 @@ bool Transport::OpenSocket() {
   addr.sun_family = AF_UNIX;
   if (std::strlen(target_) >= sizeof addr.sun_path) return false;
   std::memcpy(addr.sun_path, target_, std::strlen(target_) + 1);
+  if (!TrustedSocketDir(target_)) {
+    error_ = EACCES;
+    return false;
+  }
   const long sock = sys::Socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (sock < 0) {
     error_ = static_cast<int>(-sock);
@@ -113,8 +163,13 @@ bool Transport::OpenSocket() {
     }
     sys::Poll(nullptr, 0, 1);
   }
-  Adopt(fd);
-  return fd_ >= 0;
+  // Whoever listens is this user's or root's, or nothing at all is sent.
+  if (!TrustedPeer(fd)) {
+    error_ = EACCES;
+    sys::Close(fd);
+    return false;
+  }
+  return Adopt(fd);
 }
 
 bool Transport::OpenFile(uint32_t pid, uint64_t image_start_ns) {
@@ -153,14 +208,18 @@ bool Transport::OpenFile(uint32_t pid, uint64_t image_start_ns) {
   proc::ClockGettime(CLOCK_REALTIME, &ts);
   EncodeTraceHeader(w, host, glibc_version_,
                     static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec, PidNamespaceIno());
-  Adopt(fd);
+  const bool ours = Adopt(fd);
   if (fd_ < 0) return false;
-  return Send(buf + kPrefixRoom, w.size()) == Result::kSent;
+  return Send(buf + kPrefixRoom, w.size()) == Result::kSent && ours;
 }
 
 bool Transport::Open(uint32_t pid, uint64_t image_start_ns) {
   fd_ = -1;
   error_ = 0;
+  if (no_room_) {  // the image is not traced: its start event said so
+    error_ = EMFILE;
+    return false;
+  }
   switch (mode_) {
     case Mode::kSocket: return OpenSocket();
     case Mode::kDir: return OpenFile(pid, image_start_ns);

@@ -23,6 +23,15 @@ constexpr int kSendWaitMs = 500;
 // namespace whose pids the events carry.
 uint64_t PidNamespaceIno();
 
+// The rule a collector's socket must meet before anything is sent to it (README,
+// "Security"): its directory is owned by this process's user (real or effective) or
+// root, and is not writable by others unless it has the sticky bit; the process that
+// listens on it is this user's or root's (SO_PEERCRED on the connection). Anything else
+// may be another user's listener, who would receive argv, the recorded environment and
+// every path. `path` is the socket's (NUL-terminated; cut and restored in place).
+bool TrustedSocketDir(char* path);
+bool TrustedPeer(int fd);
+
 class Transport {
  public:
   enum class Mode { kNone, kSocket, kDir };
@@ -40,6 +49,12 @@ class Transport {
   // (an errno value, 0 when unknown).
   bool Open(uint32_t pid, uint64_t image_start_ns);
   int error() const { return error_; }
+  // Open found no descriptor number the program could not get itself (transport.cc,
+  // kHighFd): it returned false but holds a descriptor at a number the program could get,
+  // for one start event that says the image is not traced, to be sent at once and then
+  // let go (Abandon). Every later Open of this image fails.
+  bool no_room() const { return no_room_; }
+  uint64_t fd_limit() const { return fd_limit_; }  // RLIMIT_NOFILE, when no_room()
   // True while our descriptor is still the one we opened (a program may close or
   // reuse descriptor numbers: then it is not ours to write to).
   bool StillOurs() const;
@@ -71,7 +86,9 @@ class Transport {
   Result Deliver(const uint8_t* data, size_t len);
   bool OpenSocket();
   bool OpenFile(uint32_t pid, uint64_t image_start_ns);
-  void Adopt(int fd);
+  // Moves fd out of the program's way and makes it ours; false when it stays where it
+  // is (no_room()) or is not ours (fd_ < 0).
+  bool Adopt(int fd);
 
   Mode mode_ = Mode::kNone;
   char target_[4096] = {};
@@ -80,6 +97,8 @@ class Transport {
   ino_t ino_ = 0;
   bool dead_ = false;
   bool stalled_ = false;
+  bool no_room_ = false;
+  uint64_t fd_limit_ = 0;
   int error_ = 0;
   const char* glibc_version_ = "";
 };

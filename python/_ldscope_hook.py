@@ -266,26 +266,57 @@ def _die():
         pass
 
 
+def _own_user(uid):
+    return uid == 0 or uid == os.getuid() or uid == os.geteuid()
+
+
+def _trusted_dir(path):
+    # The rule the audit library keeps (audit/transport.h, README "Security"): the
+    # socket's directory is this user's or root's, and not writable by others unless it
+    # has the sticky bit.
+    d = path[:path.rfind("/")] or "/" if "/" in path else "."
+    st = os.stat(d)
+    return (st.st_mode & 0o170000 == 0o040000 and _own_user(st.st_uid)
+            and (not st.st_mode & 0o002 or st.st_mode & 0o1000))
+
+
+def _trusted_peer(s):
+    # struct ucred {pid_t pid; uid_t uid; gid_t gid;}: the listener's user.
+    cred = s.getsockopt(_socket.SOL_SOCKET, getattr(_socket, "SO_PEERCRED", 17), 12)
+    return len(cred) == 12 and _own_user(int.from_bytes(cred[4:8], sys.byteorder))
+
+
 def _connect(in_child):
     global _sock, _fd, _ino, _pid, _seq, _dropped, _stalled, _dead
     _dead = True
     try:
+        if not _trusted_dir(_path):
+            return
         s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
         try:
             s.settimeout(_WAIT_S)
             s.connect(_path)
+            if not _trusted_peer(s):
+                s.close()
+                return
             fd = s.detach()
         except Exception:
             s.close()
             raise
-        for n in range(_HIGH_FD, _HIGH_FD + 64):
-            try:
-                _fstat(n)
-            except OSError:
-                os.dup2(fd, n, inheritable=False)
-                os.close(fd)
-                fd = n
-                break
+        try:
+            for n in range(_HIGH_FD, _HIGH_FD + 64):
+                try:
+                    _fstat(n)
+                except OSError:
+                    os.dup2(fd, n, inheritable=False)
+                    os.close(fd)
+                    fd = n
+                    break
+            else:
+                raise OSError("no descriptor out of the program's way")
+        except Exception:
+            os.close(fd)  # never left at a number the program could get
+            raise
         _sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET, 0, fd)
         _sock.settimeout(None)
         st = _fstat(fd)

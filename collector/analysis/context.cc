@@ -99,6 +99,13 @@ const elf::ElfInfo* Files::Get(const std::string& path) {
       }
     }
   }
+  if (rec != nullptr && !rec->unreadable.empty() && !rec->build_id.empty() &&
+      (info == nullptr || info->build_id != rec->build_id)) {
+    // The trace's writer found the file changed after the program loaded it (the record
+    // names the build-id loaded): the file here is not the one loaded either.
+    info = nullptr;
+    err = rec->unreadable;
+  }
   if (info == nullptr) errors_[path] = err;
   return answers_[path] = info;
 }

@@ -12,6 +12,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include <fmt/format.h>
+
 #include "analysis/families.h"
 #include "analysis/parallel.h"
 #include "elf/elf_file.h"
@@ -57,6 +59,7 @@ struct FactsReader::Read {
   bool ok = false;
   std::unique_ptr<elf::ElfInfo> info;  // with FactsReader::KeepFiles
   std::string error;  // when not ok
+  std::string loaded_build_id;  // not ok because the file is not the one loaded: that one's
   elf::PreparedFacts facts;  // when ok
   std::vector<uint64_t> undefined;  // the hashes of the names it leaves undefined
   // A record made in the background, before every file was known, with the names left
@@ -92,15 +95,34 @@ struct FactsReader::Known {
 
 namespace {
 
-std::shared_ptr<FactsReader::Read> ReadPath(const std::string& raw_path, bool keep_file) {
+// How the file read differs from the one the program loaded ("" when it does not, or
+// when that is not known): the build-id, else the device and inode.
+std::string Changed(const elf::ElfInfo& info, const FactsReader::Loaded* loaded) {
+  if (loaded == nullptr) return "";
+  if (!loaded->build_id.empty())
+    return info.build_id == loaded->build_id ? "" : info.build_id.empty() ? "no build-id now" : "another build-id now";
+  if (loaded->ino != 0 &&
+      (static_cast<uint64_t>(info.dev) != loaded->dev || static_cast<uint64_t>(info.ino) != loaded->ino))
+    return "another file now";
+  return "";
+}
+
+std::shared_ptr<FactsReader::Read> ReadPath(const std::string& raw_path, bool keep_file,
+                                            const FactsReader::Loaded* loaded) {
   auto read = std::make_shared<FactsReader::Read>();
   read->begun = true;
-  Result<std::unique_ptr<elf::ElfInfo>> r = elf::ReadElf(text::Escape(raw_path));
+  const std::string path = text::Escape(raw_path);
+  Result<std::unique_ptr<elf::ElfInfo>> r = elf::ReadElf(path);
   if (!r.ok()) {
     read->error = r.error();
     return read;
   }
   std::unique_ptr<elf::ElfInfo> info = std::move(r).value();
+  if (const std::string how = Changed(*info, loaded); !how.empty()) {
+    read->error = fmt::format("{}: the file changed after it was loaded ({}), before its facts were taken", path, how);
+    read->loaded_build_id = loaded->build_id;
+    return read;
+  }
   read->ok = true;
   // Definitions of the runtime-family marker names are kept with their names; the rest
   // by hash where some object leaves the name undefined (MakeRecords).
@@ -135,6 +157,7 @@ RecordedFacts MakeRecords(const std::vector<std::string>& all,
     const std::string path = text::Escape(all[i]);
     if (!reads[i]->ok) {
       out.records.push_back(elf::UnreadableFacts(path, reads[i]->error));
+      out.records.back().set_build_id(reads[i]->loaded_build_id);  // a changed file's: what was loaded
       continue;
     }
     const v1::ObjectFacts& info = reads[i]->facts.record;
@@ -214,9 +237,10 @@ FactsReader::~FactsReader() {
   if (thread_.joinable()) thread_.join();
 }
 
-void FactsReader::Add(const std::string& path) {
+void FactsReader::Add(const std::string& path, const Loaded& loaded) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (!loaded.build_id.empty() || loaded.ino != 0) loaded_.try_emplace(path, loaded);
     if (stop_ || no_thread_) return;  // Finish reads it
     queue_.push_back(path);
     // Started with the first path: a run with --no-facts, or one whose programs load
@@ -254,12 +278,14 @@ void FactsReader::Work() {
       busy_ = true;
       const std::string path = std::move(queue_.front());
       queue_.pop_front();
+      const auto l = loaded_.find(path);
+      const Loaded* loaded = l == loaded_.end() ? nullptr : &l->second;  // stable: a map's node
       lock.unlock();
       // One path at a time, the lock released: Add never waits for a reading, and Finish
       // waits for at most the one in progress.
       auto& slot = done_[path];
       if (slot == nullptr) {
-        slot = ReadPath(path, keep_files_);
+        slot = ReadPath(path, keep_files_, loaded);
         if (slot->ok) {
           known.read.push_back(slot.get());
           for (uint64_t h : slot->undefined)
@@ -342,7 +368,8 @@ RecordedFacts FactsReader::Finish(const std::set<std::string>& paths, int limit_
   late_.resize(todo.size());
   ParallelFor(todo.size(), [&](size_t k) {
     if (NowMs() > deadline) return;
-    late_[k] = ReadPath(all[todo[k]], keep_files_);
+    const auto l = loaded_.find(all[todo[k]]);
+    late_[k] = ReadPath(all[todo[k]], keep_files_, l == loaded_.end() ? nullptr : &l->second);
   });
   for (size_t k = 0; k < todo.size(); ++k) reads[todo[k]] = late_[k].get();
   return MakeRecords(all, reads, todo.empty() ? known_.get() : nullptr);

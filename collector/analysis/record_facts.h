@@ -48,7 +48,11 @@ RecordedFacts RecordFacts(const std::set<std::string>& paths, int limit_ms);
 // A file read in the background and changed before Finish (rewritten, replaced or
 // deleted): its record describes the file as it was read, shortly after the program
 // mapped it, which is the file the program loaded (RecordFacts alone, or a path read in
-// Finish, describes the file as it is at the end).
+// Finish, describes the file as it is at the end). A file that is not the one the program
+// loaded when it is read (Add's Loaded: another build-id, or, without one, another device
+// or inode) has no facts taken: its record is unreadable, saying that it changed before
+// its facts were taken, with the loaded build-id (Files then reads no other file of that
+// build-id for it either).
 class FactsReader {
  public:
   FactsReader();
@@ -59,9 +63,16 @@ class FactsReader {
   // Before the first Add: keep each file read (mapped) for TakeFiles, for a report made
   // right after (`run`).
   void KeepFiles() { keep_files_ = true; }
+  // What the program loaded at a path: its ObjOpen's device, inode and build-id (raw;
+  // 0 and empty: not known).
+  struct Loaded {
+    uint64_t dev = 0, ino = 0;
+    std::string build_id;
+  };
   // Queues path for the background thread (started by the first call). Never waits for
   // the reading: the caller (the collector's event loop) holds the lock only to append.
-  void Add(const std::string& path);
+  void Add(const std::string& path, const Loaded& loaded);
+  void Add(const std::string& path) { Add(path, Loaded()); }
   // The records of paths (see RecordFacts). Stops the background thread first: it ends
   // the file it is reading, and what is still queued is read here. Call once.
   RecordedFacts Finish(const std::set<std::string>& paths, int limit_ms);
@@ -81,6 +92,7 @@ class FactsReader {
   std::mutex mu_;
   std::condition_variable wake_, idle_;
   std::deque<std::string> queue_;  // added, not yet taken by the thread
+  std::map<std::string, Loaded> loaded_;  // by path, from Add
   bool stop_ = false;
   bool keep_files_ = false;
   bool no_thread_ = false;          // the thread could not be started

@@ -43,6 +43,29 @@ Status ClearStaleSocket(const std::string& path) {
   return Status::Ok();
 }
 
+// Traced programs send nothing to a socket whose directory is another user's, or writable
+// by others without the sticky bit (README, "Security"): such a path is refused here too,
+// so that the collector does not wait for programs that will never report.
+Status CheckSocketDir(const std::string& path) {
+  const auto slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  struct stat st {};
+  if (stat(dir.c_str(), &st) != 0) return Status::Ok();  // Listen says why
+  const bool own = st.st_uid == 0 || st.st_uid == getuid() || st.st_uid == geteuid();
+  if (!own)
+    return Error{
+        fmt::format("cannot listen on {}: its directory {} belongs to another user (uid {}), "
+                    "and traced programs send nothing to a socket there",
+                    path, dir, st.st_uid)};
+  if ((st.st_mode & S_IWOTH) != 0 && (st.st_mode & S_ISVTX) == 0)
+    return Error{
+        fmt::format("cannot listen on {}: its directory {} is writable by every user "
+                    "without the sticky bit, and traced programs send nothing to a "
+                    "socket there",
+                    path, dir)};
+  return Status::Ok();
+}
+
 }  // namespace
 
 int Collect(const CollectOptions& opt) {
@@ -76,7 +99,8 @@ int Collect(const CollectOptions& opt) {
     Complain(s.error());
     return kWriteFailed;
   }
-  s = ClearStaleSocket(opt.socket);
+  s = CheckSocketDir(opt.socket);
+  if (s.ok()) s = ClearStaleSocket(opt.socket);
   if (s.ok()) s = session.Listen(opt.socket);
   if (!s.ok()) {
     Complain(s.error());

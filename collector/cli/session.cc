@@ -128,7 +128,9 @@ void Session::Drain(int idle_ms, int cap_ms) {
 void Session::ReadFactsEarly(bool keep_files) {
   keep_files_ = keep_files;
   if (keep_files) facts_reader_.KeepFiles();
-  server_.set_on_new_object([this](const std::string& path) { facts_reader_.Add(path); });
+  server_.set_on_new_object([this](const std::string& path, const v1::ObjOpen& o) {
+    facts_reader_.Add(path, {o.dev(), o.ino(), o.build_id()});
+  });
 }
 
 void Session::WriteFacts(int limit_ms) {
@@ -177,6 +179,16 @@ namespace ldscope::cli {
 std::string Session::NotesText() const {
   const v1::CollectorNotes& n = notes_;
   std::string out;
+  const auto not_traced = server_.NotTracedImages();
+  if (!not_traced.empty()) {
+    std::vector<std::string> who;
+    for (const auto& i : not_traced)
+      who.push_back(fmt::format("pid {} ({}, descriptor limit {})", i.pid, text::Escape(i.exe), i.fd_limit));
+    out += fmt::format(
+        "; {} process{} not traced, their descriptor limit leaving no descriptor the "
+        "program could not get itself: {}",
+        not_traced.size(), not_traced.size() == 1 ? "" : "es", fmt::join(who, ", "));
+  }
   if (n.still_running_size() > 0) {
     out += fmt::format("; {} process{} still running when recording stopped, later events not "
                        "traced:", n.still_running_size(), n.still_running_size() == 1 ? "" : "es");

@@ -352,7 +352,7 @@ bool TraceFacts::Add(std::string bytes) {
   records_.push_back(std::move(r));
   const FactsRecord* rec = records_.back().get();
   for (const auto& p : rec->paths) by_path_[text::Escape(p)] = rec;
-  if (!rec->build_id.empty()) by_build_id_[rec->build_id] = rec;
+  if (!rec->build_id.empty() && rec->unreadable.empty()) by_build_id_[rec->build_id] = rec;
   return true;
 }
 

@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <vector>
 
@@ -165,7 +166,7 @@ void Server::NoteEnd(const Conn& c) {
   if (it == stream_info_.end()) return;
   Stream& s = it->second;
   --s.open;
-  if (s.exited || s.python) return;
+  if (s.exited || s.python || s.not_traced != v1::NOT_TRACED_UNSPECIFIED) return;
   s.ended_open = true;
   s.exe_after = ExeOf(c.peer);
 }
@@ -274,6 +275,8 @@ bool Server::HandleEvent(Conn& c, const uint8_t* data, size_t size) {
       info.exe = e.process_start().exe();
       info.cwd = e.process_start().cwd();
       info.expects_hook = ExpectsPythonHook(e.process_start(), python_hook_dir_);
+      info.not_traced = e.process_start().not_traced();
+      info.fd_limit = e.process_start().fd_limit();
     } else {
       info.image_start_ns = e.mono_ns();
     }
@@ -285,9 +288,15 @@ bool Server::HandleEvent(Conn& c, const uint8_t* data, size_t size) {
   if (e.has_exit()) stream.exited = true;
   if (e.has_preinit()) stream.started = true;
   if (e.has_objopen() && stream.started) stream.dlopened = true;
-  if (e.has_objopen() && !e.objopen().path().empty() && e.objopen().path().front() == '/' &&
-      object_paths_.insert(e.objopen().path()).second && on_new_object_)
-    on_new_object_(e.objopen().path());
+  if (e.has_objopen() && !e.objopen().path().empty() && !e.objopen().is_vdso()) {
+    // A relative name ("./x.so", a relative LD_LIBRARY_PATH entry) is the file under the
+    // working directory of the load (sent with it; else the one at the start), as the
+    // model resolves it.
+    std::string path = e.objopen().path();
+    const std::string& cwd = e.objopen().cwd().empty() ? stream.cwd : e.objopen().cwd();
+    if (path.front() != '/' && !cwd.empty()) path = std::filesystem::path(cwd + "/" + path).lexically_normal().string();
+    if (path.front() == '/' && object_paths_.insert(path).second && on_new_object_) on_new_object_(path, e.objopen());
+  }
   if (e.has_search()) NoteSearchedDir(stream, e.search());
   ++stats_.events;
   stats_.event_bytes += size;
@@ -338,6 +347,13 @@ bool Server::SawPid(uint32_t pid) const {
   for (const auto& [stream, s] : stream_info_)
     if (s.pid == pid) return true;
   return false;
+}
+
+std::vector<Server::NotTracedImage> Server::NotTracedImages() const {
+  std::vector<NotTracedImage> out;
+  for (const auto& [stream, s] : StreamsInOrder())
+    if (s->not_traced != v1::NOT_TRACED_UNSPECIFIED) out.push_back({s->pid, s->exe, s->not_traced, s->fd_limit});
+  return out;
 }
 
 std::string Server::ExeOfImage(uint32_t pid, uint64_t image_start_ns) const {

@@ -98,11 +98,23 @@ class Server {
   const std::set<std::string>& searched_dirs() const { return searched_dirs_; }
   // Called from the event loop with each path the first time it joins object_paths()
   // (so that its facts can be read while the programs run). It must not block.
-  void set_on_new_object(std::function<void(const std::string&)> f) { on_new_object_ = std::move(f); }
+  // With the path (absolute: a relative one resolved as the model does), the ObjOpen
+  // that named it first (what was loaded: device, inode, build-id).
+  void set_on_new_object(std::function<void(const std::string&, const v1::ObjOpen&)> f) {
+    on_new_object_ = std::move(f);
+  }
   // Whether any event came from pid.
   bool SawPid(uint32_t pid) const;
   // The executable of an image named in the notes ("" when unknown).
   std::string ExeOfImage(uint32_t pid, uint64_t image_start_ns) const;
+  // The images whose start event said that they are not traced, in stream order.
+  struct NotTracedImage {
+    uint32_t pid = 0;
+    std::string exe;
+    v1::NotTraced reason = v1::NOT_TRACED_UNSPECIFIED;
+    uint64_t fd_limit = 0;
+  };
+  std::vector<NotTracedImage> NotTracedImages() const;
   void Shutdown();
 
  private:
@@ -125,6 +137,9 @@ class Server {
     bool ended_open = false;   // a connection of it ended before the exit event
     std::string exe_after;     // /proc/PID/exe then (the process was alive: an exec)
     std::string cwd;           // its ProcessStart's working directory
+    // Its ProcessStart said it is not traced (NotTraced), under this descriptor limit.
+    v1::NotTraced not_traced = v1::NOT_TRACED_UNSPECIFIED;
+    uint64_t fd_limit = 0;
   };
   void NoteSearchedDir(const Stream& s, const v1::Search& search);
   void Accept();
@@ -159,7 +174,7 @@ class Server {
   bool accept_paused_ = false;
   std::set<std::string> object_paths_;
   std::set<std::string> searched_dirs_;
-  std::function<void(const std::string&)> on_new_object_;
+  std::function<void(const std::string&, const v1::ObjOpen&)> on_new_object_;
   bool freed_ = false;         // a connection closed since the last Poll
   std::vector<FrameSlice> slices_;
   std::vector<std::string> converted_;  // the Python hook's events, as protobuf

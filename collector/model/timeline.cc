@@ -983,6 +983,9 @@ struct Image {
   uint32_t pid = 0;
   uint64_t first_ns = 0;
   const StreamEvents* events = nullptr;
+  // A start event (the image's, or a reconnect's) said that nothing follows it.
+  v1::NotTraced not_traced = v1::NOT_TRACED_UNSPECIFIED;
+  uint64_t fd_limit = 0;
   const v1::ProcessStart* start() const {
     return start_event ? &start_event->process_start() : nullptr;
   }
@@ -1018,6 +1021,11 @@ std::vector<Image> Images(const std::map<uint32_t, StreamEvents>& by_stream,
     img.first_ns = first.mono_ns();
     // The image's start event: the first that is not a reconnect's, else the first.
     std::vector<v1::Event> starts = evs.Starts();
+    for (const auto& e : starts)
+      if (e.process_start().not_traced() != v1::NOT_TRACED_UNSPECIFIED) {
+        img.not_traced = e.process_start().not_traced();
+        img.fd_limit = e.process_start().fd_limit();
+      }
     for (auto& e : starts)
       if (e.process_start().reason() != v1::START_RECONNECT) {
         img.start_event = std::move(e);
@@ -1080,6 +1088,8 @@ void StartProcess(const Image& img, const Streams& streams, v1::ProcessTimeline*
   const std::pair<uint32_t, uint64_t> key{img.pid, start ? start->image_start_ns() : 0};
   p->set_still_running(streams.notes.still_running.count(key) != 0);
   p->set_python_hook_silent(streams.notes.python_hook_silent.count(key) != 0);
+  p->set_not_traced(img.not_traced);
+  p->set_fd_limit(img.fd_limit);
   if (auto u = streams.notes.untraced_after.find(key); u != streams.notes.untraced_after.end()) {
     p->set_untraced_after(true);
     p->set_exe_after(u->second);

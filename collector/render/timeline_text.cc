@@ -268,7 +268,12 @@ bool RenderEntries(std::string& out, const v1::ProcessTimeline& p, const TextOpt
 
 // How the process image ended (or that it did not, as far as the trace knows).
 void RenderEnd(std::string& out, const v1::ProcessTimeline& p, size_t exit_unloads) {
-  if (p.exited())
+  if (p.not_traced() == v1::NOT_TRACED_DESCRIPTOR_LIMIT)
+    out += fmt::format(
+        "  not traced: its descriptor limit ({}) leaves no descriptor the program "
+        "could not get itself\n",
+        p.fd_limit());
+  else if (p.exited())
     out += fmt::format("  exit: {} objects unloaded at exit\n", exit_unloads);
   else if (p.still_running())
     out += fmt::format("  still running when recording stopped: later events are not in the "

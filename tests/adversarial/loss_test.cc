@@ -456,5 +456,57 @@ TEST(Loss, UntraceableCommandsSayWhy) {
   EXPECT_EQ(r.err, "");
 }
 
+// Under `ulimit -n 4` a program has exactly the descriptors ld.so and its own dlopen
+// need (3): traced, it behaves as untraced (the same exit status and output), because the
+// audit library takes no descriptor the program could get. Its start event says that it
+// is not traced and why; `run`'s closing line and `show` name it. Into an LDSCOPE_DIR,
+// the same, and nothing on its stderr.
+TEST(Loss, DescriptorLimitLeavesTheProgramItsDescriptors) {
+  const auto dir = testing::ScratchDir("loss_nofile");
+  const std::string trace = dir + "/t.ldscope";
+  // Descriptors inherited from the test's runner are closed first: 3 must be free.
+  const std::string script = "exec 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-; ulimit -n 4 && exec \"$@\"";
+  const std::vector<std::string> limited = {"/bin/sh", "-c", script, "sh", DLPROBE, "open", kLibB, "exit", "7"};
+  const auto plain = RunCmd(limited);
+  ASSERT_EQ(plain.code, 7) << plain.err;
+  ASSERT_EQ(plain.out, "open " + kLibB + ": ok\n");
+  std::vector<std::string> run = {LDSCOPE_BIN, "run", "--no-report", "-o", trace, "--"};
+  run.insert(run.end(), limited.begin(), limited.end());
+  const auto r = RunCmd(run);
+  EXPECT_EQ(r.code, plain.code) << r.err;
+  EXPECT_EQ(r.out, plain.out);
+  const auto t = testing::TimelineOf({trace});
+  const auto probes = testing::ByExe(t, "/dlprobe");
+  ASSERT_EQ(probes.size(), 1u);
+  EXPECT_EQ(probes[0]->not_traced(), v1::NOT_TRACED_DESCRIPTOR_LIMIT);
+  EXPECT_EQ(probes[0]->fd_limit(), 4u);
+  EXPECT_EQ(probes[0]->events(), 1u) << "the start event alone";
+  EXPECT_FALSE(probes[0]->untraced_after()) << "said once, as not traced";
+  const std::string pid = std::to_string(probes[0]->pid());
+  EXPECT_NE(r.err.find("; 1 process not traced, their descriptor limit leaving no descriptor the "
+                       "program could not get itself: pid " +
+                       pid + " (" DLPROBE ", descriptor limit 4)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(Show(trace).find("  not traced: its descriptor limit (4) leaves no descriptor the "
+                             "program could not get itself\n"),
+            std::string::npos)
+      << Show(trace);
+
+  const std::string traces = dir + "/traces";
+  std::filesystem::create_directories(traces);
+  std::vector<std::string> env = kTraced;
+  env.push_back("LDSCOPE_DIR=" + traces);
+  const auto d = RunCmd(limited, env);
+  EXPECT_EQ(d.code, plain.code) << d.err;
+  EXPECT_EQ(d.out, plain.out);
+  EXPECT_EQ(d.err, plain.err);
+  const auto td = testing::TimelineOf({traces});
+  const auto dprobes = testing::ByExe(td, "/dlprobe");
+  ASSERT_EQ(dprobes.size(), 1u);
+  EXPECT_EQ(dprobes[0]->not_traced(), v1::NOT_TRACED_DESCRIPTOR_LIMIT);
+  EXPECT_EQ(dprobes[0]->fd_limit(), 4u);
+}
+
 }  // namespace
 }  // namespace ldscope

@@ -47,6 +47,8 @@ LDSCOPE_SAME(field::process_start::kParentSeqAtFork, ProcessStart, ParentSeqAtFo
 LDSCOPE_SAME(field::process_start::kLavVersion, ProcessStart, LavVersion);
 LDSCOPE_SAME(field::process_start::kSecure, ProcessStart, Secure);
 LDSCOPE_SAME(field::process_start::kPidNamespace, ProcessStart, PidNamespace);
+LDSCOPE_SAME(field::process_start::kNotTraced, ProcessStart, NotTraced);
+LDSCOPE_SAME(field::process_start::kFdLimit, ProcessStart, FdLimit);
 
 LDSCOPE_SAME(field::env_var::kName, EnvVar, Name);
 LDSCOPE_SAME(field::env_var::kValue, EnvVar, Value);

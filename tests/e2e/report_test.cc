@@ -3,6 +3,8 @@
 // golden files; --fail-on statuses; no false alarms on a broad set of real imports.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <filesystem>
 #include <regex>
 
@@ -216,6 +218,55 @@ TEST(Report, NoFactsLeavesDeletedFilesUnknown) {
   std::filesystem::remove(m.dir + "/app/libmpiuser.so");
   std::filesystem::remove(m.dir + "/v4/libmpi.so.40");
   testing::ExpectGolden("report_no_facts_deleted.txt", m.Report("text"));
+}
+
+// The library the program loaded (a build that defines what libmpiuser needs) is replaced
+// on disk by another build (one that lacks it) after the load and before the collector
+// took its facts (the collector stopped meanwhile, as a busy one may be): the facts would
+// describe the replacement. They are not taken from it: the trace says the file changed
+// before its facts were taken, and a report where the files are gone says what it could
+// not read instead of a missing symbol the loaded file did define.
+TEST(Report, AFileReplacedBeforeItsFactsGivesNoFalseFinding) {
+  const auto dir = testing::ScratchDir("report_facts_replaced");
+  std::filesystem::create_directories(dir + "/app");
+  std::filesystem::create_directories(dir + "/lib");
+  std::filesystem::copy_file(kFx + "/mpi/app/libmpiuser.so", dir + "/app/libmpiuser.so");
+  std::filesystem::copy_file(kFx + "/mpi/v5/libmpi.so.40", dir + "/lib/libmpi.so.40");
+  testing::Collector c(dir);
+  ASSERT_TRUE(std::filesystem::exists(c.socket));
+  kill(c.pid, SIGSTOP);
+  std::vector<std::string> env = c.Env();
+  env.push_back("LD_LIBRARY_PATH=" + dir + "/lib");
+  const auto r = RunCmd({DLPROBE, "open", dir + "/app/libmpiuser.so"}, env);
+  // A rebuild: the new file renamed over the old one.
+  std::filesystem::copy_file(kFx + "/mpi/v4/libmpi.so.40", dir + "/lib/new.so");
+  std::filesystem::rename(dir + "/lib/new.so", dir + "/lib/libmpi.so.40");
+  kill(c.pid, SIGCONT);
+  c.Stop();
+  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_EQ(r.out, "open " + dir + "/app/libmpiuser.so: ok\n");
+  std::filesystem::remove_all(dir + "/app");
+  std::filesystem::remove_all(dir + "/lib");
+  const auto text = RunCmd({LDSCOPE_BIN, "report", c.trace});
+  EXPECT_EQ(text.code, 0) << text.err;
+  testing::ExpectGolden("report_facts_replaced.txt", text.out);
+}
+
+// Libraries reached through relative LD_LIBRARY_PATH entries (resolved in the working
+// directory the program had then): their facts are in the trace, so the report made
+// after the files are gone is the report made while they were there.
+TEST(Report, FactsOfRelativelyFoundLibraries) {
+  const MpiCopies m("report_facts_relative");
+  const auto r = RunCmd(
+      {LDSCOPE_BIN, "run", "-q", "--no-report", "-o", m.trace, "--", DLPROBE, "cd", m.dir, "open", "libmpiuser.so"},
+      {"LD_LIBRARY_PATH=app:v4"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string text = m.Report("text");
+  EXPECT_NE(text.find("libmpiuser.so"), std::string::npos) << text;
+  std::filesystem::remove(m.dir + "/app/libmpiuser.so");
+  std::filesystem::remove(m.dir + "/v4/libmpi.so.40");
+  EXPECT_EQ(m.Report("text"), text);
+  testing::ExpectGolden("report_facts_relative.txt", m.Report("text"));
 }
 
 // The machine's real python3 importing a broad set of standard and Debian-packaged
