@@ -126,13 +126,28 @@ std::string Evidence(const v1::Finding& f) {
 struct Case {
   const v1::ProcessTimeline* process;
   std::vector<const v1::Finding*> failures, others;
+  std::string name;  // stable across runs: no pid (Names)
 };
+
+// Each case's name: the command line, with the rank where the process has one, and
+// " #N" for the Nth process of the same name in the trace's order. Nothing that changes
+// from run to run (pids, times): CI history follows a case by its name.
+void Names(std::vector<Case>* cases) {
+  std::map<std::string, int> seen;
+  for (auto& c : *cases) {
+    const auto& p = *c.process;
+    std::string name = CommandLine(p);
+    const std::string rank = FirstEnv(p, {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"});
+    if (!rank.empty()) name += " (rank " + rank + ")";
+    const int n = ++seen[name];
+    c.name = n == 1 ? name : fmt::format("{} #{}", name, n);
+  }
+}
 
 std::string TestCase(const Case& c, const std::string& trace) {
   const auto& p = *c.process;
   std::string out = fmt::format("    <testcase name=\"{}\" classname=\"{}\" time=\"{:.3f}\">\n",
-                                Attr(fmt::format("{} (pid {})", CommandLine(p), p.pid())),
-                                Attr(ClassName(p.exe())), Seconds(p));
+                                Attr(c.name), Attr(ClassName(p.exe())), Seconds(p));
   out += Properties(p, trace);
   if (!c.failures.empty()) {
     const auto& first = *c.failures.front();
@@ -154,7 +169,7 @@ std::string TestCase(const Case& c, const std::string& trace) {
 // Findings per process: by stream where the finding names one, else by pid and exe.
 std::vector<Case> Cases(const v1::Timeline& t, const v1::Report& r, const JunitInput& in) {
   std::vector<Case> cases;
-  for (const auto& p : t.processes()) cases.push_back({&p, {}, {}});
+  for (const auto& p : t.processes()) cases.push_back({&p, {}, {}, ""});
   for (const auto& f : r.findings()) {
     for (auto& c : cases) {
       const bool same = f.stream() != 0 ? f.stream() == c.process->stream()
@@ -164,6 +179,7 @@ std::vector<Case> Cases(const v1::Timeline& t, const v1::Report& r, const JunitI
       break;
     }
   }
+  Names(&cases);
   return cases;
 }
 

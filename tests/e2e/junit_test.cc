@@ -68,9 +68,9 @@ TEST(Junit, ProcessTreeGoldenAndJunitparser) {
   ASSERT_EQ(r.code, 0) << r.err;
   const std::string xml = testing::ReadFile(dir + "/run.xml");
   testing::ExpectGolden("junit_process_tree.xml", Normalize(xml));
-  EXPECT_NE(xml.find("'&lt;a&amp;b&gt;' &quot;q\\\\&quot;$(printf '\\\\001')&quot; (pid"), std::string::npos)
+  EXPECT_NE(xml.find("'&lt;a&amp;b&gt;' &quot;q\\\\&quot;$(printf '\\\\001')&quot;\" classname"), std::string::npos)
       << "the shell's own argument, escaped";
-  EXPECT_NE(xml.find("/bin/true &lt;a&amp;b&gt; q&quot;\\x01 (pid"), std::string::npos)
+  EXPECT_NE(xml.find("/bin/true &lt;a&amp;b&gt; q&quot;\\x01\" classname"), std::string::npos)
       << "true's arguments: the control character as \\x01";
   EXPECT_EQ(testing::Canonicalise(ReadBack(dir, dir + "/run.xml")),
             "counts as stated: yes\n"
@@ -125,6 +125,33 @@ TEST(Junit, NoReportDamagedTraceAndUnwritableFile) {
                          "/no/such/dir: No such file or directory\n");
 }
 
+// A case is named by its command line and rank, never its pid: two runs of one command
+// give the same names (CI history follows a test by name); the pid is a property.
+TEST(Junit, CaseNamesAreStableAcrossRuns) {
+  const auto dir = testing::ScratchDir("junit_stable");
+  testing::WriteFile(dir + "/names.py",
+                     "import sys\nfrom junitparser import JUnitXml\n"
+                     "for s in JUnitXml.fromfile(sys.argv[1]):\n"
+                     "    for c in s:\n        print(c.name)\n");
+  std::vector<std::string> names;
+  for (const char* run : {"a", "b"}) {
+    const std::string xml = dir + "/" + run + ".xml";
+    const auto r = RunCmd({LDSCOPE_BIN, "run", "-q", "--junit", xml, "-o", dir + "/" + run + ".ldscope", "--",
+                           "/bin/sh", "-c", "/bin/true; /bin/true; RANK=3 /bin/true x"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto listed = RunCmd({"/usr/bin/python3", dir + "/names.py", xml});
+    ASSERT_EQ(listed.code, 0) << listed.err;
+    names.push_back(listed.out);
+    EXPECT_NE(testing::ReadFile(xml).find("<property name=\"pid\" value=\""), std::string::npos);
+  }
+  EXPECT_EQ(names[0], names[1]);
+  EXPECT_EQ(testing::Canonicalise(names[0]),
+            "${SHELL} -c ${BIN}/true; ${BIN}/true; RANK=3 ${BIN}/true x\n"
+            "${BIN}/true\n"
+            "${BIN}/true #2\n"
+            "${BIN}/true x (rank 3)\n");
+}
+
 // Names are byte strings: what XML cannot hold (control characters, invalid UTF-8,
 // surrogates, U+FFFE) is written as \xNN; valid UTF-8 passes through.
 TEST(Junit, EscapesWhatXmlForbids) {
@@ -136,7 +163,7 @@ TEST(Junit, EscapesWhatXmlForbids) {
   const std::string xml = render::Junit(t, v1::Report(), {});
   EXPECT_NE(xml.find("<testsuite name=\"/opt/a&quot;b\""), std::string::npos) << xml;
   EXPECT_NE(xml.find("<testcase name=\"x\\x01y\\x7f\\xff \\xed\\xa0\\x80 \\xef\\xbf\\xbe \xc3\xa9 "
-                     "&lt;&amp;&gt;&#9;&#10; (pid 7)\" classname=\"ldscope.a&quot;b\""),
+                     "&lt;&amp;&gt;&#9;&#10;\" classname=\"ldscope.a&quot;b\""),
             std::string::npos) << xml;
 }
 
