@@ -268,17 +268,15 @@ Dashes SplitAtDashes(int& argc, char** argv) {
   return dashes;
 }
 
-// run, once parsed: the command is what follows "--", else the first non-option
-// argument on.
+// run, once parsed: the command starts at the first non-option argument, or after a
+// "--" that comes before any. A "--" after the command's first word is the command's
+// (`ldscope run -o t /bin/echo a -- b` runs `/bin/echo a -- b`).
 int StartRun(RunOptions& run, CLI::App& run_cmd, const Dashes& dashes) {
-  // prefix_command leaves "--" and the command in the remaining args.
+  // prefix_command leaves the command in the remaining args.
   run.command = run_cmd.remaining();
   if (dashes.had) {
-    if (!run.command.empty()) {
-      Complain("run: unexpected arguments before --: " + run.command.front());
-      return kUsage;
-    }
-    run.command = dashes.after;
+    if (!run.command.empty()) run.command.emplace_back("--");
+    run.command.insert(run.command.end(), dashes.after.begin(), dashes.after.end());
   }
   if (run.command.empty()) {
     Complain("run: no command given (usage: ldscope run [-o FILE] -- COMMAND [ARGS...])");

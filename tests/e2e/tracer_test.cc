@@ -248,6 +248,16 @@ TEST(Tracer, RunPassesExitStatusAndKeepsStdoutClean) {
   auto u = RunCmd({LDSCOPE_BIN, "run"});
   EXPECT_EQ(u.code, 2);
   EXPECT_NE(u.err.find("no command given"), std::string::npos) << u.err;
+  u = RunCmd({LDSCOPE_BIN, "run", "-q", "--", "-o", dir + "/d.ldscope"});
+  EXPECT_EQ(u.code, 127) << "everything after a leading -- is the command";
+  // Without ldscope's own --, the command starts at its first word; a later -- is its.
+  for (const auto& argv : std::vector<std::vector<std::string>>{
+           {LDSCOPE_BIN, "run", "-q", "-o", dir + "/e.ldscope", "/bin/echo", "a", "--", "b", "-o", "x"},
+           {LDSCOPE_BIN, "run", "-q", "-o", dir + "/e.ldscope", "--", "/bin/echo", "a", "--", "b", "-o", "x"}}) {
+    const auto e = RunCmd(argv);
+    EXPECT_EQ(e.code, 0) << e.err;
+    EXPECT_EQ(e.out, "a -- b -o x\n");
+  }
 }
 
 // Without any collector: LDSCOPE_DIR makes one trace file per process image.
