@@ -178,6 +178,10 @@ void Complain(const std::string& message);
 // in secure-execution mode (set-user-ID, set-group-ID, file capabilities), directly or
 // as a script's interpreter. "" when nothing says so.
 std::string WhyNotTraced(const std::string& command);
+// A trace named "-" is standard input: it is copied into a private file (a 0700
+// directory under $TMPDIR, removed at exit) whose path replaces every "-" in inputs, so
+// every reader reads it as it reads a file. Nothing happens without a "-".
+Status ReadStandardInputAsFile(const std::vector<std::string*>& inputs);
 // argv with the values of secret arguments replaced, by audit/redact.h's rule.
 std::vector<std::string> RedactArgv(const std::vector<std::string>& argv);
 // Writes text to out (stdout or stderr), checking the write; on failure says so on

@@ -1,7 +1,9 @@
 // Helpers shared by the sub-commands: finding the audit library, complaining.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -144,6 +146,54 @@ std::vector<std::string> RedactArgv(const std::vector<std::string>& argv) {
     next = v.next;
   }
   return out;
+}
+
+}  // namespace ldscope::cli
+
+namespace ldscope::cli {
+namespace {
+
+std::string g_spool_dir;
+
+void RemoveSpool() {
+  if (g_spool_dir.empty()) return;
+  unlink((g_spool_dir + "/standard-input.ldscope").c_str());
+  rmdir(g_spool_dir.c_str());
+}
+
+}  // namespace
+
+Status ReadStandardInputAsFile(const std::vector<std::string*>& inputs) {
+  bool wanted = false;
+  for (const auto* p : inputs) wanted |= *p == "-";
+  if (!wanted) return Status::Ok();
+  if (isatty(0)) return Error{"-: standard input is a terminal; pipe a trace into it"};
+  Result<std::string> dir = MakePrivateDir(TempRoot(), "ldscope-stdin");
+  if (!dir.ok()) return dir.status();
+  g_spool_dir = *dir;
+  std::atexit(RemoveSpool);
+  const std::string file = *dir + "/standard-input.ldscope";
+  const int fd = open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return Error{fmt::format("-: cannot keep standard input in {}: {}", file, std::strerror(errno))};
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = read(0, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      close(fd);
+      return Error{fmt::format("-: reading standard input: {}", std::strerror(err))};
+    }
+    if (n == 0) break;
+    if (const int err = store::WriteAll(fd, buf, static_cast<size_t>(n)); err != 0) {
+      close(fd);
+      return Error{fmt::format("-: cannot keep standard input in {}: {}", file, std::strerror(err))};
+    }
+  }
+  close(fd);
+  for (auto* p : inputs)
+    if (*p == "-") *p = file;
+  return Status::Ok();
 }
 
 }  // namespace ldscope::cli

@@ -107,7 +107,7 @@ CLI::App* AddShow(CLI::App& app, ShowOptions& show) {
       "show", "Print the per-process timeline of traces (files, or LDSCOPE_DIR "
               "directories). Exit status 1 when a trace is damaged (what precedes the "
               "damage is still shown).");
-  show_cmd->add_option("trace", show.traces, "Trace files or directories")->required();
+  show_cmd->add_option("trace", show.traces, "Trace files or directories (- for standard input)")->required();
   show_cmd->add_option("--format", show.format, "text or json (proto3 JSON mapping)")
       ->check(CLI::IsMember({"text", "json"}));
   show_cmd->add_flag("--timestamps,!--no-timestamps", show.timestamps,
@@ -130,7 +130,7 @@ CLI::App* AddReport(CLI::App& app, ReportCommandOptions& report) {
                 "Exit status 3 when --fail-on matches, 1 when a trace is damaged or an input "
                 "could not be read.");
   report_cmd->add_option("trace", report.traces,
-                         "Trace files or directories (LDSCOPE_DIR, or one per host: host-a/ host-b/ ...)")
+                         "Trace files or directories (LDSCOPE_DIR, or one per host: host-a/ host-b/ ...; - for standard input)")
       ->required();
   report_cmd->add_option("--format", report.report.format, "text or json (proto3 JSON mapping)")
       ->check(CLI::IsMember({"text", "json"}));
@@ -159,7 +159,7 @@ CLI::App* AddDiff(CLI::App& app, DiffOptions& diff) {
       "diff", "Compare two traces of the same workload (files or LDSCOPE_DIR directories; "
               "processes matched by command line): libraries added, removed, moved, found by "
               "another step, another version or first loader; findings new and resolved.");
-  diff_cmd->add_option("base", diff.base, "The baseline trace")->required();
+  diff_cmd->add_option("base", diff.base, "The baseline trace (- for standard input)")->required();
   diff_cmd->add_option("new", diff.now, "The new trace")->required();
   diff_cmd->add_option("--format", diff.format, "text or json (proto3 JSON mapping)")
       ->check(CLI::IsMember({"text", "json"}));
@@ -181,7 +181,7 @@ CLI::App* AddLock(CLI::App& app, LockOptions& lock) {
               "line, the same for every trace of the same workload on one machine (pids, "
               "times and hwcaps subdirectories left out): commit it next to the code. "
               "Exit status 1 when a trace is damaged (what precedes the damage is locked).");
-  lock_cmd->add_option("trace", lock.traces, "Trace files or directories")->required();
+  lock_cmd->add_option("trace", lock.traces, "Trace files or directories (- for standard input)")->required();
   lock_cmd->add_option("-o,--output", lock.output,
                        "Write the lock to this file (default: standard output)");
 
@@ -198,7 +198,7 @@ CLI::App* AddCheck(CLI::App& app, CheckOptions& check) {
                "matches anything. No output and status 0 when the traces match. Status 2 for a "
                "missing or garbled lock file (with the line), 1 when a trace is damaged.");
   check_cmd->add_option("--lock", check.lock, "The lock file")->required();
-  check_cmd->add_option("trace", check.traces, "Trace files or directories")->required();
+  check_cmd->add_option("trace", check.traces, "Trace files or directories (- for standard input)")->required();
   check_cmd->add_flag("--ignore-build-id", check.ignore_build_id,
                       "Do not compare build-ids (locks shared between machines whose builds of "
                       "the same versions differ)");
@@ -228,7 +228,7 @@ CLI::App* AddExport(CLI::App& app, ExportOptions& exp) {
                          "/etc/hosts name); anything else is a FILE that gets the "
                          "ExportTraceServiceRequest then the ExportLogsServiceRequest, each "
                          "preceded by its size as a varint");
-  export_cmd->add_option("trace", exp.traces, "Trace files or directories")->required();
+  export_cmd->add_option("trace", exp.traces, "Trace files or directories (- for standard input)")->required();
   export_cmd->add_option("-o,--output", exp.output, "The JSON file to write (--chrome)");
 
   return export_cmd;
@@ -330,6 +330,16 @@ int main(int argc, char** argv) {
     return kUsage;
   }
   if (*collect_cmd) return Collect(collect);
+  // Every reader takes "-" for standard input.
+  std::vector<std::string*> inputs;
+  for (auto* traces : {&show.traces, &report.traces, &lock.traces, &check.traces, &exp.traces})
+    for (auto& t : *traces) inputs.push_back(&t);
+  inputs.push_back(&diff.base);
+  inputs.push_back(&diff.now);
+  if (ldscope::Status s = ReadStandardInputAsFile(inputs); !s.ok()) {
+    Complain(s.error());
+    return kUsage;
+  }
   if (*report_cmd) return Report(report);
   if (*diff_cmd) return Diff(diff);
   if (*lock_cmd) return Lock(lock);

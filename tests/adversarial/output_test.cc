@@ -180,6 +180,35 @@ TEST(Input, DevicesFifosAndHugeFilesAreRefusedNotRead) {
                    "ldscope: no trace could be read\n");
 }
 
+// Every reader takes "-" for standard input, and reads it as the file it came from;
+// nothing of it is left behind in $TMPDIR.
+TEST(Input, DashReadsStandardInput) {
+  const std::string dir = ScratchDir("input_dash");
+  const std::string t = TrueTrace(dir);
+  const std::string tmp = dir + "/tmp";
+  std::filesystem::create_directories(tmp);
+  const std::vector<std::vector<std::string>> readers = {
+      {"show", "--no-timestamps"}, {"report"}, {"report", "--format", "json"}, {"lock"}, {"diff", t}};
+  for (const auto& reader : readers) {
+    std::string from_file = "\"$L\"", from_stdin = "cat " + t + " | TMPDIR=" + tmp + " \"$L\"";
+    for (const auto& a : reader) {
+      from_file += " '" + a + "'";
+      from_stdin += " '" + a + "'";
+    }
+    const auto a = Sh(from_file + " " + t);
+    const auto b = Sh(from_stdin + " -");
+    EXPECT_EQ(b.code, a.code) << reader[0] << ": " << b.err;
+    EXPECT_EQ(b.out, a.out) << reader[0];
+    EXPECT_TRUE(std::filesystem::is_empty(tmp)) << reader[0];
+  }
+  ASSERT_EQ(RunCmd({kLdscope, "lock", t, "-o", dir + "/t.lock"}).code, 0);
+  const auto c = Sh("cat " + t + " | \"$L\" check --lock " + dir + "/t.lock -");
+  EXPECT_EQ(c.code, 0) << c.err;
+  EXPECT_EQ(c.out, "");
+  const auto e = Sh("cat " + t + " | \"$L\" export --chrome -o " + dir + "/c.json - && test -s " + dir + "/c.json");
+  EXPECT_EQ(e.code, 0) << e.err;
+}
+
 TEST(Input, EmptyAndRandomFilesAreNoTrace) {
   const std::string dir = ScratchDir("input_junk");
   WriteFile(dir + "/empty", "");
