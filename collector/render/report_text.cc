@@ -39,6 +39,8 @@ std::string FindingKindName(v1::FindingKind k) {
     case v1::PRELOAD_IGNORED: return "preload-ignored";
     case v1::MAP_FAILED: return "map-failed";
     case v1::NOT_A_LIBRARY: return "not-a-library";
+    case v1::NEEDS_NEWER_GLIBC:
+      return "needs-newer-glibc";
     default: return "unknown";
   }
 }
