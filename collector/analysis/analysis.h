@@ -63,6 +63,10 @@ bool IsGlibcVersionNeed(const std::string& needed_name, const std::string& versi
 // loaded glibc lacks stopped the program's start-up (error) or a dlopen (error when the
 // Python import it was for failed, else warning). load_checks.cc
 void FindNewerGlibc(Context& ctx, v1::Report* out);
+// Objects with initial-exec TLS loaded after start-up that do not fit glibc's static TLS
+// surplus (error), or fit only because ldscope's audit module enlarged it (warning).
+// static_tls.cc
+void FindStaticTls(Context& ctx, v1::Report* out);
 
 // Failed dlopens explained: a plugin rejected because a library it needs lacks a version
 // or symbol (warning), a name found nowhere (info), a name only a RUNPATH of the

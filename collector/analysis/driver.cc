@@ -206,6 +206,8 @@ v1::Report Analyze(Context& ctx) {
   FindSearchFiles(ctx, &r);
   // Objects built for a newer glibc than the machine's (a GLIBC_2.x version node it lacks).
   FindNewerGlibc(ctx, &r);
+  // Initial-exec TLS of late objects against glibc's static TLS surplus, traced and not.
+  FindStaticTls(ctx, &r);
   // The CUDA driver library: a stub, two copies, a compat copy against the kernel driver.
   FindCudaDriver(ctx, &r);
   // Processes of one program (ranks, workers) that disagree about a library's file.

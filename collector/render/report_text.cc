@@ -41,6 +41,8 @@ std::string FindingKindName(v1::FindingKind k) {
     case v1::NOT_A_LIBRARY: return "not-a-library";
     case v1::NEEDS_NEWER_GLIBC:
       return "needs-newer-glibc";
+    case v1::STATIC_TLS_EXHAUSTED:
+      return "static-tls-exhausted";
     default: return "unknown";
   }
 }

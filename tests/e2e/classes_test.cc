@@ -241,6 +241,10 @@ std::vector<Scenario> LoadCheckScenarios() {
       // libtree's 06_symbol_versions: exe_v2 needs libx.so's VER_2, its RUNPATH finds v1's
       // copy first, which lacks it; v2's copy later on the same RUNPATH has it.
       {"peer_06_symbol_versions", {lc + "/symver/exe_v2"}, {}, 1, true},
+      // Two late libraries of 1,024 bytes of initial-exec TLS each: the second does not fit.
+      {"static_tls_exhausted", {DLPROBE, "open", lc + "/tls/libtls_a.so", "open", lc + "/tls/libtls_b.so"}, {}},
+      // 1,800 bytes: more than glibc 2.36 leaves dlprobe untraced, less than under ldscope.
+      {"static_tls_hidden_by_tracing", {DLPROBE, "open", lc + "/tls/libtls_big.so"}, {}},
   };
 }
 
@@ -449,6 +453,69 @@ TEST(LoadCheckFixes, NewerGlibcBuildHere) {
   const Traced after = TraceAndReport("glibc_after", with(dir + "/site"), {});
   ExpectFixed(before, after, v1::NEEDS_NEWER_GLIBC, 1);
   EXPECT_EQ(after.run.out, "import module_ref: ok\n");
+}
+
+// Static TLS: each fix (a preload, a larger optional_static_tls) applied to the program as
+// it runs without ldscope, where it must load everything, and traced, where the report
+// must not claim the failure any more.
+struct TlsCase {
+  std::vector<std::string> argv;
+  std::string failing;  // the library that does not fit untraced
+};
+
+TlsCase TlsTwoLate() {
+  return {{DLPROBE, "open", kLc + "/tls/libtls_a.so", "open", kLc + "/tls/libtls_b.so"}, kLc + "/tls/libtls_b.so"};
+}
+TlsCase TlsHidden() { return {{DLPROBE, "open", kLc + "/tls/libtls_big.so"}, kLc + "/tls/libtls_big.so"}; }
+
+const char kNoRoom[] = "cannot allocate memory in static TLS block";
+
+// The program without ldscope, with env: every dlopen succeeds (true) or one fails.
+bool LoadsUntraced(const TlsCase& c, const std::vector<std::string>& env) {
+  const auto r = RunCmd(c.argv, env);
+  EXPECT_EQ(r.code, 0) << r.err;
+  return r.out.find("failed") == std::string::npos;
+}
+
+size_t CountAtLeast(const v1::Report& r, v1::FindingKind kind, v1::Severity sev) {
+  return std::count_if(r.findings().begin(), r.findings().end(),
+                       [&](const auto& f) { return f.kind() == kind && f.severity() >= sev; });
+}
+
+TEST(LoadCheckFixes, StaticTlsTunable) {
+  for (const TlsCase& c : {TlsTwoLate(), TlsHidden()}) {
+    const std::string name = std::filesystem::path(c.failing).filename().string();
+    const Traced before = TraceAndReport("tls_tunable_before_" + name, c.argv, {});
+    EXPECT_FALSE(LoadsUntraced(c, {}));
+    ASSERT_EQ(CountAtLeast(before.report, v1::STATIC_TLS_EXHAUSTED, v1::WARNING), 1u);
+    const std::string var =
+        Grab(FixOf(before.report, v1::STATIC_TLS_EXHAUSTED, "set-tunable"), "(GLIBC_TUNABLES=\\S+)");
+    EXPECT_TRUE(LoadsUntraced(c, {var})) << var;
+    // Traced with it: the report reads the tunable from the trace and finds nothing.
+    const Traced after = TraceAndReport("tls_tunable_after_" + name, c.argv, {var});
+    EXPECT_EQ(after.run.out.find("failed"), std::string::npos) << after.run.out;
+    EXPECT_EQ(Count(after.report, v1::STATIC_TLS_EXHAUSTED), 0u) << var;
+  }
+}
+
+TEST(LoadCheckFixes, StaticTlsPreload) {
+  for (const TlsCase& c : {TlsTwoLate(), TlsHidden()}) {
+    const std::string name = std::filesystem::path(c.failing).filename().string();
+    const Traced before = TraceAndReport("tls_preload_before_" + name, c.argv, {});
+    const std::string var =
+        Grab(FixOf(before.report, v1::STATIC_TLS_EXHAUSTED, "preload-by-path"), "(LD_PRELOAD=\\S+)");
+    EXPECT_EQ(var, "LD_PRELOAD=" + c.failing);
+    EXPECT_TRUE(LoadsUntraced(c, {var})) << var;
+    const Traced after = TraceAndReport("tls_preload_after_" + name, c.argv, {var});
+    EXPECT_EQ(CountAtLeast(after.report, v1::STATIC_TLS_EXHAUSTED, v1::WARNING), 0u);
+    // Under ldscope's audit module glibc places the preloaded library's TLS in the
+    // surplus too: where the late one then does not fit, the report says that only
+    // tracing made it fail.
+    if (after.run.out.find(kNoRoom) != std::string::npos) {
+      ASSERT_EQ(Count(after.report, v1::STATIC_TLS_EXHAUSTED), 1u) << after.run.out;
+      EXPECT_NE(after.report.findings(0).headline().find("only because it was traced"), std::string::npos);
+    }
+  }
 }
 
 // A library on a noexec mount: a tmpfs mounted noexec in a mount namespace of the test's
