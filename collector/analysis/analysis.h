@@ -67,6 +67,9 @@ void FindNewerGlibc(Context& ctx, v1::Report* out);
 // surplus (error), or fit only because ldscope's audit module enlarged it (warning).
 // static_tls.cc
 void FindStaticTls(Context& ctx, v1::Report* out);
+// A dlopen glibc 2.41 or later refused because the object asks for an executable stack
+// (PT_GNU_STACK with PF_X, or none). execstack.cc
+void FindExecStack(Context& ctx, v1::Report* out);
 
 // Failed dlopens explained: a plugin rejected because a library it needs lacks a version
 // or symbol (warning), a name found nowhere (info), a name only a RUNPATH of the

@@ -208,6 +208,8 @@ v1::Report Analyze(Context& ctx) {
   FindNewerGlibc(ctx, &r);
   // Initial-exec TLS of late objects against glibc's static TLS surplus, traced and not.
   FindStaticTls(ctx, &r);
+  // A dlopen glibc 2.41+ refused: the object asks for an executable stack.
+  FindExecStack(ctx, &r);
   // The CUDA driver library: a stub, two copies, a compat copy against the kernel driver.
   FindCudaDriver(ctx, &r);
   // Processes of one program (ranks, workers) that disagree about a library's file.

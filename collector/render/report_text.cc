@@ -43,6 +43,8 @@ std::string FindingKindName(v1::FindingKind k) {
       return "needs-newer-glibc";
     case v1::STATIC_TLS_EXHAUSTED:
       return "static-tls-exhausted";
+    case v1::EXECSTACK_REFUSED:
+      return "execstack-refused";
     default: return "unknown";
   }
 }
