@@ -53,16 +53,25 @@ struct Params {
   std::string tunables;          // GLIBC_TUNABLES as recorded
   size_t naudit = 0;             // LD_AUDIT modules (ldscope's own among them)
   bool traced_by_audit = false;  // ldscope's audit module is one of them
-  bool tunables_supported() const { return major > 2 || (major == 2 && minor >= 32); }
-  // glibc's dl_tls_static_surplus: 1664 before 2.32; since, per namespace (rtld.nns plus
-  // one per audit module) 144 bytes for libc.so's initial-exec TLS (not the first
-  // namespace's) and 144 for other libraries', the optional part, and 144 more that keep
-  // the default at the historic 1664.
+  // The tunables and the per-namespace surplus came with glibc 2.32, and were backported
+  // to the 2.31 of Debian bullseye (measured there); earlier, a fixed 1664 bytes.
+  bool tunables_supported() const { return major > 2 || (major == 2 && minor >= 31); }
+  // glibc's dl_tls_static_surplus: per namespace (rtld.nns plus one per audit module)
+  // room for libc.so's initial-exec TLS (not the first namespace's: 192 bytes measured on
+  // 2.31, 144 on 2.36 and 2.41; the versions between are taken as 2.31 up to 2.34) and 144
+  // for other libraries', the optional part, and what keeps the default at the historic
+  // 1664.
   uint64_t Surplus(size_t audit_modules) const {
     if (!tunables_supported()) return 1664;
+    const uint64_t libc_ie = major == 2 && minor < 35 ? 192 : 144, other_ie = 144;
+    const uint64_t legacy = 1664 - (3 * libc_ie + 4 * other_ie + 512);
     const uint64_t n = std::min<uint64_t>(nns, 16) + audit_modules;
-    return (n - 1) * 144 + n * 144 + optional + 144;
+    return (n - 1) * libc_ie + n * other_ie + optional + legacy;
   }
+  // The block glibc 2.41 appends to the start-up layout for the rseq area (the "extra
+  // TLS": _dl_extra_tls_get_size), measured as 32 bytes aligned to 32; none before.
+  uint64_t extra_size() const { return major > 2 || (major == 2 && minor >= 41) ? 32 : 0; }
+  uint64_t extra_align() const { return extra_size() > 0 ? 32 : 1; }
 };
 
 std::optional<uint64_t> ParseNumber(std::string_view v) {
@@ -104,7 +113,7 @@ class Layout {
  public:
   // Start-up: the blocks glibc places before the first thread exists (TLS_TCB_AT_TP's
   // loop of _dl_determine_tlsoffset, with its reuse of alignment gaps), then the surplus.
-  void Startup(const std::vector<Block>& blocks, uint64_t surplus) {
+  void Startup(const std::vector<Block>& blocks, uint64_t surplus, uint64_t extra_size, uint64_t extra_align) {
     uint64_t max_align = kTcbAlign, freetop = 0, freebottom = 0, offset = 0;
     for (const Block& b : blocks) {
       const uint64_t align = std::max<uint64_t>(b.align, 1);
@@ -124,6 +133,8 @@ class Layout {
       }
       offset = off;
     }
+    max_align = std::max(max_align, extra_align);
+    offset = RoundUp(offset, extra_align) + extra_size;
     used_ = offset;
     top_ = RoundUp(offset + surplus, max_align);
     max_align_ = max_align;
@@ -228,10 +239,10 @@ class Pass {
     uint64_t free_then = 0;       // what was left when it did not fit
   };
 
-  static Outcome Simulate(const Plan& plan, uint64_t surplus) {
+  static Outcome Simulate(const Plan& plan, const Params& p, uint64_t surplus) {
     Outcome out;
     Layout l;
-    l.Startup(plan.startup, surplus);
+    l.Startup(plan.startup, surplus, p.extra_size(), p.extra_align());
     for (const Block& b : plan.startup_late)
       if (!l.Place(b)) return out;  // the program could not have started: not this pass's
     out.free_after_startup = l.free();
@@ -257,7 +268,7 @@ class Pass {
     const size_t naudit = params.traced_by_audit ? params.naudit - 1 : params.naudit;
     if (!MakePlan(pi, naudit > 0, &untraced)) return;
     const uint64_t surplus = params.Surplus(params.naudit), plain = params.Surplus(naudit);
-    const Outcome got = Simulate(traced, surplus), bare = Simulate(untraced, plain);
+    const Outcome got = Simulate(traced, params, surplus), bare = Simulate(untraced, params, plain);
     const bool bare_fails = bare.failed_at != SIZE_MAX;
     if (got.failed_at != SIZE_MAX) {
       // Only a dlopen that did fail: otherwise the layout is not what glibc made.
@@ -275,7 +286,7 @@ class Pass {
   static uint64_t OptionalNeeded(const Plan& plan, Params p, size_t naudit) {
     for (uint64_t opt = RoundUp(p.optional + 1, 64); opt <= (1u << 20); opt += 64) {
       p.optional = opt;
-      if (Simulate(plan, p.Surplus(naudit)).failed_at == SIZE_MAX) return opt;
+      if (Simulate(plan, p, p.Surplus(naudit)).failed_at == SIZE_MAX) return opt;
     }
     return 0;
   }

@@ -307,5 +307,27 @@ TEST(ExecStackRefused, TrixieAndTheFixes) {
               dir + "/rebuilt.so");
 }
 
+// The static TLS layout of these glibcs (bullseye's 2.31 with the per-namespace surplus
+// backported, trixie's 2.41 with its rseq block): libtls_big.so's 1,800 bytes of
+// initial-exec TLS fit under ldscope's audit module and not without it, on both. The
+// report says so (a warning), and its tunable, applied, loads it untraced.
+TEST(StaticTls, FitsOnlyTracedOnOtherGlibcs) {
+  const std::string lib = FIXTURES "/classes/loadcheck/tls/libtls_big.so";
+  for (const Suite& s : {Suite{"bullseye"}, Suite{"trixie"}}) {
+    const std::vector<std::string> argv = {s.Dir() + "/dlprobe", "open", lib};
+    const Reported traced = TraceUnder(s, "tls", argv);
+    EXPECT_EQ(traced.run.out, "open " + lib + ": ok\n") << s.name;
+    const auto bare = RunCmd(s.Under(argv));
+    EXPECT_EQ(bare.out, "open " + lib + ": failed: " + lib + ": cannot allocate memory in static TLS block\n")
+        << s.name;
+    const v1::Finding* f = Only(traced, v1::STATIC_TLS_EXHAUSTED);
+    ASSERT_NE(f, nullptr) << s.name;
+    EXPECT_EQ(f->severity(), v1::WARNING) << s.name;
+    const std::string fix = FixText(*f, "set-tunable");
+    const std::string var = fix.substr(fix.find("GLIBC_TUNABLES="));
+    EXPECT_EQ(RunCmd(s.Under(argv), {var}).out, "open " + lib + ": ok\n") << s.name << " " << var;
+  }
+}
+
 }  // namespace
 }  // namespace ldscope
