@@ -334,7 +334,8 @@ class Pass {
                           params.nns_set ? "" : " (default)", params.optional, params.optional_set ? "" : " (default)")
             : std::string("fixed before glibc 2.32");
     if (params.tunables_supported() && naudit > 0)
-      how += fmt::format(", {} LD_AUDIT module{}", naudit, naudit == 1 ? "" : "s");
+      how += fmt::format(", {} LD_AUDIT module{}{}", naudit, naudit == 1 ? "" : "s",
+                         naudit == params.naudit && params.traced_by_audit ? ", ldscope's among them" : "");
     layout::Detail(&f, "surplus",
                    fmt::format("{} gives {} ({}); with the start-up objects placed, {} of the "
                                "static TLS block were free for objects loaded later",
