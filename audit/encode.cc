@@ -53,13 +53,16 @@ constexpr EnvRule Name(const char (&s)[N]) { return {s, N - 1, false}; }
 
 // The rank variables of torchrun, Slurm and Open MPI tell a job's processes apart
 // (JUnit properties, per-rank comparisons); the CI job ids tie a trace to its job
-// (OTLP resource attributes).
+// (OTLP resource attributes); GLIBC_TUNABLES sizes the static TLS surplus
+// (glibc.rtld.nns, glibc.rtld.optional_static_tls).
+// clang-format off
 constexpr EnvRule kEnvRules[] = {
     Prefix("LD_"), Prefix("PYTHON"), Prefix("CUDA"), Prefix("NCCL"), Prefix("LDSCOPE_"),
     Name("PATH"), Name("CONDA_PREFIX"), Name("VIRTUAL_ENV"), Name("RANK"), Name("LOCAL_RANK"),
     Name("WORLD_SIZE"), Name("SLURM_PROCID"), Name("SLURM_LOCALID"), Name("SLURM_NODEID"),
     Name("OMPI_COMM_WORLD_RANK"), Name("OMPI_COMM_WORLD_LOCAL_RANK"), Name("GITHUB_RUN_ID"),
-    Name("CI_JOB_ID")};
+    Name("CI_JOB_ID"), Name("GLIBC_TUNABLES")};
+// clang-format on
 
 }  // namespace
 

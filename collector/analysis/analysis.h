@@ -44,6 +44,33 @@ void FindMissingLibraries(Context& ctx, v1::Report* out);
 // of it ran, so nothing was called lazily either.
 bool StartupFailed(const ProcessIndex& pi);
 
+// The version nodes (verneed) an object needs of the libraries its NEEDED names were
+// bound to and that those lack: ld.so checks them as it loads the object, whatever the
+// binding mode, and fails the load ("version `V' not found"). unknown is set when a file
+// could not be read. load_checks.cc
+struct UnmetVersion {
+  const Obj* bound;     // what the NEEDED name was bound to
+  std::string file;     // the NEEDED name (verneed's file)
+  std::string version;  // the node
+};
+std::vector<UnmetVersion> UnmetVersions(Context& ctx, const ProcessIndex& pi, const Obj& o, bool* unknown);
+// The start-up object (in load order) whose version needs stopped the program before
+// main, with what it lacks; nullptr when the process started (or exited normally).
+const Obj* StartupVersionFailure(Context& ctx, const ProcessIndex& pi, std::vector<UnmetVersion>* unmet);
+// A GLIBC_2.x node of one of glibc's own libraries.
+bool IsGlibcVersionNeed(const std::string& needed_name, const std::string& version);
+// Objects built for a newer glibc than the machine's: a version node of glibc that the
+// loaded glibc lacks stopped the program's start-up (error) or a dlopen (error when the
+// Python import it was for failed, else warning). load_checks.cc
+void FindNewerGlibc(Context& ctx, v1::Report* out);
+// Objects with initial-exec TLS loaded after start-up that do not fit glibc's static TLS
+// surplus (error), or fit only because ldscope's audit module enlarged it (warning).
+// static_tls.cc
+void FindStaticTls(Context& ctx, v1::Report* out);
+// A dlopen glibc 2.41 or later refused because the object asks for an executable stack
+// (PT_GNU_STACK with PF_X, or none). execstack.cc
+void FindExecStack(Context& ctx, v1::Report* out);
+
 // Failed dlopens explained: a plugin rejected because a library it needs lacks a version
 // or symbol (warning), a name found nowhere (info), a name only a RUNPATH of the
 // caller's loader holds (warning: RUNPATH is not inherited), an undefined symbol that

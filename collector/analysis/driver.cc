@@ -106,12 +106,13 @@ void DropMissingExplainedByFallThrough(v1::Report* r) {
             fs->end());
 }
 
-// A rejected plugin or an out-of-scope symbol lists the requirements it explains: the
-// missing-symbol finding about the same object would tell the same failure again.
+// A rejected plugin, an out-of-scope symbol or a newer glibc's version node lists the
+// requirements it explains: the missing-symbol finding about the same object would tell
+// the same failure again.
 void DropMissingExplainedByFailedDlopen(v1::Report* r) {
   std::vector<std::tuple<uint32_t, std::string, std::string, std::string>> explained;  // stream, object, name, version
   for (const auto& f : r->findings())
-    if (f.kind() == v1::DLOPEN_REJECTED || f.kind() == v1::DLOPEN_OUT_OF_SCOPE)
+    if (f.kind() == v1::DLOPEN_REJECTED || f.kind() == v1::DLOPEN_OUT_OF_SCOPE || f.kind() == v1::NEEDS_NEWER_GLIBC)
       for (const auto& m : f.missing())
         explained.emplace_back(f.stream(), NormalPath(m.needed_by()), m.name(), m.version());
   if (explained.empty()) return;
@@ -203,6 +204,12 @@ v1::Report Analyze(Context& ctx) {
   // Searches that reached files they could not use (a GNU ld script, a noexec mount,
   // another ELF class), ignored preloads, empty path elements (the current directory).
   FindSearchFiles(ctx, &r);
+  // Objects built for a newer glibc than the machine's (a GLIBC_2.x version node it lacks).
+  FindNewerGlibc(ctx, &r);
+  // Initial-exec TLS of late objects against glibc's static TLS surplus, traced and not.
+  FindStaticTls(ctx, &r);
+  // A dlopen glibc 2.41+ refused: the object asks for an executable stack.
+  FindExecStack(ctx, &r);
   // The CUDA driver library: a stub, two copies, a compat copy against the kernel driver.
   FindCudaDriver(ctx, &r);
   // Processes of one program (ranks, workers) that disagree about a library's file.

@@ -181,6 +181,8 @@ class Pass {
   void Rejected(const ProcessIndex& pi, const v1::Entry& e, const Obj& root,
                 const std::vector<const Obj*>& batch, const std::vector<Lack>& lacks) {
     for (const Lack& l : lacks)
+      if (IsGlibcVersionNeed(l.needed_name, l.version)) return;  // built for a newer glibc: load_checks.cc
+    for (const Lack& l : lacks)
       if (OfferedElsewhere(pi, l)) return;
     // A NEEDED that fell through from the requester's own RPATH/RUNPATH to another
     // installation that lacks it: the fall-through error tells that, with its fixes

@@ -99,11 +99,102 @@ class Pass {
             FailedObject(pi, it->second, e.seq(), *root, &scope);
         }
       }
+      std::vector<UnmetVersion> unmet;
+      if (const Obj* o = StartupVersionFailure(ctx_, pi, &unmet)) {
+        StartupVersions(pi, *o, unmet);
+        continue;  // nothing ran: nothing was called lazily either
+      }
       Lazy(pi);
     }
   }
 
  private:
+  // A start-up object whose version needs a library it was bound to lacks: ld.so stopped
+  // the program before main ("version `V' not found", exit status 127), whatever the
+  // binding mode. The versions of glibc itself are load_checks.cc's (a newer glibc).
+  void StartupVersions(const ProcessIndex& pi, const Obj& o, const std::vector<UnmetVersion>& unmet) {
+    const elf::ElfInfo* info = ctx_.File(o.path);
+    if (info == nullptr) return;
+    std::vector<Missing> missing;
+    for (const UnmetVersion& u : unmet) {
+      if (IsGlibcVersionNeed(u.file, u.version)) continue;
+      Missing m;
+      m.version = u.version;
+      m.needed_name = u.file;
+      m.version_only = true;
+      Attribute(pi, o, *info, &m);
+      m.bound = u.bound;
+      missing.push_back(m);
+    }
+    if (missing.empty()) return;
+    auto f = NewFinding(pi, v1::MISSING_SYMBOL, v1::ERROR);
+    const v1::Library self = ctx_.Describe(pi, o);
+    *f.add_objects() = self;
+    f.add_evidence(o.open_seq);
+    for (const auto& m : missing) AddMissing(&f, m, o);
+    const std::vector<Group> groups = Groups(missing);
+    const Missing& m0 = *groups.front().front();
+    const std::string base = BaseName(o.path);
+    f.set_headline(fmt::format("{} cannot start: {} needs version {} of {}, which the copy found first ({}) lacks",
+                               BaseName(pi.p->exe()), &o == pi.Executable() ? std::string("it") : base, m0.version,
+                               m0.needed_name, NormalPath(m0.bound->path)));
+    AddDetail(&f, "failed", fmt::format("{}, loaded {}", self.path(), self.loaded_by()));
+    for (const Group& g : groups) Evidence(pi, o, g, &f);
+    AddDetail(&f, "why",
+              fmt::format("ld.so checks version needs once an object's NEEDED libraries are loaded, before "
+                          "main and whatever the binding mode; the search for {} had already ended at its "
+                          "first match, and a copy that lacks a version is not passed over for a later one",
+                          m0.needed_name));
+    StartupVersionFixes(o, *info, m0, &f);
+    layout::Compose(&f);
+    *out_->add_findings() = std::move(f);
+  }
+
+  // Put the copy that has the version first: its directory before the first match's in
+  // o's own RUNPATH or RPATH (when both are there), LD_LIBRARY_PATH (which comes before a
+  // RUNPATH), or a preload.
+  void StartupVersionFixes(const Obj& o, const elf::ElfInfo& info, const Missing& m, v1::Finding* f) {
+    const std::string base = BaseName(o.path);
+    if (m.provider.empty()) {
+      AddFix(f, "install",
+             fmt::format("install a {} that offers version {}, or use a build of {} made against the {} "
+                         "that is installed",
+                         m.needed_name, m.version, base, m.needed_name));
+      return;
+    }
+    const std::string want = DirName(m.provider), first = DirName(m.first_match);
+    const bool runpath = m.first_step == v1::STEP_RUNPATH && m.provider_step == v1::STEP_RUNPATH;
+    const bool rpath = m.first_step == v1::STEP_RPATH && m.provider_step == v1::STEP_RPATH;
+    if (!m.first_match.empty() && (runpath || rpath)) {
+      // The elements as written, moved: the one that expands to want before the other.
+      std::vector<std::string> elems = loader::SplitSearchPath(runpath ? info.runpath : info.rpath, ":");
+      auto expanded = [&](const std::string& e) {
+        std::string x = e;
+        for (const char* token : {"${ORIGIN}", "$ORIGIN"})
+          for (size_t at; (at = x.find(token)) != std::string::npos;)
+            x.replace(at, std::string(token).size(), DirName(NormalPath(o.path)));
+        return NormalPath(x);
+      };
+      auto w = std::find_if(elems.begin(), elems.end(), [&](const std::string& e) { return expanded(e) == want; });
+      auto fm = std::find_if(elems.begin(), elems.end(), [&](const std::string& e) { return expanded(e) == first; });
+      if (w != elems.end() && fm != elems.end() && fm < w) {
+        const std::string moved = *w;
+        elems.erase(w);
+        elems.insert(elems.begin() + (fm - elems.begin()), moved);
+        AddFix(f, "set-runpath",
+               fmt::format("put {} before {} in {}'s {}: patchelf --set-rpath '{}' {}", want, first, base,
+                           runpath ? "RUNPATH" : "RPATH", fmt::join(elems, ":"), NormalPath(o.path)));
+      }
+    }
+    if (m.first_step == v1::STEP_RUNPATH || m.first_step == v1::STEP_LD_SO_CACHE ||
+        m.first_step == v1::STEP_DEFAULT_DIRS)
+      AddFix(f, "set-variable",
+             fmt::format("or search {} first, before {}'s {}: LD_LIBRARY_PATH={}", want, base,
+                         render::StepWord(m.first_step), want));
+    AddFix(f, "preload-by-path",
+           fmt::format("or preload the copy that offers version {}: LD_PRELOAD={}", m.version, m.provider));
+  }
+
   // glibc's lookup scope for the objects of a failed dlopen: the global scope (the
   // executable and what it needed at start-up) and the local scope of the dlopen's
   // root (its dependency closure, following what each NEEDED was bound to), plus ld.so.

@@ -93,6 +93,7 @@ class Parser {
       return Error{"no section headers (cannot read symbols)"};
     if (!v_.InRange(eh.e_shoff, uint64_t{eh.e_shnum} * sizeof(Elf64_Shdr)))
       return Error{"section header table lies outside the file"};
+    ReadProgramHeaders(eh);
     sections_.resize(eh.e_shnum);
     for (size_t i = 0; i < eh.e_shnum; ++i)
       v_.Read(eh.e_shoff + i * sizeof(Elf64_Shdr), &sections_[i]);
@@ -122,6 +123,24 @@ class Parser {
     return v_.data().substr(s->sh_offset, s->sh_size);
   }
 
+  // PT_TLS and PT_GNU_STACK (a file without program headers has neither).
+  void ReadProgramHeaders(const Elf64_Ehdr& eh) {
+    if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 || eh.e_phnum == PN_XNUM) return;
+    for (size_t i = 0; i < eh.e_phnum; ++i) {
+      Elf64_Phdr ph;
+      if (!v_.Read(eh.e_phoff + i * sizeof(Elf64_Phdr), &ph)) return;  // past the end
+      if (ph.p_type == PT_TLS) {
+        out_->tls_size = ph.p_memsz;
+        out_->tls_align = ph.p_align == 0 ? 1 : ph.p_align;
+        out_->tls_first_byte =
+            (ph.p_align & (ph.p_align - 1)) == 0 && ph.p_align != 0 ? ph.p_vaddr & (ph.p_align - 1) : 0;
+      } else if (ph.p_type == PT_GNU_STACK) {
+        out_->gnu_stack = true;
+        out_->stack_flags = ph.p_flags;
+      }
+    }
+  }
+
   void ReadDynamic() {
     const Elf64_Shdr* dyn = Find(SHT_DYNAMIC);
     if (dyn == nullptr) return;
@@ -140,6 +159,9 @@ class Parser {
         case DT_RPATH: StrAt(str, d.d_un.d_val, &out_->rpath); break;
         case DT_RUNPATH: StrAt(str, d.d_un.d_val, &out_->runpath); break;
         case DT_FLAGS_1: out_->flags_1 = d.d_un.d_val; break;
+        case DT_FLAGS:
+          out_->dt_flags = d.d_un.d_val;
+          break;
         default: break;
       }
     }

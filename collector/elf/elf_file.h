@@ -92,6 +92,15 @@ class ElfInfo {
   std::vector<std::string> needed;
   std::string rpath, runpath;
   uint64_t flags_1 = 0;
+  uint64_t dt_flags = 0;  // DT_FLAGS (DF_STATIC_TLS: initial-exec TLS)
+  // PT_TLS: the thread-local block's size (p_memsz; 0: none), its alignment, and the
+  // offset of its first byte within that alignment (p_vaddr % p_align), which ld.so lays
+  // the static TLS block out with.
+  uint64_t tls_size = 0, tls_align = 0, tls_first_byte = 0;
+  // PT_GNU_STACK's p_flags (PF_X: the object asks for an executable stack); gnu_stack
+  // false when it has no such header, which glibc takes as PF_X on x86-64 and aarch64.
+  bool gnu_stack = false;
+  uint32_t stack_flags = 0;
   std::string build_id;   // raw bytes
   std::vector<std::string> verdefs;  // version names this object defines
   std::vector<VersionNeed> verneeds;

@@ -103,6 +103,11 @@ v1::ObjectFacts FactsWithoutSymbols(const ElfInfo& e, const std::map<std::string
   f.set_rpath(Raw(e.rpath));
   f.set_runpath(Raw(e.runpath));
   f.set_flags_1(e.flags_1);
+  f.set_dt_flags(e.dt_flags);
+  f.set_tls_size(e.tls_size);
+  f.set_tls_align(e.tls_align);
+  f.set_tls_first_byte(e.tls_first_byte);
+  if (e.gnu_stack) f.set_stack_flags(e.stack_flags);
   for (const auto& v : e.verdefs) f.add_verdefs(Raw(v));
   for (const auto& vn : e.verneeds) {
     auto* n = f.add_verneeds();
@@ -248,6 +253,12 @@ Result<std::unique_ptr<ElfInfo>> FromFacts(const v1::ObjectFacts& f, const std::
   e->rpath = text::Escape(f.rpath());
   e->runpath = text::Escape(f.runpath());
   e->flags_1 = f.flags_1();
+  e->dt_flags = f.dt_flags();
+  e->tls_size = f.tls_size();
+  e->tls_align = f.tls_align();
+  e->tls_first_byte = f.tls_first_byte();
+  e->gnu_stack = f.has_stack_flags();
+  e->stack_flags = f.stack_flags();
   for (const auto& v : f.verdefs()) e->verdefs.push_back(text::Escape(v));
   for (const auto& vn : f.verneeds()) {
     VersionNeed n;

@@ -39,6 +39,12 @@ std::string FindingKindName(v1::FindingKind k) {
     case v1::PRELOAD_IGNORED: return "preload-ignored";
     case v1::MAP_FAILED: return "map-failed";
     case v1::NOT_A_LIBRARY: return "not-a-library";
+    case v1::NEEDS_NEWER_GLIBC:
+      return "needs-newer-glibc";
+    case v1::STATIC_TLS_EXHAUSTED:
+      return "static-tls-exhausted";
+    case v1::EXECSTACK_REFUSED:
+      return "execstack-refused";
     default: return "unknown";
   }
 }

@@ -229,6 +229,25 @@ std::vector<Scenario> SearchScenarios() {
   };
 }
 
+// What ld.so checks as it loads an object (load_checks.cc): the version nodes it needs.
+std::vector<Scenario> LoadCheckScenarios() {
+  const std::string lc = kFx + "/classes/loadcheck";
+  return {
+      // An extension module built for glibc 2.38, imported by a program that needs it.
+      {"needs_newer_glibc",
+       {"/usr/bin/python3", SCENARIOS_DIR "/import_required.py", lc + "/site-packages", "module_ref"},
+       {},
+       1},
+      // libtree's 06_symbol_versions: exe_v2 needs libx.so's VER_2, its RUNPATH finds v1's
+      // copy first, which lacks it; v2's copy later on the same RUNPATH has it.
+      {"peer_06_symbol_versions", {lc + "/symver/exe_v2"}, {}, 1, true},
+      // Two late libraries of 1,024 bytes of initial-exec TLS each: the second does not fit.
+      {"static_tls_exhausted", {DLPROBE, "open", lc + "/tls/libtls_a.so", "open", lc + "/tls/libtls_b.so"}, {}},
+      // 1,800 bytes: more than glibc 2.36 leaves dlprobe untraced, less than under ldscope.
+      {"static_tls_hidden_by_tracing", {DLPROBE, "open", lc + "/tls/libtls_big.so"}, {}},
+  };
+}
+
 // gtest names a failing case by this, not by the struct's bytes.
 void PrintTo(const Scenario& s, std::ostream* os) { *os << s.name; }
 
@@ -266,6 +285,8 @@ TEST_P(ClassGolden, TextAndJson) {
 INSTANTIATE_TEST_SUITE_P(Classes, ClassGolden, ::testing::ValuesIn(Scenarios()),
                          [](const auto& info) { return info.param.name; });
 INSTANTIATE_TEST_SUITE_P(Search, ClassGolden, ::testing::ValuesIn(SearchScenarios()),
+                         [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(LoadCheck, ClassGolden, ::testing::ValuesIn(LoadCheckScenarios()),
                          [](const auto& info) { return info.param.name; });
 
 // ---- The fixes of the search scenarios, applied as the report words them ----
@@ -381,6 +402,120 @@ TEST(SearchFixes, OriginBesideTheLink) {
   const std::string ln = Grab(FixOf(before.report, v1::MISSING_LIBRARY, "add-symlink"), "(ln -s \\S+ \\S+)");
   ASSERT_EQ(RunCmd({"/bin/sh", "-c", ln}).code, 0) << ln;
   ExpectFixed(before, TraceAndReport("origin_after_link", {dir + "/origin/exe"}, {}), v1::MISSING_LIBRARY, 127);
+}
+
+// ---- What ld.so checks as it loads an object: the fixes, applied ----
+
+const std::string kLc = kFx + "/classes/loadcheck";
+
+void Build(const std::vector<std::string>& argv);  // below: runs a compiler, which must succeed
+
+// libtree's 06_symbol_versions: each fix the finding words (a RUNPATH rewritten with
+// patchelf on a copy, LD_LIBRARY_PATH, a preload) starts exe_v2.
+TEST(LoadCheckFixes, SymbolVersionsCopyFirst) {
+  const auto dir = testing::ScratchDir("loadcheck_fix_symver");
+  std::filesystem::copy_file(kLc + "/symver/exe_v2", dir + "/exe_v2");
+  const Traced before = TraceAndReport("symver_before", {dir + "/exe_v2"}, {});
+  ASSERT_EQ(before.run.code, 1) << before.run.err;
+  EXPECT_NE(before.run.err.find("version `VER_2' not found"), std::string::npos) << before.run.err;
+  ASSERT_EQ(Count(before.report, v1::MISSING_SYMBOL), 1u);
+  EXPECT_EQ(before.report.findings(0).severity(), v1::ERROR);
+  for (const std::string action : {"set-variable", "preload-by-path"}) {
+    const std::string var =
+        Grab(FixOf(before.report, v1::MISSING_SYMBOL, action), "((LD_LIBRARY_PATH|LD_PRELOAD)=\\S+)");
+    ExpectFixed(before, TraceAndReport("symver_after_" + action, {dir + "/exe_v2"}, {var}), v1::MISSING_SYMBOL, 1);
+  }
+  const std::string patch = Grab(FixOf(before.report, v1::MISSING_SYMBOL, "set-runpath"), "(patchelf .*)$");
+  const auto p = RunCmd({"/bin/sh", "-c", patch});
+  ASSERT_EQ(p.code, 0) << patch << ": " << p.err;
+  ExpectFixed(before, TraceAndReport("symver_after_runpath", {dir + "/exe_v2"}, {}), v1::MISSING_SYMBOL, 1);
+}
+
+// module_ref.so built for glibc 2.38: "build it from source on this system", done with this
+// machine's headers and C library, imports.
+TEST(LoadCheckFixes, NewerGlibcBuildHere) {
+  const auto dir = testing::ScratchDir("loadcheck_fix_glibc");
+  const std::vector<std::string> argv = {"/usr/bin/python3", SCENARIOS_DIR "/import_required.py"};
+  auto with = [&](const std::string& site) {
+    std::vector<std::string> a = argv;
+    a.insert(a.end(), {site, "module_ref"});
+    return a;
+  };
+  const Traced before = TraceAndReport("glibc_before", with(kLc + "/site-packages"), {});
+  ASSERT_EQ(Count(before.report, v1::NEEDS_NEWER_GLIBC), 1u);
+  EXPECT_NE(
+      FixOf(before.report, v1::NEEDS_NEWER_GLIBC, "older-glibc-build").find("build it from source on this system"),
+      std::string::npos);
+  const auto inc = RunCmd({"/usr/bin/python3", "-c", "import sysconfig; print(sysconfig.get_paths()['include'])"});
+  std::filesystem::create_directories(dir + "/site");
+  ASSERT_NO_FATAL_FAILURE(Build({CC_BIN, "-shared", "-fPIC", "-I" + inc.out.substr(0, inc.out.size() - 1), "-o",
+                                 dir + "/site/module_ref.so", FIXTURE_SRC "/newer_glibc.c"}));
+  const Traced after = TraceAndReport("glibc_after", with(dir + "/site"), {});
+  ExpectFixed(before, after, v1::NEEDS_NEWER_GLIBC, 1);
+  EXPECT_EQ(after.run.out, "import module_ref: ok\n");
+}
+
+// Static TLS: each fix (a preload, a larger optional_static_tls) applied to the program as
+// it runs without ldscope, where it must load everything, and traced, where the report
+// must not claim the failure any more.
+struct TlsCase {
+  std::vector<std::string> argv;
+  std::string failing;  // the library that does not fit untraced
+};
+
+TlsCase TlsTwoLate() {
+  return {{DLPROBE, "open", kLc + "/tls/libtls_a.so", "open", kLc + "/tls/libtls_b.so"}, kLc + "/tls/libtls_b.so"};
+}
+TlsCase TlsHidden() { return {{DLPROBE, "open", kLc + "/tls/libtls_big.so"}, kLc + "/tls/libtls_big.so"}; }
+
+const char kNoRoom[] = "cannot allocate memory in static TLS block";
+
+// The program without ldscope, with env: every dlopen succeeds (true) or one fails.
+bool LoadsUntraced(const TlsCase& c, const std::vector<std::string>& env) {
+  const auto r = RunCmd(c.argv, env);
+  EXPECT_EQ(r.code, 0) << r.err;
+  return r.out.find("failed") == std::string::npos;
+}
+
+size_t CountAtLeast(const v1::Report& r, v1::FindingKind kind, v1::Severity sev) {
+  return std::count_if(r.findings().begin(), r.findings().end(),
+                       [&](const auto& f) { return f.kind() == kind && f.severity() >= sev; });
+}
+
+TEST(LoadCheckFixes, StaticTlsTunable) {
+  for (const TlsCase& c : {TlsTwoLate(), TlsHidden()}) {
+    const std::string name = std::filesystem::path(c.failing).filename().string();
+    const Traced before = TraceAndReport("tls_tunable_before_" + name, c.argv, {});
+    EXPECT_FALSE(LoadsUntraced(c, {}));
+    ASSERT_EQ(CountAtLeast(before.report, v1::STATIC_TLS_EXHAUSTED, v1::WARNING), 1u);
+    const std::string var =
+        Grab(FixOf(before.report, v1::STATIC_TLS_EXHAUSTED, "set-tunable"), "(GLIBC_TUNABLES=\\S+)");
+    EXPECT_TRUE(LoadsUntraced(c, {var})) << var;
+    // Traced with it: the report reads the tunable from the trace and finds nothing.
+    const Traced after = TraceAndReport("tls_tunable_after_" + name, c.argv, {var});
+    EXPECT_EQ(after.run.out.find("failed"), std::string::npos) << after.run.out;
+    EXPECT_EQ(Count(after.report, v1::STATIC_TLS_EXHAUSTED), 0u) << var;
+  }
+}
+
+TEST(LoadCheckFixes, StaticTlsPreload) {
+  for (const TlsCase& c : {TlsTwoLate(), TlsHidden()}) {
+    const std::string name = std::filesystem::path(c.failing).filename().string();
+    const Traced before = TraceAndReport("tls_preload_before_" + name, c.argv, {});
+    const std::string var =
+        Grab(FixOf(before.report, v1::STATIC_TLS_EXHAUSTED, "preload-by-path"), "(LD_PRELOAD=\\S+)");
+    EXPECT_EQ(var, "LD_PRELOAD=" + c.failing);
+    EXPECT_TRUE(LoadsUntraced(c, {var})) << var;
+    const Traced after = TraceAndReport("tls_preload_after_" + name, c.argv, {var});
+    EXPECT_EQ(CountAtLeast(after.report, v1::STATIC_TLS_EXHAUSTED, v1::WARNING), 0u);
+    // Under ldscope's audit module glibc places the preloaded library's TLS in the
+    // surplus too: where the late one then does not fit, the report says that only
+    // tracing made it fail.
+    if (after.run.out.find(kNoRoom) != std::string::npos) {
+      ASSERT_EQ(Count(after.report, v1::STATIC_TLS_EXHAUSTED), 1u) << after.run.out;
+      EXPECT_NE(after.report.findings(0).headline().find("only because it was traced"), std::string::npos);
+    }
+  }
 }
 
 // A library on a noexec mount: a tmpfs mounted noexec in a mount namespace of the test's

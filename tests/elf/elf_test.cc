@@ -87,6 +87,40 @@ TEST(Elf, FactsRoundTrip) {
   EXPECT_EQ(unreadable.error(), "/x.so: Permission denied");
 }
 
+// PT_TLS, DT_FLAGS and PT_GNU_STACK, as ld.so reads them (the static TLS and executable
+// stack passes), from the file and back from the facts record a trace carries.
+TEST(Elf, ReadsTlsAndStackFlags) {
+  struct Want {
+    std::string path;
+    uint64_t tls_size;
+    bool static_tls;
+    uint32_t stack_flags;
+  };
+  for (const Want& w : {Want{FIXTURES "/classes/loadcheck/tls/libtls_big.so", 1800, true, PF_R | PF_W},
+                        Want{FIXTURES "/classes/loadcheck/execstack/libexecstack.so", 0, false, PF_R | PF_W | PF_X},
+                        Want{FIXTURES "/lib/libfix_b.so", 0, false, PF_R | PF_W}}) {
+    auto read = elf::ReadElf(w.path);
+    ASSERT_TRUE(read.ok()) << read.error();
+    const auto& e = *read;
+    auto from = elf::FromFacts(elf::ToFacts(*e, [](const elf::Symbol&) { return elf::Keep::kDrop; }, {}), e->path);
+    ASSERT_TRUE(from.ok()) << from.error();
+    for (const elf::ElfInfo* x : {e.get(), from->get()}) {
+      EXPECT_EQ(x->tls_size, w.tls_size) << w.path;
+      EXPECT_EQ(x->tls_align, w.tls_size > 0 ? 16u : 0u) << w.path;
+      EXPECT_EQ(x->tls_first_byte, 0u) << w.path;
+      EXPECT_EQ((x->dt_flags & DF_STATIC_TLS) != 0, w.static_tls) << w.path;
+      EXPECT_TRUE(x->gnu_stack) << w.path;
+      EXPECT_EQ(x->stack_flags, w.stack_flags) << w.path;
+    }
+  }
+  // No PT_GNU_STACK at all: recorded as absent, not as flags 0.
+  v1::ObjectFacts f;
+  f.add_paths("/x.so");
+  auto none = elf::FromFacts(f, "/x.so");
+  ASSERT_TRUE(none.ok()) << none.error();
+  EXPECT_FALSE((*none)->gnu_stack);
+}
+
 // A trace's records are looked up by path and build-id from their bytes: the fields a
 // lookup checks are read, the record decoded whole only when asked (Decode), and gives
 // back the very record; later records of a path replace earlier ones.

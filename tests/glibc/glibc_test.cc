@@ -7,6 +7,9 @@
 
 #include <filesystem>
 
+#include <google/protobuf/util/json_util.h>
+
+#include "ldscope_proto/report.pb.h"
 #include "support/hwcaps.h"
 #include "support/ld_debug.h"
 #include "support/sequence.h"
@@ -181,6 +184,150 @@ INSTANTIATE_TEST_SUITE_P(Debian, OtherGlibc,
                          ::testing::Values(Glibc{"bullseye", "2.31", "python3.9", 1},
                                            Glibc{"trixie", "2.41", "python3.13", 2}),
                          [](const auto& info) { return std::string(info.param.suite); });
+
+// ---- What these loaders refuse as they load an object, and the fixes applied ----
+
+// One Debian suite's sysroot, outside the parameterised suite.
+struct Suite {
+  std::string name;
+  std::string Dir() const { return std::string(GLIBC_SYSROOTS "/") + name; }
+  std::string Root() const { return Dir() + "/root"; }
+  std::vector<std::string> Under(std::vector<std::string> argv) const {
+    argv.insert(argv.begin(), {Root() + "/lib64/ld-linux-x86-64.so.2", "--library-path",
+                               Root() + "/lib/x86_64-linux-gnu:" + Root() + "/usr/lib/x86_64-linux-gnu"});
+    return argv;
+  }
+};
+
+struct Reported {
+  testing::Proc run;
+  v1::Report report;
+};
+
+// argv under the suite's loader, traced, and its report.
+Reported TraceUnder(const Suite& s, const std::string& name, const std::vector<std::string>& argv) {
+  const auto dir = testing::ScratchDir("glibc_loadcheck_" + s.name + "_" + name);
+  std::vector<std::string> cmd = {LDSCOPE_BIN, "run", "-q", "--no-report", "-o", dir + "/t.ldscope", "--"};
+  for (const auto& a : s.Under(argv)) cmd.push_back(a);
+  Reported r;
+  r.run = RunCmd(cmd);
+  EXPECT_EQ(r.run.code, 0) << r.run.err;
+  const auto j = RunCmd({LDSCOPE_BIN, "report", "--format", "json", dir + "/t.ldscope"});
+  EXPECT_EQ(j.code, 0) << j.err;
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(j.out, &r.report).ok()) << j.out;
+  return r;
+}
+
+const v1::Finding* Only(const Reported& r, v1::FindingKind kind) {
+  const v1::Finding* out = nullptr;
+  for (const auto& f : r.report.findings()) {
+    EXPECT_EQ(f.kind(), kind) << f.message();
+    if (f.kind() == kind) out = &f;
+  }
+  EXPECT_NE(out, nullptr) << r.run.out;
+  return out;
+}
+
+std::string FixText(const v1::Finding& f, const std::string& action) {
+  for (const auto& x : f.fixes())
+    if (x.action() == action) return x.text();
+  ADD_FAILURE() << "no fix " << action << ": " << f.message();
+  return "";
+}
+
+void ExpectClean(const Reported& r, const std::string& lib) {
+  EXPECT_EQ(r.run.out, "open " + lib + ": ok\n");
+  EXPECT_EQ(r.report.findings_size(), 0) << r.report.DebugString();
+}
+
+void Build(const std::vector<std::string>& argv) {
+  const auto r = RunCmd(argv);
+  ASSERT_EQ(r.code, 0) << r.err;
+}
+
+// A library built here (glibc 2.36) starts a thread: it needs GLIBC_2.34, which bullseye's
+// 2.31 lacks. Both fixes the finding words, applied: a build for that glibc (against its
+// sysroot), and a newer distribution (trixie's 2.41).
+TEST(NeedsNewerGlibc, BullseyeAndTheFixes) {
+  const Suite bullseye{"bullseye"}, trixie{"trixie"};
+  const std::string lib = FIXTURES "/classes/loadcheck/glibc/libthreads.so";
+  const Reported before = TraceUnder(bullseye, "before", {bullseye.Dir() + "/dlprobe", "open", lib});
+  EXPECT_NE(before.run.out.find("version `GLIBC_2.34' not found (required by " + lib + ")"), std::string::npos)
+      << before.run.out;
+  const v1::Finding* f = Only(before, v1::NEEDS_NEWER_GLIBC);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->headline(), "libthreads.so failed to load: it needs glibc 2.34, this system has glibc 2.31");
+  EXPECT_EQ(f->severity(), v1::WARNING);  // a C program's dlopen: it may go on without it
+  EXPECT_NE(FixText(*f, "older-glibc-build").find("made for glibc 2.31 or older"), std::string::npos);
+  EXPECT_NE(FixText(*f, "newer-distribution").find("whose glibc is 2.34 or newer"), std::string::npos);
+  // A build against bullseye's glibc.
+  const auto dir = testing::ScratchDir("glibc_loadcheck_rebuilt");
+  const std::string usr = bullseye.Root() + "/usr/lib/x86_64-linux-gnu";
+  ASSERT_NO_FATAL_FAILURE(Build({CC_BIN, "--sysroot=" + bullseye.Root(), "-B" + usr, "-L" + usr,
+                                 "-L" + bullseye.Root() + "/lib/x86_64-linux-gnu", "-shared", "-fPIC", "-o",
+                                 dir + "/libthreads.so", FIXTURE_SRC "/glibc_new.c", "-lpthread"}));
+  ExpectClean(TraceUnder(bullseye, "rebuilt", {bullseye.Dir() + "/dlprobe", "open", dir + "/libthreads.so"}),
+              dir + "/libthreads.so");
+  // The same file on a newer distribution.
+  ExpectClean(TraceUnder(trixie, "newer", {trixie.Dir() + "/dlprobe", "open", lib}), lib);
+}
+
+// A library that asks for an executable stack: glibc 2.41 refuses the dlopen, 2.31 makes
+// the stack executable. The fixes, applied: trixie's patchelf --clear-execstack on a copy,
+// and a rebuild with -z noexecstack.
+TEST(ExecStackRefused, TrixieAndTheFixes) {
+  const Suite bullseye{"bullseye"}, trixie{"trixie"};
+  const std::string lib = FIXTURES "/classes/loadcheck/execstack/libexecstack.so";
+  const Reported before = TraceUnder(trixie, "execstack", {trixie.Dir() + "/dlprobe", "open", lib});
+  EXPECT_EQ(before.run.out, "open " + lib + ": failed: " + lib +
+                                ": cannot enable executable stack as shared object requires: Invalid argument\n");
+  const v1::Finding* f = Only(before, v1::EXECSTACK_REFUSED);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity(), v1::ERROR);
+  EXPECT_EQ(f->headline(),
+            "libexecstack.so failed to load: it asks for an executable stack, which glibc 2.41 refuses "
+            "to enable after start-up");
+  // Older glibcs make the stack executable: nothing to report.
+  ExpectClean(TraceUnder(bullseye, "execstack", {bullseye.Dir() + "/dlprobe", "open", lib}), lib);
+  // patchelf --clear-execstack (trixie's patchelf 0.18, run by its own loader) on a copy.
+  const auto dir = testing::ScratchDir("glibc_loadcheck_execstack");
+  std::filesystem::copy_file(lib, dir + "/libexecstack.so");
+  const std::string fix = FixText(*f, "clear-execstack");
+  ASSERT_NE(fix.find("patchelf --clear-execstack " + lib), std::string::npos) << fix;
+  const auto p =
+      RunCmd(trixie.Under({trixie.Root() + "/usr/bin/patchelf", "--clear-execstack", dir + "/libexecstack.so"}));
+  ASSERT_EQ(p.code, 0) << p.err;
+  ExpectClean(TraceUnder(trixie, "cleared", {trixie.Dir() + "/dlprobe", "open", dir + "/libexecstack.so"}),
+              dir + "/libexecstack.so");
+  // Rebuilt with -z noexecstack.
+  ASSERT_NE(FixText(*f, "rebuild-noexecstack").find("-Wl,-z,noexecstack"), std::string::npos);
+  ASSERT_NO_FATAL_FAILURE(Build({CC_BIN, "-shared", "-fPIC", "-DFIX_NAME=execstack_init", "-Wl,-z,noexecstack", "-o",
+                                 dir + "/rebuilt.so", FIXTURE_SRC "/fix.c"}));
+  ExpectClean(TraceUnder(trixie, "rebuilt", {trixie.Dir() + "/dlprobe", "open", dir + "/rebuilt.so"}),
+              dir + "/rebuilt.so");
+}
+
+// The static TLS layout of these glibcs (bullseye's 2.31 with the per-namespace surplus
+// backported, trixie's 2.41 with its rseq block): libtls_big.so's 1,800 bytes of
+// initial-exec TLS fit under ldscope's audit module and not without it, on both. The
+// report says so (a warning), and its tunable, applied, loads it untraced.
+TEST(StaticTls, FitsOnlyTracedOnOtherGlibcs) {
+  const std::string lib = FIXTURES "/classes/loadcheck/tls/libtls_big.so";
+  for (const Suite& s : {Suite{"bullseye"}, Suite{"trixie"}}) {
+    const std::vector<std::string> argv = {s.Dir() + "/dlprobe", "open", lib};
+    const Reported traced = TraceUnder(s, "tls", argv);
+    EXPECT_EQ(traced.run.out, "open " + lib + ": ok\n") << s.name;
+    const auto bare = RunCmd(s.Under(argv));
+    EXPECT_EQ(bare.out, "open " + lib + ": failed: " + lib + ": cannot allocate memory in static TLS block\n")
+        << s.name;
+    const v1::Finding* f = Only(traced, v1::STATIC_TLS_EXHAUSTED);
+    ASSERT_NE(f, nullptr) << s.name;
+    EXPECT_EQ(f->severity(), v1::WARNING) << s.name;
+    const std::string fix = FixText(*f, "set-tunable");
+    const std::string var = fix.substr(fix.find("GLIBC_TUNABLES="));
+    EXPECT_EQ(RunCmd(s.Under(argv), {var}).out, "open " + lib + ": ok\n") << s.name << " " << var;
+  }
+}
 
 }  // namespace
 }  // namespace ldscope

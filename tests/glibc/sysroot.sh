@@ -17,7 +17,7 @@ packages_for() {
     # python3.X-minimal needs libpython3.X-minimal, libexpat1, zlib1g; its _ssl and
     # _hashlib need OpenSSL (libcrypto.so.3 also libzstd).
     bullseye) echo "$common libcrypt1 libpython3.9-minimal python3.9-minimal libssl1.1" ;;
-    trixie) echo "$common libpython3.13-minimal python3.13-minimal libssl3t64 libzstd1" ;;
+    trixie) echo "$common libpython3.13-minimal python3.13-minimal libssl3t64 libzstd1 libstdc++6 patchelf" ;;
     *) echo "sysroot.sh: unknown suite $1" >&2; return 1 ;;
   esac
 }
