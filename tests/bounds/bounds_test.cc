@@ -1,0 +1,91 @@
+// Reading a trace is bounded by its size (docs/ARCHITECTURE.md, "Bounds on reading a
+// trace"): on each extreme but legal shape (trace_shapes.h, at the size where an
+// unbounded reader needed gigabytes or minutes), every command that reads traces runs
+// under a 1 GiB address-space limit and a CPU-time limit and either succeeds or says the
+// trace is too large; it never dies of bad_alloc, a signal or the limit, and its peak
+// resident memory stays within the documented bound.
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "bounds/trace_shapes.h"
+#include "support/test_support.h"
+
+namespace ldscope::testing {
+namespace {
+
+// The documented bound: 64 bytes of memory per byte of trace, above a base of 256 MiB.
+constexpr uint64_t kPerByte = 64, kBase = 256ull << 20;
+
+struct Child {
+  int status = 0;
+  uint64_t max_rss = 0;  // bytes
+  std::string err;
+};
+
+// argv under the limits, its output into out_file.
+Child RunLimited(const std::vector<std::string>& argv, const std::string& out_file, const std::string& err_file) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const rlimit as{1ull << 30, 1ull << 30}, cpu{10, 10}, fsize{256ull << 20, 256ull << 20};
+    setrlimit(RLIMIT_AS, &as);
+    setrlimit(RLIMIT_CPU, &cpu);
+    setrlimit(RLIMIT_FSIZE, &fsize);
+    const int out = open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int err = open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(out, 1);
+    dup2(err, 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  Child c;
+  rusage ru{};
+  wait4(pid, &c.status, 0, &ru);
+  c.max_rss = static_cast<uint64_t>(ru.ru_maxrss) * 1024;
+  c.err = ReadFile(err_file);
+  return c;
+}
+
+class Bounds : public ::testing::TestWithParam<std::pair<std::string, Shape>> {};
+
+TEST_P(Bounds, EveryReaderWithinTheBound) {
+  const auto& [name, shape] = GetParam();
+  const std::string dir = ScratchDir("bounds_" + name), trace = dir + "/t.ldscope";
+  ASSERT_TRUE(WriteTrace(trace, shape, FullSize(shape)));
+  struct stat st{};
+  ASSERT_EQ(stat(trace.c_str(), &st), 0);
+  const uint64_t bound = kPerByte * static_cast<uint64_t>(st.st_size) + kBase;
+  const std::vector<std::vector<std::string>> commands = {
+      {"show", trace},
+      {"report", trace},
+      {"report", "--format", "json", trace},
+      {"lock", trace, "-o", dir + "/lock"},
+      {"diff", trace, trace},
+      {"export", "--chrome", "-o", dir + "/chrome.json", trace},
+  };
+  for (const auto& cmd : commands) {
+    std::vector<std::string> argv = {LDSCOPE_BIN};
+    argv.insert(argv.end(), cmd.begin(), cmd.end());
+    const Child c = RunLimited(argv, dir + "/out", dir + "/err");
+    const std::string what = name + ": ldscope " + cmd[0] + (cmd.size() > 2 && cmd[1] == "--format" ? " json" : "");
+    ASSERT_TRUE(WIFEXITED(c.status)) << what << " died of signal " << WTERMSIG(c.status) << "\n" << c.err;
+    const int code = WEXITSTATUS(c.status);
+    const bool too_large = c.err.find("too large: ") != std::string::npos;
+    EXPECT_TRUE(code == 0 || code == 1 || (code == 2 && too_large)) << what << " exited " << code << "\n" << c.err;
+    EXPECT_EQ(c.err.find("bad_alloc"), std::string::npos) << what << "\n" << c.err;
+    EXPECT_LE(c.max_rss, bound) << what << ": peak RSS " << c.max_rss << " bytes for a trace of " << st.st_size;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, Bounds, ::testing::ValuesIn(Shapes()),
+                         [](const auto& info) { return info.param.first; });
+
+}  // namespace
+}  // namespace ldscope::testing
