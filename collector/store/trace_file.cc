@@ -22,6 +22,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/wire_format_lite.h>
 
+#include "store/resolve.h"
 #include "text/escape.h"
 #include "wire.h"
 
@@ -35,112 +36,6 @@ constexpr size_t kMapAbove = 256u << 20;
 
 std::string ErrnoText(int err) { return std::strerror(err); }
 
-// Undoes the audit library's wire economies, per process image in sequence order:
-// timestamps sent as offsets from the image's start, search names sent once per
-// search, candidate directories interned per connection (see events.proto). One
-// stream's state; Apply its events in seq order.
-void Apply(uint64_t& image_start, std::unordered_map<uint32_t, std::string>& dirs, std::string& name,
-           v1::Event* e) {
-  if (e->has_process_start()) {
-    image_start = e->process_start().image_start_ns();
-    dirs.clear();  // a new connection (or file) starts a new table
-  }
-  if (e->mono_ns() == 0) e->set_mono_ns(image_start + e->offset_ns());
-  if (!e->has_search()) return;
-  v1::Search* s = e->mutable_search();
-  if (!s->name().empty()) {
-    name = s->name();
-  } else {
-    s->set_name(name);
-  }
-  if (s->dir_ref() == 0) return;
-  if (!s->dir().empty()) dirs[s->dir_ref()] = s->dir();
-  auto it = dirs.find(s->dir_ref());
-  s->set_candidate((it != dirs.end() ? it->second : std::string("(unknown directory)")) + "/" +
-                   (s->base().empty() ? name : s->base()));
-  s->clear_dir_ref();
-  s->clear_dir();
-  s->clear_base();
-}
-
-void Esc(std::string* s) {
-  if (!text::PlainAscii(*s)) *s = text::Escape(*s);  // else it is its own escape
-}
-// Escapes msg's string field, through its mutable accessor only when it is not plain
-// ASCII: the mutable accessor of an unset field makes a string on the event's arena,
-// and a destructor to run at the arena's reset, for nothing (every empty SONAME, RPATH
-// and RUNPATH of every event).
-#define LDSCOPE_ESC(msg, field)                                              \
-  do {                                                                       \
-    if (!text::PlainAscii((msg)->field())) Esc((msg)->mutable_##field());    \
-  } while (0)
-void Esc(google::protobuf::RepeatedPtrField<std::string>* list) {
-  for (auto& s : *list) Esc(&s);
-}
-void Esc(v1::PyFrame* f) {
-  LDSCOPE_ESC(f, file);
-  LDSCOPE_ESC(f, function);
-}
-
-// The read boundary of the byte strings: from here on (timeline, analysis, report,
-// every renderer) they are escaped text. After Resolve, which joins raw bytes.
-void EscapeStrings(v1::Event* e) {
-  switch (e->body_case()) {
-    case v1::Event::kProcessStart: {
-      auto* p = e->mutable_process_start();
-      LDSCOPE_ESC(p, exe);
-      Esc(p->mutable_argv());
-      LDSCOPE_ESC(p, cwd);
-      for (auto& v : *p->mutable_env()) {
-        LDSCOPE_ESC(&v, name);
-        LDSCOPE_ESC(&v, value);
-      }
-      break;
-    }
-    case v1::Event::kSearch:
-      LDSCOPE_ESC(e->mutable_search(), name);
-      LDSCOPE_ESC(e->mutable_search(), candidate);
-      LDSCOPE_ESC(e->mutable_search(), dir);
-      LDSCOPE_ESC(e->mutable_search(), base);
-      break;
-    case v1::Event::kObjopen: {
-      auto* o = e->mutable_objopen();
-      LDSCOPE_ESC(o, path);
-      LDSCOPE_ESC(o, soname);
-      Esc(o->mutable_needed());
-      LDSCOPE_ESC(o, rpath);
-      LDSCOPE_ESC(o, runpath);
-      break;
-    }
-    case v1::Event::kPyStart:
-      LDSCOPE_ESC(e->mutable_py_start(), executable);
-      Esc(e->mutable_py_start()->mutable_hook_modules());
-      break;
-    case v1::Event::kPyImport:
-      LDSCOPE_ESC(e->mutable_py_import(), module);
-      for (auto& f : *e->mutable_py_import()->mutable_stack()) Esc(&f);
-      break;
-    case v1::Event::kPyImportEnd:
-      LDSCOPE_ESC(e->mutable_py_import_end(), module);
-      LDSCOPE_ESC(e->mutable_py_import_end(), error);
-      break;
-    case v1::Event::kPyDlopen:
-      LDSCOPE_ESC(e->mutable_py_dlopen(), name);
-      for (auto& f : *e->mutable_py_dlopen()->mutable_stack()) Esc(&f);
-      break;
-    case v1::Event::kCollector:
-      for (auto& u : *e->mutable_collector()->mutable_untraced_after()) LDSCOPE_ESC(&u, exe_after);
-      break;
-    case v1::Event::kMountFacts:
-      LDSCOPE_ESC(e->mutable_mount_facts(), mount_point);
-      LDSCOPE_ESC(e->mutable_mount_facts(), source);
-      Esc(e->mutable_mount_facts()->mutable_dirs());
-      break;
-    default: break;
-  }
-}
-
-#undef LDSCOPE_ESC
 
 // An event record holding an ObjectFacts record (field 31): the facts are kept as bytes,
 // not parsed (most of a trace's bytes, needed only for a file missing or changed here).
@@ -461,14 +356,12 @@ TraceFile Index(const std::string& name, const uint8_t* data, size_t size, bool 
 void DecodeAll(TraceFile* t, const uint8_t* data, size_t size) {
   std::vector<std::pair<uint64_t, v1::Event>> all;
   for (const auto& s : t->streams) {
-    uint64_t image_start = 0;
-    std::unordered_map<uint32_t, std::string> dirs;
-    std::string name;
+    Resolution r;
     for (size_t i = 0; i < s.records.size(); ++i) {
       const uint64_t at = s.records[i];
       all.emplace_back(at, v1::Event());
-      DecodeRecord(data, size, at, &all.back().second);
-      Apply(image_start, dirs, name, &all.back().second);
+      const size_t len = DecodeRecord(data, size, at, &all.back().second);
+      Apply(r, len, &all.back().second);
     }
   }
   std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -624,10 +517,16 @@ v1::Event* ScratchEvent::Next() {
   return event_;
 }
 
+EventDecoder::EventDecoder(const TraceFile& file, const EventStream& stream)
+    : file_(file), stream_(stream), resolution_(std::make_unique<Resolution>()) {}
+EventDecoder::~EventDecoder() = default;
+EventDecoder::EventDecoder(EventDecoder&&) noexcept = default;
+
 void EventDecoder::Decode(uint64_t at, v1::Event* out) {
   const TraceBytes& b = *file_.bytes;
-  since_trim_ += DecodeRecord(b.data(), b.size(), at, out);
-  Apply(image_start_, dirs_, name_, out);
+  const size_t len = DecodeRecord(b.data(), b.size(), at, out);
+  since_trim_ += len;
+  Apply(*resolution_, len, out);
   EscapeStrings(out);
   out->set_stream(stream_.stream);
   if (since_trim_ > (8u << 20)) {

@@ -184,21 +184,27 @@ class ScratchEvent {
   uint32_t uses_ = 0;
 };
 
+struct Resolution;
+
 // Decodes one indexed stream's records, in its order (the wire economies are undone
 // from the stream's first record on: Decode the records in order, from the first).
 class EventDecoder {
  public:
-  EventDecoder(const TraceFile& file, const EventStream& stream) : file_(file), stream_(stream) {}
+  EventDecoder(const TraceFile& file, const EventStream& stream);
+  ~EventDecoder();
+  EventDecoder(EventDecoder&&) noexcept;
+  EventDecoder(const EventDecoder&) = delete;
+  EventDecoder& operator=(const EventDecoder&) = delete;
   // The record's event, resolved and escaped as ParseTrace gives it. The records were
-  // checked when the file was indexed.
+  // checked when the file was indexed. What resolving interned strings adds is bounded
+  // by the stream's bytes (trace_file.cc, kResolvedPerByte): past that, a resolved
+  // string is cut and its event marked truncated.
   void Decode(uint64_t at, v1::Event* out);
 
  private:
   const TraceFile& file_;
   const EventStream& stream_;
-  uint64_t image_start_ = 0;
-  std::unordered_map<uint32_t, std::string> dirs_;
-  std::string name_;
+  std::unique_ptr<Resolution> resolution_;  // the stream's interned strings (trace_file.cc)
   uint64_t since_trim_ = 0;
 };
 // The event of one record alone, without what earlier records of its stream would add:
