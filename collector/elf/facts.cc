@@ -3,6 +3,8 @@
 
 #include <zlib.h>
 
+#include <fmt/format.h>
+
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/wire_format_lite.h>
 
@@ -82,8 +84,30 @@ class Inflater {
   bool ok_ = false;
 };
 
+// The bounds on a record's symbols, checked before anything is inflated or allocated: a
+// trace is untrusted input, and a few kilobytes of zlib can declare gigabytes (see
+// docs/ARCHITECTURE.md, "Bounds on reading a trace"). Real records inflate a few times
+// over (hashes do not compress, names about fourfold) and hold at most one symbol per
+// compressed byte (a hash is 8 incompressible bytes, a name several).
+constexpr size_t kMaxSymbolsSize = 32u << 20;  // inflated bytes of one record
+constexpr size_t kMaxInflation = 32;           // inflated bytes per compressed byte
+constexpr size_t kSlack = 4096;                // for tiny records
+
+// Why a record's declared symbols are refused ("" when they are within the bounds).
+std::string SymbolsTooLarge(const v1::ObjectFacts& f) {
+  const size_t zlib = f.symbols_zlib().size(), size = f.symbols_size();
+  if (size > kMaxSymbolsSize)
+    return fmt::format("too large: the trace's facts of this file declare {} bytes of symbols (at most {})",
+                       size, kMaxSymbolsSize);
+  if (size > kMaxInflation * zlib + kSlack)
+    return fmt::format("too large: the trace's facts of this file declare {} bytes of symbols in {} compressed "
+                       "bytes (at most {} times as many)",
+                       size, zlib, kMaxInflation);
+  return "";
+}
+
 bool Decompress(const std::string& in, size_t size, std::string* out) {
-  if (size > (256u << 20) || in.size() > (256u << 20)) return false;
+  if (size > kMaxSymbolsSize) return false;
   thread_local Inflater inflater;
   return inflater.Decompress(in, size, out);
 }
@@ -270,6 +294,7 @@ Result<std::unique_ptr<ElfInfo>> FromFacts(const v1::ObjectFacts& f, const std::
     auto& list = e->found[x.needle()];
     for (const auto& s : x.strings()) list.push_back(text::Escape(s));
   }
+  if (const std::string why = SymbolsTooLarge(f); !why.empty()) return Error{why};
   std::string bytes;
   v1::SymbolFacts s;
   if (!f.symbols_zlib().empty() &&
@@ -281,6 +306,11 @@ Result<std::unique_ptr<ElfInfo>> FromFacts(const v1::ObjectFacts& f, const std::
   for (const auto& v : s.versions())
     versions.emplace_back(e->Keep(text::Escape(v.name())), e->Keep(text::Escape(v.file())));
   const std::string& flags = s.flags();
+  if (flags.size() > f.symbols_zlib().size() + kSlack) {
+    return Error{fmt::format("too large: the trace's facts of this file declare {} symbols in {} compressed bytes "
+                             "(at most one per byte)",
+                             flags.size(), f.symbols_zlib().size())};
+  }
   if (static_cast<size_t>(s.version_size()) != flags.size()) {
     return Error{"the trace's facts of this file are damaged (symbol versions)"};
   }
