@@ -707,35 +707,83 @@ v1::Library Context::Describe(const ProcessIndex& pi, const Obj& o) {
 
 std::vector<const Obj*> Context::DistinctFiles(std::vector<const Obj*> objs) {
   SortUnlessSorted(objs, LoadedBefore);
+  // An object is a kept one's file when it shares one of its keys (the recorded device
+  // and inode, the path, the device and inode on disk: what SameFile compares), found by
+  // hashing, not by comparing it with each kept one: thousands of copies of a SONAME stay
+  // linear.
+  const auto pair_hash = [](const std::pair<uint64_t, uint64_t>& p) {
+    return std::hash<uint64_t>()(p.first * 0x9e3779b97f4a7c15ull ^ p.second);
+  };
+  std::unordered_set<std::pair<uint64_t, uint64_t>, decltype(pair_hash)> recorded(16, pair_hash), on_disk(16, pair_hash);
+  std::unordered_set<std::string_view> paths;
   std::vector<const Obj*> out;
   for (const Obj* o : objs) {
-    const auto same = [&](const Obj* d) {
-      return (o->dev != 0 && o->dev == d->dev && o->ino == d->ino) || SameFile(o->path, d->path);
-    };
-    if (std::none_of(out.begin(), out.end(), same)) out.push_back(o);
+    const std::string& path = o->path;
+    const bool recorded_same = o->dev != 0 && recorded.count({o->dev, o->ino}) != 0;
+    if (recorded_same || paths.count(path) != 0) continue;
+    const Identity& id = IdentityOf(path);
+    if (id.known && on_disk.count({id.dev, id.ino}) != 0) continue;
+    out.push_back(o);
+    if (o->dev != 0) recorded.insert({o->dev, o->ino});
+    paths.insert(path);
+    if (id.known) on_disk.insert({id.dev, id.ino});
   }
   return out;
 }
 
 std::vector<const Obj*> AliveTogether(const std::vector<const Obj*>& files) {
+  // Sorted by open: the files opened before a's close are a prefix; a overlaps one of
+  // them other than itself when the latest close among them (or, if that is a's, the
+  // second latest) comes after a's open. A sweep, not every pair.
+  const size_t n = files.size();
+  std::vector<uint32_t> by_open(n);
+  for (uint32_t i = 0; i < n; ++i) by_open[i] = i;
+  std::stable_sort(by_open.begin(), by_open.end(),
+                   [&](uint32_t a, uint32_t b) { return files[a]->open_seq < files[b]->open_seq; });
+  std::vector<uint64_t> opens(n);
+  // Of the first i+1 files by open: the latest close, whose it is, and the second latest.
+  std::vector<uint64_t> first(n), second(n);
+  std::vector<uint32_t> first_of(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Obj* f = files[by_open[i]];
+    opens[i] = f->open_seq;
+    uint64_t a = i > 0 ? first[i - 1] : 0, b = i > 0 ? second[i - 1] : 0;
+    uint32_t who = i > 0 ? first_of[i - 1] : UINT32_MAX;
+    if (i == 0 || f->close_seq > a) {
+      b = a;
+      a = f->close_seq;
+      who = by_open[i];
+    } else if (f->close_seq > b) {
+      b = f->close_seq;
+    }
+    first[i] = a;
+    second[i] = b;
+    first_of[i] = who;
+  }
   std::vector<const Obj*> out;
-  for (const Obj* a : files)
-    if (std::any_of(files.begin(), files.end(), [&](const Obj* b) { return a != b && Overlap(*a, *b); }))
-      out.push_back(a);
+  for (uint32_t ai = 0; ai < n; ++ai) {
+    const Obj* a = files[ai];
+    const size_t prefix = std::lower_bound(opens.begin(), opens.end(), a->close_seq) - opens.begin();
+    if (prefix == 0) continue;
+    // (second is 0 where the prefix has one file: no close comes after an open then.)
+    const uint64_t latest = first_of[prefix - 1] == ai ? second[prefix - 1] : first[prefix - 1];
+    if (latest > a->open_seq) out.push_back(a);
+  }
   return out;
+}
+
+const Context::Identity& Context::IdentityOf(const std::string& path) {
+  const auto [it, fresh] = identities_.try_emplace(path);
+  struct stat st;
+  if (fresh && stat(text::Unescape(path).c_str(), &st) == 0) it->second = {true, st.st_dev, st.st_ino};
+  return it->second;
 }
 
 bool Context::SameFile(const std::string& a, const std::string& b) {
   if (a == b) return true;
-  auto identity = [&](const std::string& path) -> const Identity& {
-    const auto [it, fresh] = identities_.try_emplace(path);
-    struct stat st;
-    if (fresh && stat(text::Unescape(path).c_str(), &st) == 0) it->second = {true, st.st_dev, st.st_ino};
-    return it->second;
-  };
-  const Identity& ia = identity(a);
+  const Identity& ia = IdentityOf(a);
   if (!ia.known) return false;
-  const Identity& ib = identity(b);
+  const Identity& ib = IdentityOf(b);
   return ib.known && ia.dev == ib.dev && ia.ino == ib.ino;
 }
 

@@ -81,12 +81,28 @@ class Pass {
     if (it != alive_.end() && *it == gi) alive_.erase(it);
   }
 
-  // o and its DT_NEEDED closure, breadth first (glibc's order).
-  std::vector<const Obj*> Closure(const Obj& o) const {
+  static constexpr size_t kMaxClosure = 4096;
+
+  // o and its DT_NEEDED closure, breadth first (glibc's order), at most kMaxClosure
+  // objects; each member is seen once (a mark per object, not a search of the list).
+  // skip_closed: without the objects whose closure an earlier RTLD_GLOBAL dlopen put in
+  // the global scope whole (closed_), nor what is reached only through them: the
+  // closures of a chain of dlopens are then each as long as what the dlopen added.
+  std::vector<const Obj*> Closure(const Obj& o, bool skip_closed = false) const {
+    if (mark_.empty()) mark_.resize(pi_.objects.size());
+    if (++stamp_ == 0) {  // the marks wrapped around: clear them
+      std::fill(mark_.begin(), mark_.end(), 0);
+      stamp_ = 1;
+    }
     std::vector<const Obj*> q = {&o};
-    for (size_t i = 0; i < q.size() && q.size() < 4096; ++i)
-      for (const Obj* b : NeededBound(*q[i]))
-        if (b != nullptr && std::find(q.begin(), q.end(), b) == q.end()) q.push_back(b);
+    mark_[o.index] = stamp_;
+    for (size_t i = 0; i < q.size() && q.size() < kMaxClosure; ++i)
+      for (const Obj* b : NeededBound(*q[i])) {
+        if (b == nullptr || mark_[b->index] == stamp_) continue;
+        mark_[b->index] = stamp_;
+        if (skip_closed && !closed_.empty() && closed_[b->index]) continue;
+        q.push_back(b);
+      }
     return q;
   }
 
@@ -147,11 +163,17 @@ class Pass {
       if (o->load->reason() == v1::LOAD_DLOPEN && ModeOf(*o) != Mode::kLocal) {
         // glibc adds the closure to the global scope after relocating it: objects of the
         // same dlopen do not see it there.
-        const auto closure = Closure(*o);
+        // The objects skipped as closed were loaded by earlier dlopens: before o, so
+        // they change neither `since` nor what is added.
+        const auto closure = Closure(*o, /*skip_closed=*/true);
         uint64_t since = o->open_seq;
         for (const Obj* c : closure) since = std::max(since, c->open_seq);
         for (const Obj* c : closure)
           Add(c, since + 1, ModeOf(*o) == Mode::kGlobal ? Via::kGlobalDlopen : Via::kMaybeGlobalDlopen, o);
+        if (closure.size() < kMaxClosure) {
+          if (closed_.empty()) closed_.resize(pi_.objects.size());
+          for (const Obj* c : closure) closed_[c->index] = true;
+        }
       }
     files_.resize(global_.size());
     for (size_t i = 0; i < global_.size(); ++i) files_[i] = ctx_.File(global_[i].o->path);
@@ -345,6 +367,9 @@ class Pass {
   std::vector<const elf::ElfInfo*> files_;  // of global_, nullptr where unreadable
   std::unique_ptr<SymbolScope> startup_scope_;  // the start-up objects, when needed
   mutable std::vector<std::pair<bool, std::vector<const Obj*>>> needed_bound_;  // by Obj::index
+  mutable std::vector<uint32_t> mark_;  // by Obj::index: stamp_ when Closure reached it
+  mutable uint32_t stamp_ = 0;
+  std::vector<bool> closed_;  // by Obj::index: it and its closure are in the global scope
   std::map<std::pair<const GlobalEntry*, const Obj*>, Group> groups_;
   std::map<std::pair<const elf::ElfInfo*, const elf::ElfInfo*>, bool> names_any_;  // NamesAnyUndefined
   std::unordered_set<const elf::ElfInfo*> checked_;  // files of objects Check saw

@@ -215,7 +215,7 @@ class ProcessBuilder {
       copy.close_seq = 0;
       copy.row_given = false;
       objects_[id] = copy;
-      open_.insert(id);
+      Opened(id, copy);
     }
   }
 
@@ -522,8 +522,9 @@ class ProcessBuilder {
     // An id opened again keeps its last close (the closes are flushed by now).
     obj.has_close_seq = slot.has_close_seq;
     obj.close_seq = slot.close_seq;
+    if (open_.count(o.id()) != 0) Closed(o.id(), slot);
     slot = obj;
-    open_.insert(o.id());
+    Opened(o.id(), slot);
     RefById(o.id(), l->mutable_object());
     py_->Attribute(en, batch_open_ ? batch_request_.first : "", names_[obj.path], requester_path);
     batch_objects_.push_back(o.id());
@@ -605,7 +606,9 @@ class ProcessBuilder {
       v1::Load* l = LoadOf(o);
       for (uint32_t name : names_.List(o.needed)) {
         if (searched_.count({id, name}) != 0) continue;
-        for (uint64_t oid : open_) {
+        const auto named = open_by_name_.find(name);
+        if (named == open_by_name_.end()) continue;
+        for (uint64_t oid : named->second) {
           const Obj& other = objects_.at(oid);
           if (oid == id || other.lmid != o.lmid) continue;
           std::string how;
@@ -624,6 +627,23 @@ class ProcessBuilder {
           break;
         }
       }
+    }
+  }
+
+  // An object is open: in open_, and in open_by_name_ under its requested name, SONAME
+  // and path.
+  void Opened(uint64_t id, const Obj& o) {
+    open_.insert(id);
+    for (uint32_t n : {o.alias, o.soname, o.path})
+      if (n != Names::kNone) open_by_name_[n].insert(id);
+  }
+  void Closed(uint64_t id, const Obj& o) {
+    open_.erase(id);
+    for (uint32_t n : {o.alias, o.soname, o.path}) {
+      auto it = open_by_name_.find(n);
+      if (it == open_by_name_.end()) continue;
+      it->second.erase(id);
+      if (it->second.empty()) open_by_name_.erase(it);
     }
   }
 
@@ -663,9 +683,9 @@ class ProcessBuilder {
       // An id first seen here (its open was lost), or whose object had ended, gets a row
       // of its own.
       Obj& o = objects_[closes_.ids[i]];
+      if (open_.count(closes_.ids[i]) != 0) Closed(closes_.ids[i], o);
       if (o.ended) o = Obj{};
       o.is_open = false;
-      open_.erase(closes_.ids[i]);
       o.ended = true;
       o.end_seq = closes_.unrelocated ? first.seq : closes_.events[i].seq;
       o.has_close_seq = true;
@@ -696,6 +716,9 @@ class ProcessBuilder {
   // only (a churn of dlopens keeps millions of closed ones).
   flat_map<uint64_t, Obj> objects_;
   boost::container::flat_set<uint64_t> open_;
+  // The open objects by each of their names (Names ids): EndBatch matches a NEEDED name
+  // with them, not with every open object (a chain of thousands of dlopens stays linear).
+  std::unordered_map<uint32_t, boost::container::flat_set<uint64_t>> open_by_name_;
   PendingSearch pending_;
   std::set<std::pair<uint64_t, uint32_t>> searched_;  // (requester, Names id)
   std::vector<uint64_t> batch_objects_;
