@@ -714,7 +714,8 @@ std::vector<const Obj*> Context::DistinctFiles(std::vector<const Obj*> objs) {
   const auto pair_hash = [](const std::pair<uint64_t, uint64_t>& p) {
     return std::hash<uint64_t>()(p.first * 0x9e3779b97f4a7c15ull ^ p.second);
   };
-  std::unordered_set<std::pair<uint64_t, uint64_t>, decltype(pair_hash)> recorded(16, pair_hash), on_disk(16, pair_hash);
+  std::unordered_set<std::pair<uint64_t, uint64_t>, decltype(pair_hash)> recorded(16, pair_hash),
+      on_disk(16, pair_hash);
   std::unordered_set<std::string_view> paths;
   std::vector<const Obj*> out;
   for (const Obj* o : objs) {

@@ -294,7 +294,7 @@ class Context {
     uint64_t dev = 0, ino = 0;
   };
   std::unordered_map<std::string, Identity> identities_;  // SameFile's, by path
-  const Identity& IdentityOf(const std::string& path);  // looked at once per path
+  const Identity& IdentityOf(const std::string& path);    // looked at once per path
   std::map<std::string, std::string> versions_;
 };
 

@@ -97,12 +97,13 @@ constexpr size_t kSlack = 4096;                // for tiny records
 std::string SymbolsTooLarge(const v1::ObjectFacts& f) {
   const size_t zlib = f.symbols_zlib().size(), size = f.symbols_size();
   if (size > kMaxSymbolsSize)
-    return fmt::format("too large: the trace's facts of this file declare {} bytes of symbols (at most {})",
-                       size, kMaxSymbolsSize);
+    return fmt::format("too large: the trace's facts of this file declare {} bytes of symbols (at most {})", size,
+                       kMaxSymbolsSize);
   if (size > kMaxInflation * zlib + kSlack)
-    return fmt::format("too large: the trace's facts of this file declare {} bytes of symbols in {} compressed "
-                       "bytes (at most {} times as many)",
-                       size, zlib, kMaxInflation);
+    return fmt::format(
+        "too large: the trace's facts of this file declare {} bytes of symbols in {} compressed "
+        "bytes (at most {} times as many)",
+        size, zlib, kMaxInflation);
   return "";
 }
 
@@ -307,9 +308,10 @@ Result<std::unique_ptr<ElfInfo>> FromFacts(const v1::ObjectFacts& f, const std::
     versions.emplace_back(e->Keep(text::Escape(v.name())), e->Keep(text::Escape(v.file())));
   const std::string& flags = s.flags();
   if (flags.size() > f.symbols_zlib().size() + kSlack) {
-    return Error{fmt::format("too large: the trace's facts of this file declare {} symbols in {} compressed bytes "
-                             "(at most one per byte)",
-                             flags.size(), f.symbols_zlib().size())};
+    return Error{
+        fmt::format("too large: the trace's facts of this file declare {} symbols in {} compressed bytes "
+                    "(at most one per byte)",
+                    flags.size(), f.symbols_zlib().size())};
   }
   if (static_cast<size_t>(s.version_size()) != flags.size()) {
     return Error{"the trace's facts of this file are damaged (symbol versions)"};

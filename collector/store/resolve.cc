@@ -78,9 +78,9 @@ void Esc(std::string* s) {
 // ASCII: the mutable accessor of an unset field makes a string on the event's arena,
 // and a destructor to run at the arena's reset, for nothing (every empty SONAME, RPATH
 // and RUNPATH of every event).
-#define LDSCOPE_ESC(msg, field)                                              \
-  do {                                                                       \
-    if (!text::PlainAscii((msg)->field())) Esc((msg)->mutable_##field());    \
+#define LDSCOPE_ESC(msg, field)                                           \
+  do {                                                                    \
+    if (!text::PlainAscii((msg)->field())) Esc((msg)->mutable_##field()); \
   } while (0)
 void Esc(google::protobuf::RepeatedPtrField<std::string>* list) {
   for (auto& s : *list) Esc(&s);
@@ -146,7 +146,8 @@ void EscapeStrings(v1::Event* e) {
       LDSCOPE_ESC(e->mutable_mount_facts(), source);
       Esc(e->mutable_mount_facts()->mutable_dirs());
       break;
-    default: break;
+    default:
+      break;
   }
 }
 

@@ -36,7 +36,6 @@ constexpr size_t kMapAbove = 256u << 20;
 
 std::string ErrnoText(int err) { return std::strerror(err); }
 
-
 // An event record holding an ObjectFacts record (field 31): the facts are kept as bytes,
 // not parsed (most of a trace's bytes, needed only for a file missing or changed here).
 struct FactsScan {

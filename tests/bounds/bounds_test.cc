@@ -59,7 +59,7 @@ TEST_P(Bounds, EveryReaderWithinTheBound) {
   const auto& [name, shape] = GetParam();
   const std::string dir = ScratchDir("bounds_" + name), trace = dir + "/t.ldscope";
   ASSERT_TRUE(WriteTrace(trace, shape, FullSize(shape)));
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(stat(trace.c_str(), &st), 0);
   const uint64_t bound = kPerByte * static_cast<uint64_t>(st.st_size) + kBase;
   const std::vector<std::vector<std::string>> commands = {

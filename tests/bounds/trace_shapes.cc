@@ -102,8 +102,8 @@ void StartUp(Events& ev) {
 }
 
 // A dlopen from the executable of name, found in dir, opened as object id.
-void Dlopen(Events& ev, uint64_t id, const std::string& name, const std::string& dir,
-            const std::string& soname, const std::vector<std::string>& needed) {
+void Dlopen(Events& ev, uint64_t id, const std::string& name, const std::string& dir, const std::string& soname,
+            const std::vector<std::string>& needed) {
   Activity(ev, v1::ACTIVITY_ADD);
   ev.Add([&](v1::Event& e) {
     auto* s = e.mutable_search();
@@ -231,11 +231,21 @@ void Sonames(Events& ev, const ShapeSize& n) {
 Events Build(Shape s, const ShapeSize& n) {
   Events ev;
   switch (s) {
-    case Shape::kStrings: Strings(ev, n); break;
-    case Shape::kFacts: Facts(ev, n); break;
-    case Shape::kForks: Forks(ev, n); break;
-    case Shape::kChain: Chain(ev, n); break;
-    case Shape::kSonames: Sonames(ev, n); break;
+    case Shape::kStrings:
+      Strings(ev, n);
+      break;
+    case Shape::kFacts:
+      Facts(ev, n);
+      break;
+    case Shape::kForks:
+      Forks(ev, n);
+      break;
+    case Shape::kChain:
+      Chain(ev, n);
+      break;
+    case Shape::kSonames:
+      Sonames(ev, n);
+      break;
   }
   return ev;
 }
@@ -261,19 +271,26 @@ void Put(std::string* out, const google::protobuf::MessageLite& m) {
 }  // namespace
 
 const std::vector<std::pair<std::string, Shape>>& Shapes() {
-  static const std::vector<std::pair<std::string, Shape>> shapes = {
-      {"strings", Shape::kStrings}, {"facts", Shape::kFacts},   {"forks", Shape::kForks},
-      {"chain", Shape::kChain},     {"sonames", Shape::kSonames}};
+  static const std::vector<std::pair<std::string, Shape>> shapes = {{"strings", Shape::kStrings},
+                                                                    {"facts", Shape::kFacts},
+                                                                    {"forks", Shape::kForks},
+                                                                    {"chain", Shape::kChain},
+                                                                    {"sonames", Shape::kSonames}};
   return shapes;
 }
 
 ShapeSize FullSize(Shape s) {
   switch (s) {
-    case Shape::kStrings: return {1500, 1u << 20};
-    case Shape::kFacts: return {5'000'000, 5};
-    case Shape::kForks: return {2000, 2000};
-    case Shape::kChain: return {32000, 4};
-    case Shape::kSonames: return {32000, 0};
+    case Shape::kStrings:
+      return {1500, 1u << 20};
+    case Shape::kFacts:
+      return {5'000'000, 5};
+    case Shape::kForks:
+      return {2000, 2000};
+    case Shape::kChain:
+      return {32000, 4};
+    case Shape::kSonames:
+      return {32000, 0};
   }
   return {};
 }

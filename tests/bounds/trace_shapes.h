@@ -19,8 +19,8 @@ enum class Shape {
 };
 
 struct ShapeSize {
-  uint64_t count = 0;   // searches, symbols per facts record, fork children, objects
-  uint64_t width = 0;   // string bytes, facts records, objects of the forked image, chain's k
+  uint64_t count = 0;  // searches, symbols per facts record, fork children, objects
+  uint64_t width = 0;  // string bytes, facts records, objects of the forked image, chain's k
 };
 
 // The names of the shapes ("strings", ...), and the size each has in the bounds' table

@@ -54,11 +54,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint32_t a = data[1] | data[2] << 8, b = data[3] | data[4] << 8;
   testing::ShapeSize n;
   switch (shape) {
-    case testing::Shape::kStrings: n = {a % 4096, b * 4u % (256u << 10)}; break;
-    case testing::Shape::kFacts: n = {a * 8u, 1 + b % 4}; break;
-    case testing::Shape::kForks: n = {a % 512, b % 512}; break;
-    case testing::Shape::kChain: n = {a % 4096, b % 16}; break;
-    case testing::Shape::kSonames: n = {a % 4096, 0}; break;
+    case testing::Shape::kStrings:
+      n = {a % 4096, b * 4u % (256u << 10)};
+      break;
+    case testing::Shape::kFacts:
+      n = {a * 8u, 1 + b % 4};
+      break;
+    case testing::Shape::kForks:
+      n = {a % 512, b % 512};
+      break;
+    case testing::Shape::kChain:
+      n = {a % 4096, b % 16};
+      break;
+    case testing::Shape::kSonames:
+      n = {a % 4096, 0};
+      break;
   }
   const std::string trace = testing::MakeTrace(shape, n);
   const size_t before = live.load();
