@@ -243,8 +243,9 @@ std::vector<const Obj*> ProcessIndex::AliveAt(int64_t lmid, uint64_t seq) const 
 void ProcessIndex::Index() {
   by_request_.clear();
   by_soname.clear();
-  by_request_.reserve(objects.size());
-  for (const auto& [id, o] : objects) {
+  by_request_.reserve(objects.own().size());
+  // Inherited rows have no load (and their SONAMEs are the inherited table's).
+  for (const auto& [id, o] : objects.own()) {
     if (o.load != nullptr && o.load->reason() == v1::LOAD_EXECUTABLE && exe == nullptr) exe = &o;
     if (o.load != nullptr) by_request_.push_back({o.requester, &o.load->requested_name(), &o});
     if (!o.soname->empty()) by_soname[o.soname].push_back(&o);
@@ -255,7 +256,7 @@ void ProcessIndex::Index() {
   });
   for (size_t i = 0; i < by_request_.size() && i < UINT32_MAX; ++i)
     if (i == 0 || by_request_[i - 1].requester != by_request_[i].requester)
-      if (auto it = objects.find(by_request_[i].requester); it != objects.end())
+      if (auto it = objects.own().find(by_request_[i].requester); it != objects.own().end())
         it->second.requests = static_cast<uint32_t>(i);
 }
 
@@ -282,10 +283,23 @@ const Obj* ProcessIndex::Requested(const Obj& requester, const std::string& name
 
 const Obj* ProcessIndex::AliveWithSoname(const std::string& soname, int64_t lmid,
                                          uint64_t seq) const {
-  auto it = by_soname.find(soname);
-  if (it == by_soname.end()) return nullptr;
-  for (const Obj* o : it->second)
-    if (o->lmid == lmid && o->open_seq <= seq && seq < o->close_seq) return o;
+  static const std::vector<const Obj*> none;
+  auto own = by_soname.find(soname);
+  const std::vector<const Obj*>& mine = own != by_soname.end() ? own->second : none;
+  const std::vector<const Obj*>* inherited = &none;
+  if (const ObjectTable::Inherited* in = objects.inherited())
+    if (auto it = in->by_soname.find(soname); it != in->by_soname.end()) inherited = &it->second;
+  // Both in id order: the first alive of the two (an inherited one the image has a row
+  // of its own for is that row's).
+  auto alive = [&](const Obj* o) { return o->lmid == lmid && o->open_seq <= seq && seq < o->close_seq; };
+  auto a = mine.begin();
+  for (const Obj* o : *inherited) {
+    for (; a != mine.end() && (*a)->id < o->id; ++a)
+      if (alive(*a)) return *a;
+    if (objects.own().count(o->id) == 0 && alive(o)) return o;
+  }
+  for (; a != mine.end(); ++a)
+    if (alive(*a)) return *a;
   return nullptr;
 }
 
@@ -509,8 +523,10 @@ class Context::ProcessReader {
         rows_[n++] = rows_[i];
     }
     rows_.resize(n);
-    for (size_t i = 0; i < n; ++i) rows_[i].second.index = static_cast<uint32_t>(i);
-    pi.objects.adopt_sequence(boost::container::ordered_unique_range, std::move(rows_));
+    if (p->inherited_objects() != 0) pi.objects.set_inherited(ctx_.InheritedTable(p->inherited_objects()));
+    const size_t first = pi.objects.InheritedRows().size();
+    for (size_t i = 0; i < n; ++i) rows_[i].second.index = static_cast<uint32_t>(first + i);
+    pi.objects.own().adopt_sequence(boost::container::ordered_unique_range, std::move(rows_));
     return pi;
   }
 
@@ -528,8 +544,31 @@ class Context::ProcessReader {
   bool any_ = false;
   v1::Entry latest_;
   size_t first_dlopen_ = SIZE_MAX;
-  ProcessIndex::Objects::sequence_type rows_;
+  ObjectTable::Rows::sequence_type rows_;
 };
+
+std::shared_ptr<const ObjectTable::Inherited> Context::InheritedTable(uint32_t table) {
+  auto& in = inherited_[table];
+  if (in != nullptr || table == 0 || table > static_cast<uint32_t>(t_.inherited_size())) return in;
+  auto made = std::make_shared<ObjectTable::Inherited>();
+  ObjectTable::Rows::sequence_type rows;
+  for (const v1::LoadedObject& lo : t_.inherited(static_cast<int>(table - 1)).objects()) {
+    if (!rows.empty() && rows.back().first >= lo.object().id()) continue;  // in id order, once
+    auto& [id, o] = rows.emplace_back(lo.object().id(), Obj{});
+    o.id = id;
+    o.path = Str(&strings_.Intern(lo.object().path()));
+    o.soname = Str(&strings_.Intern(lo.object().soname()));
+    o.lmid = lo.object().lmid();
+    o.open_seq = lo.open_seq();
+    if (lo.has_close_seq()) o.close_seq = lo.close_seq();
+    o.index = static_cast<uint32_t>(rows.size() - 1);
+  }
+  made->rows.adopt_sequence(boost::container::ordered_unique_range, std::move(rows));
+  for (const auto& [id, o] : made->rows)
+    if (!o.soname->empty()) made->by_soname[o.soname].push_back(&o);
+  in = std::move(made);
+  return in;
+}
 
 const Context::KeptLoad* Context::Facts(const v1::Load& l) {
   auto& alike = load_facts_[HashOfFacts(l)];

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <iterator>
 #include <ostream>
 #include <map>
 #include <memory>
@@ -166,13 +167,94 @@ struct Obj {
 // dlopens of one library has a few of them.
 v1::Load LoadFacts(const v1::Load& l);
 
+// A process image's objects by id, as one map in id order (the model's object table,
+// timeline.proto): the image's own rows and, for a fork child, the rows of its inherited
+// table that it has no row of its own for. The inherited rows are read-only and shared
+// by every child forked at that point of the parent (2,000 children of a 2,000-object
+// image hold one table), their Obj::index counting from 0, the own rows' from after them.
+class ObjectTable {
+ public:
+  using value_type = std::pair<uint64_t, Obj>;
+  // Sorted blocks are what every pass walks (most walk all objects); a deque: a churn's
+  // millions of objects are never copied whole into a bigger array as it grows.
+  using Rows = boost::container::flat_map<uint64_t, Obj, std::less<>, boost::container::deque<value_type>>;
+  // An inherited table as the context reads it (shared), with its objects by SONAME.
+  struct Inherited {
+    Rows rows;
+    std::unordered_map<std::string, std::vector<const Obj*>> by_soname;
+  };
+
+  class const_iterator {
+   public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = ObjectTable::value_type;
+    using difference_type = std::ptrdiff_t;
+    using pointer = const value_type*;
+    using reference = const value_type&;
+    const_iterator() = default;
+    const_iterator(const ObjectTable* t, Rows::const_iterator own, Rows::const_iterator inherited)
+        : t_(t), own_(own), inh_(inherited) {}
+    reference operator*() const { return Own() ? *own_ : *inh_; }
+    pointer operator->() const { return &**this; }
+    const_iterator& operator++() {
+      if (Own()) {
+        // An own row of an inherited id stands for both.
+        if (inh_ != t_->InheritedRows().end() && inh_->first == own_->first) ++inh_;
+        ++own_;
+      } else {
+        ++inh_;
+      }
+      return *this;
+    }
+    const_iterator operator++(int) {
+      const_iterator was = *this;
+      ++*this;
+      return was;
+    }
+    friend bool operator==(const const_iterator& a, const const_iterator& b) {
+      return a.own_ == b.own_ && a.inh_ == b.inh_;
+    }
+    friend bool operator!=(const const_iterator& a, const const_iterator& b) { return !(a == b); }
+
+   private:
+    bool Own() const {
+      return inh_ == t_->InheritedRows().end() || (own_ != t_->own_.end() && own_->first <= inh_->first);
+    }
+    const ObjectTable* t_ = nullptr;
+    Rows::const_iterator own_, inh_;
+  };
+
+  const_iterator begin() const { return {this, own_.begin(), InheritedRows().begin()}; }
+  const_iterator end() const { return {this, own_.end(), InheritedRows().end()}; }
+  const_iterator find(uint64_t id) const {
+    if (auto it = own_.find(id); it != own_.end()) return {this, it, InheritedRows().lower_bound(id)};
+    if (auto it = InheritedRows().find(id); it != InheritedRows().end()) return {this, own_.lower_bound(id), it};
+    return end();
+  }
+  bool empty() const { return own_.empty() && InheritedRows().empty(); }
+  // Every Obj::index is below this.
+  size_t slots() const { return InheritedRows().size() + own_.size(); }
+
+  // The image's own rows (Obj::index from InheritedRows().size()), and its inherited
+  // table (nullptr: none).
+  Rows& own() { return own_; }
+  const Rows& own() const { return own_; }
+  const Inherited* inherited() const { return inherited_.get(); }
+  void set_inherited(std::shared_ptr<const Inherited> in) { inherited_ = std::move(in); }
+  const Rows& InheritedRows() const {
+    static const Rows none;
+    return inherited_ != nullptr ? inherited_->rows : none;
+  }
+
+ private:
+  Rows own_;
+  std::shared_ptr<const Inherited> inherited_;
+};
+
 struct ProcessIndex {
   const v1::ProcessTimeline* p = nullptr;
-  // By id: every row of the model's object table. Sorted blocks are what every pass
-  // walks (most walk all objects); a deque: a churn's millions of objects are never
-  // copied whole into a bigger array as it grows.
-  using Objects = boost::container::flat_map<uint64_t, Obj, std::less<>,
-                                             boost::container::deque<std::pair<uint64_t, Obj>>>;
+  // By id: every row of the model's object table (with a fork child's inherited rows).
+  using Objects = ObjectTable;
   Objects objects;
   // Its entries that are not loads or unloads (those are in objects): the searches that
   // mapped nothing and the failed dlopens, in order; and how many of them came before
@@ -184,7 +266,7 @@ struct ProcessIndex {
   // The object requester got for name (a load entry's requested name), the first in id
   // order; nullptr: none.
   const Obj* Requested(const Obj& requester, const std::string& name) const;
-  // The objects of a SONAME, in id order.
+  // The own objects of a SONAME, in id order (the inherited ones: objects.inherited()).
   std::unordered_map<std::string, std::vector<const Obj*>> by_soname;
   // Builds the lookups over objects (in id order), once all objects are known, so that
   // a trace of a million dlopens is not searched object by object per object.
@@ -274,6 +356,8 @@ class Context {
   };
   const KeptLoad* Facts(const v1::Load& l);
   void AddProcess(ProcessIndex pi);
+  // Timeline.inherited's table `table` (1-based) as the processes read it, made once.
+  std::shared_ptr<const ObjectTable::Inherited> InheritedTable(uint32_t table);
 
   const v1::Timeline& t_;
   v1::Timeline* parts_of_ = nullptr;  // received in parts: processes are added here
@@ -296,6 +380,7 @@ class Context {
   std::unordered_map<std::string, Identity> identities_;  // SameFile's, by path
   const Identity& IdentityOf(const std::string& path);    // looked at once per path
   std::map<std::string, std::string> versions_;
+  std::map<uint32_t, std::shared_ptr<const ObjectTable::Inherited>> inherited_;
 };
 
 // The family of a library: its SONAME (or file name) up to ".so", without a wheel's

@@ -3,6 +3,7 @@
 // family under several sonames or in several dlmopen namespaces.
 #include <algorithm>
 #include <map>
+#include <string_view>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -52,7 +53,8 @@ struct Groups {
   std::map<NsKey, Objs> by_family;               // per namespace and family
 };
 
-Groups GroupObjects(const ProcessIndex& pi) {
+// family: each SONAME's family (by the context's string), kept across processes.
+Groups GroupObjects(const ProcessIndex& pi, std::unordered_map<const std::string*, std::string>& family) {
   // Gathered by (namespace, SONAME string of the context's pool) first: a churn's million
   // objects are a few groups, each SONAME's family worked out once.
   struct Group {
@@ -60,8 +62,12 @@ Groups GroupObjects(const ProcessIndex& pi) {
     const std::string* family;
     Objs objs;
   };
-  std::map<std::pair<int64_t, const std::string*>, Group> gathered;
-  std::unordered_map<const std::string*, std::string> family;
+  struct ByKey {
+    size_t operator()(const std::pair<int64_t, const std::string*>& k) const {
+      return std::hash<const void*>()(k.second) * 31 + static_cast<size_t>(k.first);
+    }
+  };
+  std::unordered_map<std::pair<int64_t, const std::string*>, Group, ByKey> gathered;
   for (const auto& [id, o] : pi.objects) {
     // Without a SONAME nothing can bind to an object by name: same-named Python
     // extension modules of different packages are different modules, not copies.
@@ -75,15 +81,35 @@ Groups GroupObjects(const ProcessIndex& pi) {
     group.family = &fam->second;
     group.objs.push_back(&o);
   }
+  // Every finding of this pass is about two objects or more of a group: a group of one
+  // is left out (a fork child's thousands of inherited libraries, each of its own SONAME,
+  // are not grouped and sorted again for each child).
+  struct ByFamily {
+    size_t operator()(const std::pair<int64_t, std::string_view>& k) const {
+      return std::hash<std::string_view>()(k.second) * 31 + static_cast<size_t>(k.first);
+    }
+  };
+  std::unordered_map<const std::string*, size_t> any_ns_count;
+  std::unordered_map<std::pair<int64_t, std::string_view>, size_t, ByFamily> family_count;
+  for (const auto& [key, group] : gathered) {
+    any_ns_count[group.soname] += group.objs.size();
+    family_count[{key.first, *group.family}] += group.objs.size();
+  }
   // In id order within each group, as the objects came.
   Groups g;
   for (auto& [key, group] : gathered) {
-    Objs& by_soname = g.by_soname[{key.first, *group.soname}];
-    Objs& any_ns = g.by_soname_any_ns[*group.soname];
-    Objs& by_family = g.by_family[{key.first, *group.family}];
-    by_soname.insert(by_soname.end(), group.objs.begin(), group.objs.end());
-    any_ns.insert(any_ns.end(), group.objs.begin(), group.objs.end());
-    by_family.insert(by_family.end(), group.objs.begin(), group.objs.end());
+    if (group.objs.size() >= 2) {
+      Objs& by_soname = g.by_soname[{key.first, *group.soname}];
+      by_soname.insert(by_soname.end(), group.objs.begin(), group.objs.end());
+    }
+    if (any_ns_count[group.soname] >= 2) {
+      Objs& any_ns = g.by_soname_any_ns[*group.soname];
+      any_ns.insert(any_ns.end(), group.objs.begin(), group.objs.end());
+    }
+    if (family_count[{key.first, *group.family}] >= 2) {
+      Objs& by_family = g.by_family[{key.first, *group.family}];
+      by_family.insert(by_family.end(), group.objs.begin(), group.objs.end());
+    }
   }
   // A SONAME's objects across namespaces, a family's across SONAMEs: in id order again.
   const auto by_id = [](const Obj* a, const Obj* b) { return a->id < b->id; };
@@ -195,8 +221,9 @@ void FindFamilySonames(Context& ctx, const ProcessIndex& pi, const NsKey& key, c
 // Per process: copies of one SONAME loaded together, then libraries in several
 // namespaces, then families under several sonames.
 void FindDuplicates(Context& ctx, v1::Report* out) {
+  std::unordered_map<const std::string*, std::string> family;
   for (const auto& pi : ctx.processes()) {
-    const Groups g = GroupObjects(pi);
+    const Groups g = GroupObjects(pi, family);
     for (const auto& [key, objs] : g.by_soname) FindCopies(ctx, pi, key, objs, out);
     FindNamespaceSets(ctx, pi, g.by_soname_any_ns, out);
     for (const auto& [key, objs] : g.by_family) FindFamilySonames(ctx, pi, key, objs, out);

@@ -89,7 +89,7 @@ class Pass {
   // the global scope whole (closed_), nor what is reached only through them: the
   // closures of a chain of dlopens are then each as long as what the dlopen added.
   std::vector<const Obj*> Closure(const Obj& o, bool skip_closed = false) const {
-    if (mark_.empty()) mark_.resize(pi_.objects.size());
+    if (mark_.empty()) mark_.resize(pi_.objects.slots());
     if (++stamp_ == 0) {  // the marks wrapped around: clear them
       std::fill(mark_.begin(), mark_.end(), 0);
       stamp_ = 1;
@@ -108,7 +108,7 @@ class Pass {
 
   // What each of o's NEEDED names was bound to, in order (computed once per object).
   const std::vector<const Obj*>& NeededBound(const Obj& o) const {
-    if (needed_bound_.empty()) needed_bound_.resize(pi_.objects.size());
+    if (needed_bound_.empty()) needed_bound_.resize(pi_.objects.slots());
     auto& [known, bound] = needed_bound_[o.index];
     if (known) return bound;
     known = true;
@@ -128,7 +128,7 @@ class Pass {
   }
 
   void Add(const Obj* o, uint64_t since, Via via, const Obj* root) {
-    if (in_global_.empty()) in_global_.resize(pi_.objects.size());
+    if (in_global_.empty()) in_global_.resize(pi_.objects.slots());
     if (in_global_[o->index]) return;
     in_global_[o->index] = true;
     global_.push_back({o, since, via, root});
@@ -171,7 +171,7 @@ class Pass {
         for (const Obj* c : closure)
           Add(c, since + 1, ModeOf(*o) == Mode::kGlobal ? Via::kGlobalDlopen : Via::kMaybeGlobalDlopen, o);
         if (closure.size() < kMaxClosure) {
-          if (closed_.empty()) closed_.resize(pi_.objects.size());
+          if (closed_.empty()) closed_.resize(pi_.objects.slots());
           for (const Obj* c : closure) closed_[c->index] = true;
         }
       }

@@ -48,7 +48,11 @@ std::string HighestGlibcxx(Context& ctx, const std::string& path) {
 
 class Pass {
  public:
-  Pass(Context& ctx, const ProcessIndex& pi, v1::Report* out) : ctx_(ctx), pi_(pi), out_(out) {}
+  // classified: what Classify said of each (name, path), kept across processes (the
+  // context's strings are shared: fork children inherit thousands of the same objects).
+  using Classified = std::map<std::pair<const std::string*, const std::string*>, RuntimeId>;
+  Pass(Context& ctx, const ProcessIndex& pi, Classified& classified, v1::Report* out)
+      : ctx_(ctx), pi_(pi), out_(out), classified_(classified) {}
 
   void Run() {
     std::map<std::pair<int64_t, Runtime>, std::vector<Member>> by_runtime;
@@ -236,17 +240,18 @@ class Pass {
     Emit(std::move(f));
   }
 
-  std::map<std::pair<const std::string*, const std::string*>, RuntimeId> classified_;  // (name, path)
   Context& ctx_;
   const ProcessIndex& pi_;
   v1::Report* out_;
+  Classified& classified_;
   std::set<const Obj*> fell_through_;
 };
 
 }  // namespace
 
 void FindRuntimeFamilies(Context& ctx, v1::Report* out) {
-  for (const auto& pi : ctx.processes()) Pass(ctx, pi, out).Run();
+  Pass::Classified classified;
+  for (const auto& pi : ctx.processes()) Pass(ctx, pi, classified, out).Run();
 }
 
 }  // namespace ldscope::analysis

@@ -39,7 +39,7 @@ using boost::container::flat_map;
 
 // The byte strings the object table repeats (paths, SONAMEs, NEEDED lists: a churn of
 // dlopens loads the same few files millions of times), each kept once and named by its
-// number. One pool per BuildTimeline call: fork children copy their parent's objects.
+// number. One pool per BuildTimeline call: fork children inherit their parent's objects.
 class Names {
  public:
   static constexpr uint32_t kNone = UINT32_MAX;
@@ -95,6 +95,16 @@ struct Obj {
   bool ended = false;                // an Unload or FailedDlopen entry ended it
   bool has_open_seq = false, has_close_seq = false;
   bool row_given = false;            // its object-table row went out with a part
+};
+
+// The objects a fork child inherits: its parent's open at the fork, as the child's
+// (inherited, open from the start), with the index of their names; shared by every child
+// forked at that point of that parent (2,000 children of a 2,000-object image hold one
+// table, not 2,000 copies). table: its 1-based index in Timeline.inherited.
+struct Inherited {
+  flat_map<uint64_t, Obj> objects;
+  std::unordered_map<uint32_t, boost::container::flat_set<uint64_t>> by_name;
+  uint32_t table = 0;
 };
 
 struct PendingSearch {
@@ -198,10 +208,12 @@ class ProcessBuilder {
     names_.ListId(std::vector<std::string>{});  // list 0: no NEEDED entries
   }
 
-  void Inherit(const ProcessBuilder& parent, uint64_t before_seq) {
-    for (const auto& [id, o] : parent.objects_) {
-      if (!o.has_open_seq || o.open_seq >= before_seq) continue;
-      if (o.has_close_seq && o.close_seq < before_seq) continue;
+  // The objects a child forked at before_seq inherits from this image (final).
+  std::shared_ptr<Inherited> Inheritance(uint64_t before_seq) const {
+    auto in = std::make_shared<Inherited>();
+    ForEachObject([&](uint64_t id, const Obj& o) {
+      if (!o.has_open_seq || o.open_seq >= before_seq) return;
+      if (o.has_close_seq && o.close_seq < before_seq) return;
       Obj copy = o;
       copy.is_open = true;
       copy.load_entry = -1;
@@ -214,9 +226,35 @@ class ProcessBuilder {
       copy.has_close_seq = false;
       copy.close_seq = 0;
       copy.row_given = false;
-      objects_[id] = copy;
-      Opened(id, copy);
-    }
+      in->objects.emplace_hint(in->objects.end(), id, copy);
+      for (uint32_t n : {copy.alias, copy.soname, copy.path})
+        if (n != Names::kNone) in->by_name[n].insert(id);
+    });
+    return in;
+  }
+
+  // The image is a fork child that inherited these objects (read, never changed: what
+  // the child changes of one of them is its own copy in objects_).
+  void Inherit(std::shared_ptr<const Inherited> in) {
+    base_ = std::move(in);
+    out_->set_inherited_objects(base_->table);
+  }
+
+  // The table of the image's objects: its own and, for a fork child, the inherited
+  // ones it did not change, in id order.
+  template <class F>
+  void ForEachObject(F f) const {
+    auto own = objects_.begin();
+    auto put_own_before = [&](uint64_t id) {
+      for (; own != objects_.end() && own->first < id; ++own) f(own->first, own->second);
+    };
+    if (base_ != nullptr)
+      for (const auto& [id, o] : base_->objects) {
+        put_own_before(id);
+        if (own != objects_.end() && own->first == id) continue;  // the child's copy
+        f(id, o);
+      }
+    for (; own != objects_.end(); ++own) f(own->first, own->second);
   }
 
   void Add(const v1::Event& e) {
@@ -267,6 +305,11 @@ class ProcessBuilder {
     FlushCloses(true);  // closes that end the stream are the exit's
     if (batch_open_) EndBatch();
     for (uint64_t id : open_) Ref(id, out_->add_loaded_at_end());
+    if (base_ != nullptr) {
+      uint32_t untouched = 0;
+      for (const auto& [id, o] : base_->objects) untouched += objects_.count(id) == 0;
+      out_->set_inherited_open_at_end(untouched);
+    }
     for (const auto& e : out_->entries()) dirs_.Add(e);
     dirs_.Set(out_);
     if (final_entries_ == nullptr || with_rows_) EmitObjects();
@@ -278,8 +321,60 @@ class ProcessBuilder {
   // (With rows, the builder forgets ended objects once their rows are out: the same
   // answer either way.)
   const Obj* Live(uint64_t id) const {
-    auto it = objects_.find(id);
-    return it != objects_.end() && !it->second.ended ? &it->second : nullptr;
+    const Obj* o = Find(id);
+    return o != nullptr && !o->ended ? o : nullptr;
+  }
+
+  // The object of id: the image's own, else the inherited one (nullptr: none).
+  const Obj* Find(uint64_t id) const {
+    if (auto it = objects_.find(id); it != objects_.end()) return &it->second;
+    if (base_ != nullptr)
+      if (auto it = base_->objects.find(id); it != base_->objects.end()) return &it->second;
+    return nullptr;
+  }
+
+  // The object of id to change: an inherited one is copied into the image's own first
+  // (open, as it was inherited); an unknown id gets a new one.
+  Obj& Mut(uint64_t id) {
+    if (auto it = objects_.find(id); it != objects_.end()) return it->second;
+    if (base_ != nullptr)
+      if (auto it = base_->objects.find(id); it != base_->objects.end()) {
+        Obj& o = objects_[id] = it->second;
+        Opened(id, o);
+        return o;
+      }
+    return objects_[id];
+  }
+
+  // f(id) over the open objects in id order (the inherited ones the image did not
+  // change, and its own), until f returns true; name: only those of that name (a Names
+  // id: requested name, SONAME or path).
+  template <class F>
+  void ForEachOpen(F f, uint32_t name = Names::kNone) const {
+    static const boost::container::flat_set<uint64_t> none;
+    const boost::container::flat_set<uint64_t>* own = &open_;
+    if (name != Names::kNone) {
+      auto it = open_by_name_.find(name);
+      own = it != open_by_name_.end() ? &it->second : &none;
+    }
+    auto a = own->begin();
+    // An inherited object, after the image's own before it; true: stop.
+    auto inherited = [&](uint64_t id) {
+      for (; a != own->end() && *a < id; ++a)
+        if (f(*a)) return true;
+      return objects_.count(id) == 0 && f(id);  // else the image's copy (in own if open)
+    };
+    if (base_ != nullptr) {
+      if (name == Names::kNone) {
+        for (const auto& [id, o] : base_->objects)
+          if (inherited(id)) return;
+      } else if (auto it = base_->by_name.find(name); it != base_->by_name.end()) {
+        for (uint64_t id : it->second)
+          if (inherited(id)) return;
+      }
+    }
+    for (; a != own->end(); ++a)
+      if (f(*a)) return;
   }
 
   void Fill(const Obj& o, v1::ObjectRef* r) const {
@@ -320,10 +415,14 @@ class ProcessBuilder {
   }
 
   // The object table's row of object id (timeline.proto's LoadedObject).
-  void Row(uint64_t id, const Obj& o) {
-    v1::LoadedObject* lo = Add(out_->mutable_objects());
+  void Row(uint64_t id, const Obj& o) { Row(id, o, names_, Add(out_->mutable_objects())); }
+
+ public:
+  static void Row(uint64_t id, const Obj& o, const Names& names, v1::LoadedObject* lo) {
     lo->mutable_object()->set_id(id);
-    Fill(o, lo->mutable_object());
+    lo->mutable_object()->set_path(names[o.path]);
+    lo->mutable_object()->set_soname(names[o.soname]);
+    lo->mutable_object()->set_lmid(o.lmid);
     lo->set_inherited(o.inherited);
     if (o.ended) lo->set_close_seq(o.end_seq);
     if (o.load_entry < 0) return;
@@ -334,6 +433,7 @@ class ProcessBuilder {
     if (o.has_found_by) lo->set_found_by(o.found_by);
   }
 
+ private:
   // The object table, in id order (with rows: the rows not given yet).
   void EmitObjects() {
     for (auto& [id, o] : objects_) {
@@ -382,6 +482,9 @@ class ProcessBuilder {
       for (uint64_t id : ended_) {
         auto it = objects_.find(id);
         if (it == objects_.end() || !it->second.ended || (with_rows_ && !it->second.row_given)) continue;
+        // The copy of an inherited object stays: without it, the inherited one would be
+        // read as open again.
+        if (base_ != nullptr && base_->objects.count(id) != 0) continue;
         objects_.erase(it);
         searched_.erase(searched_.lower_bound({id, 0}), searched_.lower_bound({id + 1, 0}));
       }
@@ -515,7 +618,7 @@ class ProcessBuilder {
     obj.load_seq = en->seq();
     obj.has_open_seq = true;
     obj.open_seq = e.seq();
-    Obj& slot = objects_[o.id()];
+    Obj& slot = Mut(o.id());
     // The searches of an object that ended are not this one's (whether the builder still
     // holds that object or forgot it: Live).
     if (slot.ended) searched_.erase(searched_.lower_bound({o.id(), 0}), searched_.lower_bound({o.id() + 1, 0}));
@@ -579,13 +682,14 @@ class ProcessBuilder {
       return;
     }
     for (const auto& c : pending_.tried) {
-      for (uint64_t id : open_) {
-        if (names_[objects_.at(id).path] == c.path()) {
-          s->set_outcome("same file as an object already loaded");
-          Ref(id, s->mutable_same_as());
-          return;
-        }
-      }
+      bool same = false;
+      ForEachOpen([&](uint64_t id) {
+        if (names_[Find(id)->path] != c.path()) return false;
+        s->set_outcome("same file as an object already loaded");
+        Ref(id, s->mutable_same_as());
+        return same = true;
+      });
+      if (same) return;
     }
     s->set_outcome(pending_.tried.empty() && pending_.name.find('/') == std::string::npos
                        ? "no candidate tried (RTLD_NOLOAD probe, or every directory skipped)"
@@ -606,26 +710,26 @@ class ProcessBuilder {
       v1::Load* l = LoadOf(o);
       for (uint32_t name : names_.List(o.needed)) {
         if (searched_.count({id, name}) != 0) continue;
-        const auto named = open_by_name_.find(name);
-        if (named == open_by_name_.end()) continue;
-        for (uint64_t oid : named->second) {
-          const Obj& other = objects_.at(oid);
-          if (oid == id || other.lmid != o.lmid) continue;
-          std::string how;
-          if (other.alias == name)
-            how = "requested name";
-          else if (other.soname == name)
-            how = "SONAME";
-          else if (other.path == name)
-            how = "file name";
-          if (how.empty()) continue;
-          v1::Reuse* r = l->add_reused();
-          r->set_name(names_[name]);
-          RefById(oid, r->mutable_object());
-          r->set_matched_by(how);
-          r->set_loaded_earlier(other.batch < o.batch);
-          break;
-        }
+        ForEachOpen(
+            [&](uint64_t oid) {
+              const Obj& other = *Find(oid);
+              if (oid == id || other.lmid != o.lmid) return false;
+              std::string how;
+              if (other.alias == name)
+                how = "requested name";
+              else if (other.soname == name)
+                how = "SONAME";
+              else if (other.path == name)
+                how = "file name";
+              if (how.empty()) return false;
+              v1::Reuse* r = l->add_reused();
+              r->set_name(names_[name]);
+              RefById(oid, r->mutable_object());
+              r->set_matched_by(how);
+              r->set_loaded_earlier(other.batch < o.batch);
+              return true;
+            },
+            name);
       }
     }
   }
@@ -682,7 +786,7 @@ class ProcessBuilder {
     for (size_t i = 0; i < closes_.ids.size(); ++i) {
       // An id first seen here (its open was lost), or whose object had ended, gets a row
       // of its own.
-      Obj& o = objects_[closes_.ids[i]];
+      Obj& o = Mut(closes_.ids[i]);
       if (open_.count(closes_.ids[i]) != 0) Closed(closes_.ids[i], o);
       if (o.ended) o = Obj{};
       o.is_open = false;
@@ -714,7 +818,11 @@ class ProcessBuilder {
   bool lossy_ = false;
   // In id order; the open ones by id too: FlushSearch and EndBatch walk the open objects
   // only (a churn of dlopens keeps millions of closed ones).
+  // For a fork child, the inherited objects it did not change are base_'s: objects_ holds
+  // its own objects and its copies of those it changed (Mut), open_ and open_by_name_
+  // those of them that are open.
   flat_map<uint64_t, Obj> objects_;
+  std::shared_ptr<const Inherited> base_;
   boost::container::flat_set<uint64_t> open_;
   // The open objects by each of their names (Names ids): EndBatch matches a NEEDED name
   // with them, not with every open object (a chain of thousands of dlopens stays linear).
@@ -1167,6 +1275,8 @@ void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out, const Proce
   Names names;
   // Kept for fork children (which read only their parent's object table).
   std::vector<std::unique_ptr<ProcessBuilder>> builders;
+  // What the children forked at one point of one image inherit: (image index, seq).
+  std::map<std::pair<size_t, uint64_t>, std::shared_ptr<const Inherited>> inherited;
   // Where the images handed to parts make their entries and rows (reset at each
   // hand-over; it outlives each image's timeline).
   std::optional<store::ReusedArena> parts_arena;
@@ -1200,7 +1310,20 @@ void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out, const Proce
                                   start->parent_image_start_ns()});
       if (it != image_index.end() && it->second < builders.size()) {
         p->set_parent_stream(images[it->second].stream);
-        b->Inherit(*builders[it->second], start->parent_seq_at_fork());
+        std::shared_ptr<const Inherited>& in = inherited[{it->second, start->parent_seq_at_fork()}];
+        if (in == nullptr) {
+          std::shared_ptr<Inherited> made = builders[it->second]->Inheritance(start->parent_seq_at_fork());
+          // Listed once in the timeline, when it has an object table (not `show`'s text).
+          if (!parts || with_objects) {
+            v1::InheritedObjects* t = tl.add_inherited();
+            t->set_parent_stream(p->parent_stream());
+            t->set_parent_seq_at_fork(start->parent_seq_at_fork());
+            for (const auto& [id, o] : made->objects) ProcessBuilder::Row(id, o, names, t->add_objects());
+            made->table = static_cast<uint32_t>(tl.inherited_size());
+          }
+          in = std::move(made);
+        }
+        b->Inherit(in);
       }
     }
     // The events are in seq order: the distinct seqs are counted as they change.
