@@ -193,5 +193,7 @@ void ComplainDamage(const std::string& file, uint64_t offset, const std::string&
                     const char* analysing);
 // Says "no trace could be read" and returns kUsage.
 int NoTrace();
+// The traces of paths hold more than a reader takes (store::TooLarge): says so, true.
+bool RefuseTooLarge(const std::vector<std::string>& paths);
 
 }  // namespace ldscope::cli

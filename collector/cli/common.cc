@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "cli/commands.h"
 #include "redact.h"
 #include "store/output_file.h"
+#include "store/trace_file.h"
 #include "text/escape.h"
 #include "text/strings.h"
 
@@ -53,6 +55,12 @@ void ComplainDamage(const std::string& file, uint64_t offset, const std::string&
 int NoTrace() {
   Complain("no trace could be read");
   return kUsage;
+}
+
+bool RefuseTooLarge(const std::vector<std::string>& paths) {
+  const std::optional<std::string> too_large = store::TooLarge(paths);
+  if (too_large) Complain(*too_large);
+  return too_large.has_value();
 }
 
 Result<std::string> SelfExe() {

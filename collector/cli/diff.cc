@@ -13,6 +13,7 @@
 namespace ldscope::cli {
 
 int Diff(const DiffOptions& opt) {
+  if (RefuseTooLarge({opt.base, opt.now})) return kUsage;
   const store::TraceSet base = store::LoadTracesIndexed({opt.base});
   const store::TraceSet now = store::LoadTracesIndexed({opt.now});
   int rc = kOk;

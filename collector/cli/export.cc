@@ -75,6 +75,7 @@ int Export(const ExportOptions& opt) {
       Complain(s.error());
       return kWriteFailed;
     }
+  if (RefuseTooLarge(opt.traces)) return kUsage;
   const store::TraceSet traces = store::LoadTracesIndexed(opt.traces);
   for (const auto& e : traces.errors) Complain(e);
   for (const auto& f : traces.files)

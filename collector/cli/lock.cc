@@ -59,6 +59,7 @@ int Lock(const LockOptions& opt) {
     Complain(s.error());
     return kWriteFailed;
   }
+  if (RefuseTooLarge(opt.traces)) return kUsage;
   v1::Timeline timeline;
   if (!LoadTimeline(opt.traces, "locking", &timeline)) return NoTrace();
   // A lock is a baseline: say where the trace may not hold everything that was loaded.
@@ -88,6 +89,7 @@ int Check(const CheckOptions& opt) {
     return kUsage;
   }
   const v1::Lock& lock = *read;
+  if (RefuseTooLarge(opt.traces)) return kUsage;
   v1::Timeline timeline;
   if (!LoadTimeline(opt.traces, "checking", &timeline)) return NoTrace();
   const int rc = CheckAgainstLock(timeline, lock, text::Escape(opt.lock), opt.ignore_build_id,

@@ -130,6 +130,7 @@ int Report(const ReportCommandOptions& opt) {
     Complain(s.error());
     return kWriteFailed;
   }
+  if (RefuseTooLarge(opt.traces)) return kUsage;
   // Traces of several hosts: one host at a time, then across them (report_hosts.cc).
   std::vector<std::string> errors;
   std::vector<HostInput> hosts = GroupByHost(opt.traces, &errors);

@@ -10,6 +10,7 @@
 namespace ldscope::cli {
 
 int Show(const ShowOptions& opt) {
+  if (RefuseTooLarge(opt.traces)) return kUsage;
   store::TraceSet traces = store::LoadTracesIndexed(opt.traces);
   google::protobuf::Arena arena(model::TimelineArenaOptions());
   v1::Timeline& timeline = *model::ArenaTimeline(&arena);

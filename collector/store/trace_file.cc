@@ -765,6 +765,28 @@ TraceSet Load(const std::vector<std::string>& paths, bool decoded) {
 
 }  // namespace
 
+std::optional<std::string> TooLarge(const std::vector<std::string>& paths) {
+  uint64_t total = 0;
+  auto add = [&](const std::string& file) {
+    struct stat st;
+    if (stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode)) total += static_cast<uint64_t>(st.st_size);
+  };
+  for (const auto& p : paths) {
+    struct stat st;
+    if (stat(p.c_str(), &st) != 0) continue;
+    if (!S_ISDIR(st.st_mode)) {
+      add(p);
+      continue;
+    }
+    if (const Result<std::vector<std::string>> names = TraceNamesIn(p); names.ok())
+      for (const auto& n : *names) add(p + "/" + n);
+  }
+  if (total <= kMaxTraceBytes) return std::nullopt;
+  return fmt::format("too large: the traces given hold {} bytes, and ldscope reads at most {} bytes ({} GiB) "
+                     "of trace at once; read fewer of them at a time",
+                     total, kMaxTraceBytes, kMaxTraceBytes >> 30);
+}
+
 TraceSet LoadTraces(const std::vector<std::string>& paths) { return Load(paths, true); }
 TraceSet LoadTracesIndexed(const std::vector<std::string>& paths) { return Load(paths, false); }
 

@@ -222,6 +222,14 @@ struct TraceSet {
 // The *.ldscope file names in a directory, sorted; an error when it cannot be read or
 // holds none.
 Result<std::vector<std::string>> TraceNamesIn(const std::string& dir);
+// The most bytes of trace one command reads (all its files together): past it the
+// traces are refused before any is read (docs/ARCHITECTURE.md, "Bounds on reading a
+// trace"). Within it, a reader's memory is bounded by the trace's size.
+inline constexpr uint64_t kMaxTraceBytes = 4ull << 30;
+// "too large: ..." when the files and directories (their *.ldscope files) of paths hold
+// more than kMaxTraceBytes together; nothing when they hold less, or when one cannot be
+// looked at (reading it says why).
+std::optional<std::string> TooLarge(const std::vector<std::string>& paths);
 // Loads files and LDSCOPE_DIR directories (every *.ldscope file inside). Events from
 // per-process files (stream 0) get a stream number of their own per file.
 TraceSet LoadTraces(const std::vector<std::string>& paths);

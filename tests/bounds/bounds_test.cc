@@ -84,6 +84,51 @@ TEST_P(Bounds, EveryReaderWithinTheBound) {
   }
 }
 
+// Past the size a reader takes (docs/ARCHITECTURE.md: 4 GiB of trace in all), every
+// command refuses the traces at once, before reading them: exit 2, "too large: ". The
+// files are sparse (a valid trace's bytes, then a hole): they take no disk.
+TEST(Bounds, TraceSetsPastTheCapAreRefused) {
+  const std::string dir = ScratchDir("bounds_cap"), big = dir + "/big.ldscope", half_a = dir + "/half_a.ldscope",
+                    half_b = dir + "/half_b.ldscope", small = dir + "/small.ldscope", small_b = dir + "/small_b.ldscope",
+                    lock = dir + "/lock";
+  ASSERT_TRUE(WriteTrace(small, Shape::kForks, {1, 1}));
+  ASSERT_TRUE(WriteTrace(small_b, Shape::kForks, {1, 1}, "shapes-b"));
+  constexpr uint64_t kCap = 4ull << 30;
+  for (const auto& [path, from, size] : {std::tuple{big, small, kCap + 1}, std::tuple{half_a, small, kCap / 2 + 1},
+                                         std::tuple{half_b, small_b, kCap / 2 + 1}}) {
+    const std::string head = ReadFile(from);
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(write(fd, head.data(), head.size()), static_cast<ssize_t>(head.size()));
+    ASSERT_EQ(ftruncate(fd, static_cast<off_t>(size)), 0);
+    close(fd);
+  }
+  // A lock to check against, made of a small trace.
+  ASSERT_EQ(RunLimited({LDSCOPE_BIN, "lock", small, "-o", lock}, dir + "/out", dir + "/err").status, 0);
+  const std::vector<std::vector<std::string>> commands = {
+      {"show", big},
+      {"show", "--format", "json", big},
+      {"report", big},
+      {"report", small, big},
+      {"report", half_a, half_b},  // two hosts' traces, too large together
+      {"lock", big, "-o", dir + "/lock2"},
+      {"check", "--lock", lock, big},
+      {"diff", small, big},
+      {"diff", half_a, half_b},  // the two sides together
+      {"export", "--chrome", "-o", dir + "/chrome.json", big},
+  };
+  for (const auto& cmd : commands) {
+    std::vector<std::string> argv = {LDSCOPE_BIN};
+    argv.insert(argv.end(), cmd.begin(), cmd.end());
+    const Child c = RunLimited(argv, dir + "/out", dir + "/err");
+    std::string what = "ldscope";
+    for (const auto& a : cmd) what += " " + a;
+    ASSERT_TRUE(WIFEXITED(c.status)) << what << " died of signal " << WTERMSIG(c.status) << "\n" << c.err;
+    EXPECT_EQ(WEXITSTATUS(c.status), 2) << what << "\n" << c.err;
+    EXPECT_NE(c.err.find("too large: "), std::string::npos) << what << "\n" << c.err;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, Bounds, ::testing::ValuesIn(Shapes()),
                          [](const auto& info) { return info.param.first; });
 

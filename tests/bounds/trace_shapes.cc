@@ -250,10 +250,10 @@ Events Build(Shape s, const ShapeSize& n) {
   return ev;
 }
 
-v1::TraceHeader Header() {
+v1::TraceHeader Header(const std::string& host = "shapes") {
   v1::TraceHeader h;
   h.set_format_version(1);
-  h.set_host("shapes");
+  h.set_host(host);
   h.set_glibc_version("2.36");
   h.set_start_unix_ns(1'700'000'000'000'000'000ull);
   h.set_start_mono_ns(kStart);
@@ -306,9 +306,9 @@ std::string MakeTrace(Shape s, const ShapeSize& size) {
   return out;
 }
 
-bool WriteTrace(const std::string& path, Shape s, const ShapeSize& size) {
+bool WriteTrace(const std::string& path, Shape s, const ShapeSize& size, const std::string& host) {
   store::TraceWriter w;
-  if (!w.Open(path, Header()).ok()) return false;
+  if (!w.Open(path, Header(host)).ok()) return false;
   const Events ev = Build(s, size);
   for (const auto& [e, stream] : ev.all()) {
     const std::string bytes = e.SerializeAsString();

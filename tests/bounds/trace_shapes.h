@@ -30,7 +30,7 @@ ShapeSize FullSize(Shape s);
 
 // The trace's bytes (a TraceHeader, then delimited events, as store::TraceWriter writes).
 std::string MakeTrace(Shape s, const ShapeSize& size);
-// Writes it to path with store::TraceWriter; false on failure.
-bool WriteTrace(const std::string& path, Shape s, const ShapeSize& size);
+// Writes it to path with store::TraceWriter, its header naming host; false on failure.
+bool WriteTrace(const std::string& path, Shape s, const ShapeSize& size, const std::string& host = "shapes");
 
 }  // namespace ldscope::testing
