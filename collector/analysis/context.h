@@ -7,6 +7,7 @@
 #include <deque>
 #include <iterator>
 #include <ostream>
+#include <stdexcept>
 #include <map>
 #include <memory>
 #include <string>
@@ -231,7 +232,19 @@ class ObjectTable {
     if (auto it = InheritedRows().find(id); it != InheritedRows().end()) return {this, own_.lower_bound(id), it};
     return end();
   }
+  const Obj& at(uint64_t id) const {
+    const const_iterator it = find(id);
+    if (it == end()) throw std::out_of_range("ObjectTable::at");
+    return it->second;
+  }
   bool empty() const { return own_.empty() && InheritedRows().empty(); }
+  // The rows (an own row of an inherited id counts once).
+  size_t size() const {
+    size_t n = InheritedRows().size() + own_.size();
+    if (!InheritedRows().empty())
+      for (const auto& [id, o] : own_) n -= InheritedRows().count(id);
+    return n;
+  }
   // Every Obj::index is below this.
   size_t slots() const { return InheritedRows().size() + own_.size(); }
 

@@ -9,6 +9,7 @@
 #include <regex>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -56,11 +57,45 @@ std::string Describe(const v1::LockedFile& f) {
 
 bool Known(const std::string& v) { return !v.empty() && v != kUnknown; }
 
-bool Matches(const v1::LockedFile& a, const v1::LockedFile& b, bool ignore_build_id) {
-  return a.root() == b.root() && a.file() == b.file() &&
-         (!Known(a.version()) || !Known(b.version()) || a.version() == b.version()) &&
-         (ignore_build_id || !Known(a.build_id()) || !Known(b.build_id()) ||
-          a.build_id() == b.build_id());
+// Whether every copy of `from` matches one of `in`: the same root and file, the same
+// version and build-id where both sides know them. Through an index of in's copies by
+// file: a library of 32,000 copies is not compared copy by copy with each other.
+bool Covered(const v1::LockedLibrary& from, const v1::LockedLibrary& in, bool ignore_build_id) {
+  // Unknown (or, ignored, any build-id) as "": it matches anything.
+  auto version = [](const v1::LockedFile& f) { return Known(f.version()) ? f.version() : std::string(); };
+  auto build_id = [&](const v1::LockedFile& f) {
+    return !ignore_build_id && Known(f.build_id()) ? f.build_id() : std::string();
+  };
+  struct Copies {
+    std::set<std::pair<std::string, std::string>> both;  // (version, build-id)
+    std::set<std::string> versions, build_ids;
+  };
+  std::unordered_map<std::string, Copies> by_file;  // root \0 file
+  for (const auto& g : in.copies()) {
+    Copies& c = by_file[g.root() + '\0' + g.file()];
+    c.both.insert({version(g), build_id(g)});
+    c.versions.insert(version(g));
+    c.build_ids.insert(build_id(g));
+  }
+  for (const auto& f : from.copies()) {
+    auto it = by_file.find(f.root() + '\0' + f.file());
+    if (it == by_file.end()) return false;
+    const Copies& c = it->second;
+    const std::string v = version(f), b = build_id(f);
+    bool found = false;
+    if (v.empty() && b.empty())
+      found = true;
+    else if (v.empty())
+      found = c.build_ids.count(b) != 0 || c.build_ids.count("") != 0;
+    else if (b.empty())
+      found = c.versions.count(v) != 0 || c.versions.count("") != 0;
+    else
+      for (const auto& [gv, gb] : {std::pair{v, b}, std::pair{std::string(), b}, std::pair{v, std::string()},
+                                   std::pair{std::string(), std::string()}})
+        found |= c.both.count({gv, gb}) != 0;
+    if (!found) return false;
+  }
+  return true;
 }
 
 void Add(v1::LockCheck* out, v1::LockDifference::Kind kind, const std::string& program,
@@ -245,12 +280,7 @@ v1::LockCheck CheckLock(const v1::Lock& locked, const v1::Lock& traced, bool ign
       }
       // Several copies: every copy on each side must match one on the other.
       auto covered = [&](const v1::LockedLibrary& from, const v1::LockedLibrary& in) {
-        for (const auto& f : from.copies()) {
-          bool found = false;
-          for (const auto& g : in.copies()) found |= Matches(f, g, ignore_build_id);
-          if (!found) return false;
-        }
-        return true;
+        return Covered(from, in, ignore_build_id);
       };
       if (!covered(x, y) || !covered(y, x))
         Add(&out, v1::LockDifference::COPIES_CHANGED, key, name, Copies(x), Copies(y));

@@ -134,8 +134,8 @@ TEST(Context, LoadsAlikeShareWhatThePassesRead) {
   ASSERT_EQ(objects.size(), 1 + alike.size() + different.size());
   const v1::Load* facts = objects.begin()->second.load;
   size_t i = 1;
-  for (const auto& [what, change] : alike) EXPECT_EQ((objects.begin() + i++)->second.load, facts) << what;
-  for (const auto& [what, change] : different) EXPECT_NE((objects.begin() + i++)->second.load, facts) << what;
+  for (const auto& [what, change] : alike) EXPECT_EQ(std::next(objects.begin(), i++)->second.load, facts) << what;
+  for (const auto& [what, change] : different) EXPECT_NE(std::next(objects.begin(), i++)->second.load, facts) << what;
 }
 
 // A library's family: its base name up to ".so", less a wheel's hash suffix

@@ -58,29 +58,43 @@ class Bounds : public ::testing::TestWithParam<std::pair<std::string, Shape>> {}
 TEST_P(Bounds, EveryReaderWithinTheBound) {
   const auto& [name, shape] = GetParam();
   const std::string dir = ScratchDir("bounds_" + name), trace = dir + "/t.ldscope";
+  // The same shape traced on another host: the two make a report over hosts.
+  const std::string other = dir + "/other.ldscope";
   ASSERT_TRUE(WriteTrace(trace, shape, FullSize(shape)));
-  struct stat st {};
+  ASSERT_TRUE(WriteTrace(other, shape, FullSize(shape), "shapes-b"));
+  struct stat st {}, other_st{};
   ASSERT_EQ(stat(trace.c_str(), &st), 0);
-  const uint64_t bound = kPerByte * static_cast<uint64_t>(st.st_size) + kBase;
-  const std::vector<std::vector<std::string>> commands = {
-      {"show", trace},
-      {"report", trace},
-      {"report", "--format", "json", trace},
-      {"lock", trace, "-o", dir + "/lock"},
-      {"diff", trace, trace},
-      {"export", "--chrome", "-o", dir + "/chrome.json", trace},
+  ASSERT_EQ(stat(other.c_str(), &other_st), 0);
+  // The commands that read both traces are held to the bound of both.
+  const uint64_t one = static_cast<uint64_t>(st.st_size), both = one + static_cast<uint64_t>(other_st.st_size);
+  struct Command {
+    std::string what;
+    std::vector<std::string> args;
+    uint64_t bytes;  // of trace read
   };
-  for (const auto& cmd : commands) {
+  const std::vector<Command> commands = {
+      {"show", {"show", trace}, one},
+      {"report", {"report", trace}, one},
+      {"report json", {"report", "--format", "json", trace}, one},
+      {"lock", {"lock", trace, "-o", dir + "/lock"}, one},
+      // After lock: the traces against the lock made of them.
+      {"check --lock", {"check", "--lock", dir + "/lock", trace}, one},
+      {"diff", {"diff", trace, trace}, both},
+      {"export", {"export", "--chrome", "-o", dir + "/chrome.json", trace}, one},
+      {"report over hosts", {"report", trace, other}, both},
+  };
+  for (const auto& [cmd_what, cmd, bytes] : commands) {
+    const uint64_t bound = kPerByte * bytes + kBase;
     std::vector<std::string> argv = {LDSCOPE_BIN};
     argv.insert(argv.end(), cmd.begin(), cmd.end());
     const Child c = RunLimited(argv, dir + "/out", dir + "/err");
-    const std::string what = name + ": ldscope " + cmd[0] + (cmd.size() > 2 && cmd[1] == "--format" ? " json" : "");
+    const std::string what = name + ": ldscope " + cmd_what;
     ASSERT_TRUE(WIFEXITED(c.status)) << what << " died of signal " << WTERMSIG(c.status) << "\n" << c.err;
     const int code = WEXITSTATUS(c.status);
     const bool too_large = c.err.find("too large: ") != std::string::npos;
     EXPECT_TRUE(code == 0 || code == 1 || (code == 2 && too_large)) << what << " exited " << code << "\n" << c.err;
     EXPECT_EQ(c.err.find("bad_alloc"), std::string::npos) << what << "\n" << c.err;
-    EXPECT_LE(c.max_rss, bound) << what << ": peak RSS " << c.max_rss << " bytes for a trace of " << st.st_size;
+    EXPECT_LE(c.max_rss, bound) << what << ": peak RSS " << c.max_rss << " bytes for traces of " << bytes;
   }
 }
 

@@ -30,6 +30,18 @@ class Events {
     e.mutable_process_start()->set_image_start_ns(1000);
     e.mutable_process_start()->set_exe("/bin/prog");
   }
+  // A fork child (pid, stream) of the image above, forked before its event at_seq.
+  Events(uint32_t pid, uint32_t stream, uint64_t at_seq) : pid_(pid), stream_(stream) {
+    auto* s = Next().mutable_process_start();
+    s->set_reason(v1::START_FORK);
+    s->set_image_start_ns(1000 + at_seq);
+    s->set_exe("/bin/prog");
+    s->set_parent_pid(7);
+    s->set_parent_image_start_ns(1000);
+    s->set_parent_seq_at_fork(at_seq);
+  }
+  uint64_t seq() const { return events_.size(); }
+  const std::vector<v1::Event>& events() const { return events_; }
   void Open(uint64_t id, const std::string& path, std::vector<std::string> needed = {}) {
     auto* o = Next().mutable_objopen();
     o->set_id(id);
@@ -92,12 +104,13 @@ class Events {
  private:
   v1::Event& Next() {
     v1::Event& e = events_.emplace_back();
-    e.set_pid(7);
-    e.set_stream(1);
+    e.set_pid(pid_);
+    e.set_stream(stream_);
     e.set_seq(events_.size() - 1);
     e.set_mono_ns(1000 + events_.size());
     return e;
   }
+  uint32_t pid_ = 7, stream_ = 1;
   std::vector<v1::Event> events_;
 };
 
@@ -334,6 +347,79 @@ TEST(Timeline, AnIdOpenedAgainIsANewObject) {
                         "none", "name: \"libc.so\" object { id: 3 path: \"/lib/libc.so\" soname: \"libc.so\" } "
                                 "matched_by: \"requested name\" loaded_earlier: true"}));
   ExpectPartsMakeTheWholeTable(ev.Set());
+}
+
+// Fork children share the objects they inherit: one table per point of fork of the
+// parent (Timeline.inherited), which each child names; a child's own rows are its own
+// objects and the inherited ones it changed (closed, or whose id a new object took). The
+// reuse of an inherited object by name, the end count, the parts `report` reads and the
+// context's view of each child's table are those of a child holding copies.
+TEST(Timeline, ForkChildrenShareWhatTheyInherit) {
+  Events parent;
+  parent.Start();
+  parent.Dlopen("liba.so", 2, "/opt/liba.so");
+  parent.Activity(v1::ACTIVITY_CONSISTENT);
+  parent.Dlopen("libb.so", 3, "/opt/libb.so");
+  parent.Activity(v1::ACTIVITY_CONSISTENT);
+  const uint64_t first_fork = parent.seq();
+  parent.Dlclose(2);
+  const uint64_t second_fork = parent.seq();
+  parent.Exit();
+  // Forked with liba and libb: one closes libb, maps libc under its id, and dlopens libd,
+  // which needs liba (inherited: no search); one does nothing. A third is forked later.
+  Events busy(8, 2, first_fork), idle(9, 3, first_fork), late(10, 4, second_fork);
+  busy.Dlclose(3);
+  busy.Dlopen("libc.so", 3, "/opt/libc.so");
+  busy.Activity(v1::ACTIVITY_CONSISTENT);
+  busy.Dlopen("libd.so", 4, "/opt/libd.so", {"liba.so"});
+  busy.Activity(v1::ACTIVITY_CONSISTENT);
+  for (Events* e : {&busy, &idle, &late}) e->Exit();
+  store::TraceSet set = parent.Set();
+  for (const Events* e : {&busy, &idle, &late})
+    set.files.back().events.insert(set.files.back().events.end(), e->events().begin(), e->events().end());
+  const v1::Timeline t = model::BuildTimeline(set);
+  ASSERT_EQ(t.processes_size(), 4);
+  ASSERT_EQ(t.inherited_size(), 2);
+  auto ids = [](const auto& rows) {
+    std::vector<std::string> out;
+    for (const auto& lo : rows) out.push_back(fmt::format("{} {}", lo.object().id(), lo.object().path()));
+    return out;
+  };
+  EXPECT_EQ(ids(t.inherited(0).objects()),
+            (std::vector<std::string>{"1 /bin/prog", "2 /opt/liba.so", "3 /opt/libb.so"}));
+  EXPECT_EQ(ids(t.inherited(1).objects()), (std::vector<std::string>{"1 /bin/prog", "3 /opt/libb.so"}));
+  const v1::ProcessTimeline &b = t.processes(1), &i = t.processes(2), &l = t.processes(3);
+  EXPECT_EQ(b.inherited_objects(), 1u);
+  EXPECT_EQ(i.inherited_objects(), 1u);
+  EXPECT_EQ(l.inherited_objects(), 2u);
+  EXPECT_EQ(ids(b.objects()), (std::vector<std::string>{"3 /opt/libc.so", "4 /opt/libd.so"}));
+  EXPECT_EQ(ids(i.objects()), std::vector<std::string>{});
+  EXPECT_EQ(b.inherited_open_at_end(), 2u);  // the executable and liba
+  std::vector<std::string> at_end;
+  for (const auto& r : b.loaded_at_end()) at_end.push_back(fmt::format("{} {}", r.id(), r.path()));
+  EXPECT_EQ(at_end, (std::vector<std::string>{"3 /opt/libc.so", "4 /opt/libd.so"}));
+  EXPECT_EQ(i.inherited_open_at_end(), 3u);
+  std::vector<std::string> reused;
+  for (const auto& e : b.entries())
+    if (e.has_load() && e.load().object().id() == 4)
+      for (const auto& r : e.load().reused()) reused.push_back(r.ShortDebugString());
+  EXPECT_EQ(reused, std::vector<std::string>{"name: \"liba.so\" object { id: 2 path: \"/opt/liba.so\" soname: "
+                                             "\"liba.so\" } matched_by: \"requested name\" loaded_earlier: true"});
+  // The context reads each child's table whole, in id order.
+  const analysis::Context ctx(t);
+  auto table = [&](int p) {
+    std::vector<std::string> out;
+    for (const auto& [id, o] : ctx.processes()[static_cast<size_t>(p)].objects)
+      out.push_back(fmt::format("{} {}{}", id, o.path.str(), o.load == nullptr ? " inherited" : ""));
+    return out;
+  };
+  EXPECT_EQ(table(1), (std::vector<std::string>{"1 /bin/prog inherited", "2 /opt/liba.so inherited",
+                                                "3 /opt/libc.so", "4 /opt/libd.so"}));
+  EXPECT_EQ(table(2), (std::vector<std::string>{"1 /bin/prog inherited", "2 /opt/liba.so inherited",
+                                                "3 /opt/libb.so inherited"}));
+  EXPECT_EQ(table(3), (std::vector<std::string>{"1 /bin/prog inherited", "3 /opt/libb.so inherited"}));
+  EXPECT_EQ(ctx.processes()[1].objects.size(), 4u);
+  ExpectPartsMakeTheWholeTable(set);
 }
 
 // show's time column, written digit by digit, is what fmt's "+{:.3f}ms" right-aligned in
