@@ -36,7 +36,6 @@ namespace {
 
 using boost::container::flat_map;
 
-
 // The byte strings the object table repeats (paths, SONAMEs, NEEDED lists: a churn of
 // dlopens loads the same few files millions of times), each kept once and named by its
 // number. One pool per BuildTimeline call: fork children inherit their parent's objects.

@@ -276,8 +276,10 @@ void RenderEnd(std::string& out, const v1::ProcessTimeline& p, size_t exit_unloa
   else if (p.exited())
     out += fmt::format("  exit: {} objects unloaded at exit\n", exit_unloads);
   else if (p.still_running())
-    out += fmt::format("  still running when recording stopped: later events are not in the "
-                       "trace; {} objects loaded then\n", p.loaded_at_end_size() + p.inherited_open_at_end());
+    out += fmt::format(
+        "  still running when recording stopped: later events are not in the "
+        "trace; {} objects loaded then\n",
+        p.loaded_at_end_size() + p.inherited_open_at_end());
   else if (p.untraced_after() && !p.exe_after().empty())
     out += fmt::format("  no exit event: the process went on running {}, not traced (no traced "
                        "image of pid {} followed)\n", p.exe_after(), p.pid());
@@ -285,8 +287,10 @@ void RenderEnd(std::string& out, const v1::ProcessTimeline& p, size_t exit_unloa
     out += fmt::format("  no exit event and no traced image of pid {} followed (_exit, a crash, "
                        "or an exec into a program not traced)\n", p.pid());
   else
-    out += fmt::format("  no normal exit seen (_exit, a crash, or exec): {} objects still "
-                       "loaded\n", p.loaded_at_end_size() + p.inherited_open_at_end());
+    out += fmt::format(
+        "  no normal exit seen (_exit, a crash, or exec): {} objects still "
+        "loaded\n",
+        p.loaded_at_end_size() + p.inherited_open_at_end());
 }
 
 // A process block's tail: the Python hook's silence, failed imports, the end, counts.

@@ -782,9 +782,10 @@ std::optional<std::string> TooLarge(const std::vector<std::string>& paths) {
       for (const auto& n : *names) add(p + "/" + n);
   }
   if (total <= kMaxTraceBytes) return std::nullopt;
-  return fmt::format("too large: the traces given hold {} bytes, and ldscope reads at most {} bytes ({} GiB) "
-                     "of trace at once; read fewer of them at a time",
-                     total, kMaxTraceBytes, kMaxTraceBytes >> 30);
+  return fmt::format(
+      "too large: the traces given hold {} bytes, and ldscope reads at most {} bytes ({} GiB) "
+      "of trace at once; read fewer of them at a time",
+      total, kMaxTraceBytes, kMaxTraceBytes >> 30);
 }
 
 TraceSet LoadTraces(const std::vector<std::string>& paths) { return Load(paths, true); }

@@ -62,7 +62,8 @@ TEST_P(Bounds, EveryReaderWithinTheBound) {
   const std::string other = dir + "/other.ldscope";
   ASSERT_TRUE(WriteTrace(trace, shape, FullSize(shape)));
   ASSERT_TRUE(WriteTrace(other, shape, FullSize(shape), "shapes-b"));
-  struct stat st {}, other_st{};
+  struct stat st {
+  }, other_st{};
   ASSERT_EQ(stat(trace.c_str(), &st), 0);
   ASSERT_EQ(stat(other.c_str(), &other_st), 0);
   // The commands that read both traces are held to the bound of both.
@@ -103,8 +104,8 @@ TEST_P(Bounds, EveryReaderWithinTheBound) {
 // files are sparse (a valid trace's bytes, then a hole): they take no disk.
 TEST(Bounds, TraceSetsPastTheCapAreRefused) {
   const std::string dir = ScratchDir("bounds_cap"), big = dir + "/big.ldscope", half_a = dir + "/half_a.ldscope",
-                    half_b = dir + "/half_b.ldscope", small = dir + "/small.ldscope", small_b = dir + "/small_b.ldscope",
-                    lock = dir + "/lock";
+                    half_b = dir + "/half_b.ldscope", small = dir + "/small.ldscope",
+                    small_b = dir + "/small_b.ldscope", lock = dir + "/lock";
   ASSERT_TRUE(WriteTrace(small, Shape::kForks, {1, 1}));
   ASSERT_TRUE(WriteTrace(small_b, Shape::kForks, {1, 1}, "shapes-b"));
   constexpr uint64_t kCap = 4ull << 30;

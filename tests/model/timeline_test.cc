@@ -413,8 +413,8 @@ TEST(Timeline, ForkChildrenShareWhatTheyInherit) {
       out.push_back(fmt::format("{} {}{}", id, o.path.str(), o.load == nullptr ? " inherited" : ""));
     return out;
   };
-  EXPECT_EQ(table(1), (std::vector<std::string>{"1 /bin/prog inherited", "2 /opt/liba.so inherited",
-                                                "3 /opt/libc.so", "4 /opt/libd.so"}));
+  EXPECT_EQ(table(1), (std::vector<std::string>{"1 /bin/prog inherited", "2 /opt/liba.so inherited", "3 /opt/libc.so",
+                                                "4 /opt/libd.so"}));
   EXPECT_EQ(table(2), (std::vector<std::string>{"1 /bin/prog inherited", "2 /opt/liba.so inherited",
                                                 "3 /opt/libb.so inherited"}));
   EXPECT_EQ(table(3), (std::vector<std::string>{"1 /bin/prog inherited", "3 /opt/libb.so inherited"}));
