@@ -184,6 +184,7 @@ Status ReadStandardInputAsFile(const std::vector<std::string*>& inputs) {
   const int fd = open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return Error{fmt::format("-: cannot keep standard input in {}: {}", file, std::strerror(errno))};
   char buf[1 << 16];
+  uint64_t total = 0;
   for (;;) {
     const ssize_t n = read(0, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
@@ -193,6 +194,14 @@ Status ReadStandardInputAsFile(const std::vector<std::string*>& inputs) {
       return Error{fmt::format("-: reading standard input: {}", std::strerror(err))};
     }
     if (n == 0) break;
+    // No more than a reader takes is kept (store::kMaxTraceBytes).
+    total += static_cast<uint64_t>(n);
+    if (total > store::kMaxTraceBytes) {
+      close(fd);
+      return Error{fmt::format("too large: standard input holds more than {} bytes, and ldscope reads at most "
+                               "{} bytes ({} GiB) of trace at once",
+                               store::kMaxTraceBytes, store::kMaxTraceBytes, store::kMaxTraceBytes >> 30)};
+    }
     if (const int err = store::WriteAll(fd, buf, static_cast<size_t>(n)); err != 0) {
       close(fd);
       return Error{fmt::format("-: cannot keep standard input in {}: {}", file, std::strerror(err))};
