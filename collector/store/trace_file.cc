@@ -765,11 +765,35 @@ TraceSet Load(const std::vector<std::string>& paths, bool decoded) {
 
 }  // namespace
 
+namespace {
+
+// Whether a regular file starts as a trace does (its reader takes it: a valid header),
+// read from its first bytes. A header longer than them counts as one.
+bool StartsAsTrace(const std::string& file) {
+  const int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return false;
+  struct stat st {};
+  uint8_t buf[4096];
+  ssize_t n = 0;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) n = pread(fd, buf, sizeof buf, 0);
+  close(fd);
+  size_t pos = 0;
+  uint64_t len = 0;
+  if (n <= 0 || !wire::ReadVarint(buf, static_cast<size_t>(n), &pos, &len)) return false;
+  if (len > static_cast<uint64_t>(n) - pos) return true;
+  v1::TraceHeader h;
+  return h.ParseFromArray(buf + pos, static_cast<int>(len)) && h.format_version() != 0;
+}
+
+}  // namespace
+
 std::optional<std::string> TooLarge(const std::vector<std::string>& paths) {
   uint64_t total = 0;
+  // What a reader would read: a file that is no trace is refused by its reader unread.
   auto add = [&](const std::string& file) {
     struct stat st;
-    if (stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode)) total += static_cast<uint64_t>(st.st_size);
+    if (stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode) && StartsAsTrace(file))
+      total += static_cast<uint64_t>(st.st_size);
   };
   for (const auto& p : paths) {
     struct stat st;
