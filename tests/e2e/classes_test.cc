@@ -242,9 +242,9 @@ std::vector<Scenario> LoadCheckScenarios() {
       // copy first, which lacks it; v2's copy later on the same RUNPATH has it.
       {"peer_06_symbol_versions", {lc + "/symver/exe_v2"}, {}, 1, true},
       // Two late libraries of 1,024 bytes of initial-exec TLS each: the second does not fit.
-      {"static_tls_exhausted", {DLPROBE, "open", lc + "/tls/libtls_a.so", "open", lc + "/tls/libtls_b.so"}, {}},
+      {"static_tls_exhausted", {DLPROBE, "open", lc + "/initial-exec/libtls_a.so", "open", lc + "/initial-exec/libtls_b.so"}, {}},
       // 1,800 bytes: more than glibc 2.36 leaves dlprobe untraced, less than under ldscope.
-      {"static_tls_hidden_by_tracing", {DLPROBE, "open", lc + "/tls/libtls_big.so"}, {}},
+      {"static_tls_hidden_by_tracing", {DLPROBE, "open", lc + "/initial-exec/libtls_big.so"}, {}},
   };
 }
 
@@ -464,9 +464,9 @@ struct TlsCase {
 };
 
 TlsCase TlsTwoLate() {
-  return {{DLPROBE, "open", kLc + "/tls/libtls_a.so", "open", kLc + "/tls/libtls_b.so"}, kLc + "/tls/libtls_b.so"};
+  return {{DLPROBE, "open", kLc + "/initial-exec/libtls_a.so", "open", kLc + "/initial-exec/libtls_b.so"}, kLc + "/initial-exec/libtls_b.so"};
 }
-TlsCase TlsHidden() { return {{DLPROBE, "open", kLc + "/tls/libtls_big.so"}, kLc + "/tls/libtls_big.so"}; }
+TlsCase TlsHidden() { return {{DLPROBE, "open", kLc + "/initial-exec/libtls_big.so"}, kLc + "/initial-exec/libtls_big.so"}; }
 
 const char kNoRoom[] = "cannot allocate memory in static TLS block";
 

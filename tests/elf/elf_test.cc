@@ -96,7 +96,7 @@ TEST(Elf, ReadsTlsAndStackFlags) {
     bool static_tls;
     uint32_t stack_flags;
   };
-  for (const Want& w : {Want{FIXTURES "/classes/loadcheck/tls/libtls_big.so", 1800, true, PF_R | PF_W},
+  for (const Want& w : {Want{FIXTURES "/classes/loadcheck/initial-exec/libtls_big.so", 1800, true, PF_R | PF_W},
                         Want{FIXTURES "/classes/loadcheck/execstack/libexecstack.so", 0, false, PF_R | PF_W | PF_X},
                         Want{FIXTURES "/lib/libfix_b.so", 0, false, PF_R | PF_W}}) {
     auto read = elf::ReadElf(w.path);

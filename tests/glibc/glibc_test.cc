@@ -312,7 +312,7 @@ TEST(ExecStackRefused, TrixieAndTheFixes) {
 // initial-exec TLS fit under ldscope's audit module and not without it, on both. The
 // report says so (a warning), and its tunable, applied, loads it untraced.
 TEST(StaticTls, FitsOnlyTracedOnOtherGlibcs) {
-  const std::string lib = FIXTURES "/classes/loadcheck/tls/libtls_big.so";
+  const std::string lib = FIXTURES "/classes/loadcheck/initial-exec/libtls_big.so";
   for (const Suite& s : {Suite{"bullseye"}, Suite{"trixie"}}) {
     const std::vector<std::string> argv = {s.Dir() + "/dlprobe", "open", lib};
     const Reported traced = TraceUnder(s, "tls", argv);
