@@ -76,8 +76,8 @@ Result<int> OpenDir(const std::string& path, const std::string& dir, struct stat
 // Follows path's symbolic links by the rules of output_file.h to a name in a directory:
 // *dirfd, *name and the entry's lstat (*st, st_mode 0 when it does not exist). A link
 // allowed that leads to something other than a regular file or a directory (a pipe
-// through /dev/stdout, a terminal) is not resolved by name (/proc's links name no file):
-// *special is then an O_PATH descriptor of it, and *dirfd -1.
+// through /dev/stdout, a terminal), or any link of /proc/PID/fd, is not resolved by
+// name: *special is then an O_PATH descriptor of it, and *dirfd -1.
 Status Resolve(const std::string& path, int* dirfd, std::string* name, struct stat* st, int* special) {
   std::string current = path;
   const uid_t me = geteuid();
@@ -109,9 +109,13 @@ Status Resolve(const std::string& path, int* dirfd, std::string* name, struct st
                       "(link owned by uid {}, directory by uid {}); remove it or choose another path",
                       path, st->st_uid, dir_st.st_uid)};
     }
+    // /proc's descriptor links (/dev/stdout) stand for an open file: a regular one is
+    // written in place too, or the file the caller's descriptor holds would lose it.
+    const bool proc = dir.rfind("/proc/", 0) == 0;
     const int opened = openat(*fd, name->c_str(), O_PATH | O_CLOEXEC);
     struct stat to_st {};
-    if (opened >= 0 && fstat(opened, &to_st) == 0 && !S_ISREG(to_st.st_mode) && !S_ISDIR(to_st.st_mode)) {
+    if (opened >= 0 && fstat(opened, &to_st) == 0 && !S_ISDIR(to_st.st_mode) &&
+        (proc || !S_ISREG(to_st.st_mode))) {
       close(*fd);
       *dirfd = -1;
       *special = opened;

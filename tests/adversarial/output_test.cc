@@ -93,6 +93,18 @@ TEST(Output, TraceToAPipeIsNeverReadBack) {
   EXPECT_EQ(testing::ByExe(testing::TimelineOf({dir + "/piped.ldscope"}), "/true").size(), 1u);
 }
 
+// /dev/stdout redirected to a file: the trace goes into the file the shell opened (not a
+// new file renamed over its name, which would leave the shell's descriptor on a deleted
+// one), and the command's own output to standard error.
+TEST(Output, DevStdoutIntoAFileIsWrittenInPlace) {
+  const std::string dir = ScratchDir("output_devstdout");
+  const auto r = Sh("cd " + dir + " && \"$L\" run -q -o /dev/stdout -- /bin/echo printed > out.ldscope", 30);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "printed\n");
+  EXPECT_EQ(testing::ByExe(testing::TimelineOf({dir + "/out.ldscope"}), "/echo").size(), 1u);
+  EXPECT_EQ(Sh("ls -A " + dir).out, "out.ldscope\n");
+}
+
 TEST(Output, DashMeansStandardOutput) {
   const std::string dir = ScratchDir("output_dash");
   const auto r = Sh("cd " + dir + " && \"$L\" run -q -o - -- /bin/true > out.ldscope", 30);
