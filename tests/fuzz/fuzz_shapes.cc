@@ -45,6 +45,16 @@ void operator delete(void* p) noexcept {
 void operator delete[](void* p) noexcept { operator delete(p); }
 void operator delete(void* p, size_t) noexcept { operator delete(p); }
 void operator delete[](void* p, size_t) noexcept { operator delete(p); }
+// The nothrow forms too (libFuzzer's own allocations use them): every form of new and
+// delete then goes through malloc and free, which ASan checks as a pair.
+void* operator new(size_t n, const std::nothrow_t&) noexcept {
+  void* p = std::malloc(n == 0 ? 1 : n);
+  if (p != nullptr) Count(p);
+  return p;
+}
+void* operator new[](size_t n, const std::nothrow_t& t) noexcept { return operator new(n, t); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { operator delete(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { operator delete(p); }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace ldscope;
