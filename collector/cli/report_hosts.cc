@@ -4,9 +4,7 @@
 // memory, plus a summary per process and the object files read, which all hosts share),
 // then the processes of all hosts are compared (analysis/fleet.cc).
 #include <dirent.h>
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -17,12 +15,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "wire.h"
 #include "analysis/analysis.h"
 #include "analysis/fleet.h"
 #include "cli/commands.h"
 #include "model/timeline.h"
 #include "store/trace_file.h"
+#include "store/trace_header.h"
 #include "text/escape.h"
 
 namespace ldscope::cli {
@@ -31,21 +29,8 @@ namespace {
 // The host a trace file names in its header (escaped), or "" when the file has none or
 // its header cannot be read (the file is then named when it is loaded).
 std::string HostOf(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) return "";
-  struct stat st {};
-  std::string host;
-  uint8_t buf[4096];
-  ssize_t n = 0;
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) n = pread(fd, buf, sizeof buf, 0);
-  close(fd);
-  size_t pos = 0;
-  uint64_t len = 0;
-  if (n <= 0 || !wire::ReadVarint(buf, static_cast<size_t>(n), &pos, &len) || len > static_cast<uint64_t>(n) - pos)
-    return "";
   v1::TraceHeader h;
-  if (!h.ParseFromArray(buf + pos, static_cast<int>(len))) return "";
-  return text::Escape(h.host());
+  return store::ReadTraceHeader(path, &h) == store::HeaderRead::kParsed ? text::Escape(h.host()) : "";
 }
 
 // The label of an input whose files name no host: its last path component, without

@@ -1,5 +1,6 @@
 // See trace_file.h.
 #include "store/trace_file.h"
+#include "store/trace_header.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -767,22 +768,12 @@ TraceSet Load(const std::vector<std::string>& paths, bool decoded) {
 
 namespace {
 
-// Whether a regular file starts as a trace does (its reader takes it: a valid header),
-// read from its first bytes. A header longer than them counts as one.
+// Whether a regular file starts as a trace does (its reader takes it: a valid header).
+// A header longer than the first bytes counts as one.
 bool StartsAsTrace(const std::string& file) {
-  const int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) return false;
-  struct stat st {};
-  uint8_t buf[4096];
-  ssize_t n = 0;
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) n = pread(fd, buf, sizeof buf, 0);
-  close(fd);
-  size_t pos = 0;
-  uint64_t len = 0;
-  if (n <= 0 || !wire::ReadVarint(buf, static_cast<size_t>(n), &pos, &len)) return false;
-  if (len > static_cast<uint64_t>(n) - pos) return true;
   v1::TraceHeader h;
-  return h.ParseFromArray(buf + pos, static_cast<int>(len)) && h.format_version() != 0;
+  const HeaderRead r = ReadTraceHeader(file, &h);
+  return r == HeaderRead::kLonger || (r == HeaderRead::kParsed && h.format_version() != 0);
 }
 
 }  // namespace
@@ -972,6 +963,21 @@ Status TraceWriter::Close() {
                              ErrnoText(error_), kept, events)};
   }
   return closed;
+}
+
+HeaderRead ReadTraceHeader(const std::string& path, v1::TraceHeader* out) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return HeaderRead::kNone;
+  struct stat st {};
+  uint8_t buf[4096];
+  ssize_t n = 0;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) n = pread(fd, buf, sizeof buf, 0);
+  close(fd);
+  size_t pos = 0;
+  uint64_t len = 0;
+  if (n <= 0 || !wire::ReadVarint(buf, static_cast<size_t>(n), &pos, &len)) return HeaderRead::kNone;
+  if (len > static_cast<uint64_t>(n) - pos) return HeaderRead::kLonger;
+  return out->ParseFromArray(buf + pos, static_cast<int>(len)) ? HeaderRead::kParsed : HeaderRead::kNone;
 }
 
 }  // namespace ldscope::store
