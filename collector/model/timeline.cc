@@ -5,16 +5,14 @@
 
 #include "loader/search.h"
 #include "model/python.h"
+#include "model/streams.h"
 #include "text/escape.h"
 #include "text/strings.h"
 
 #include <link.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <deque>
-#include <mutex>
-#include <thread>
 #include <optional>
 #include <filesystem>
 #include <map>
@@ -35,6 +33,9 @@ namespace ldscope::model {
 namespace {
 
 using boost::container::flat_map;
+using streams::Image;
+using streams::PyEvents;
+using streams::Streams;
 
 // The byte strings the object table repeats (paths, SONAMEs, NEEDED lists: a churn of
 // dlopens loads the same few files millions of times), each kept once and named by its
@@ -838,394 +839,6 @@ class ProcessBuilder {
   CloseGroup closes_;
 };
 
-// The collector's notes, by image (pid, image_start_ns).
-struct Notes {
-  std::set<std::pair<uint32_t, uint64_t>> still_running;
-  std::map<std::pair<uint32_t, uint64_t>, std::string> untraced_after;  // -> exe_after
-  std::set<std::pair<uint32_t, uint64_t>> python_hook_silent;
-};
-
-// A noexec mount, once per mount point and options however many traces name it.
-void AddMount(const v1::MountFacts& m, v1::Timeline* tl) {
-  v1::Mount* to = nullptr;
-  for (auto& have : *tl->mutable_noexec_mounts())
-    if (have.mount_point() == m.mount_point() && have.options() == m.options()) to = &have;
-  if (to == nullptr) {
-    to = tl->add_noexec_mounts();
-    to->set_mount_point(m.mount_point());
-    to->set_fs_type(m.fs_type());
-    to->set_source(m.source());
-    to->set_options(m.options());
-  }
-  for (const auto& d : m.dirs())
-    if (std::find(to->dirs().begin(), to->dirs().end(), d) == to->dirs().end()) to->add_dirs(d);
-}
-
-// The collector's records: its notes, or a noexec mount.
-void AddNotes(const v1::Event& e, v1::Timeline* tl, Notes* notes) {
-  if (e.has_mount_facts()) return AddMount(e.mount_facts(), tl);
-  const v1::CollectorNotes& n = e.collector();
-  v1::CollectorSummary* c = tl->mutable_collector();
-  c->set_still_running(c->still_running() + n.still_running_size());
-  c->set_held_by_children(c->held_by_children() + n.held_by_children());
-  c->set_untraced_after(c->untraced_after() + n.untraced_after_size());
-  c->set_accept_deferred(c->accept_deferred() + n.accept_deferred());
-  c->set_fd_limit(std::max(c->fd_limit(), n.fd_limit()));
-  c->set_refused(c->refused() + n.refused());
-  for (const auto& r : n.still_running()) notes->still_running.insert({r.pid(), r.image_start_ns()});
-  for (const auto& u : n.untraced_after())
-    notes->untraced_after[{u.image().pid(), u.image().image_start_ns()}] = u.exe_after();
-  for (const auto& r : n.python_hook_silent()) notes->python_hook_silent.insert({r.pid(), r.image_start_ns()});
-}
-
-// One stream's events in seq order (equal seqs in file order): a file's decoded events,
-// or the indexed records of one or more of a file's streams (LoadTraces gives streams
-// 0 and 1 of a file one number), decoded one at a time as they are read.
-class StreamEvents {
- public:
-  void Add(const v1::Event* e) { decoded_.push_back(e); }
-  void Add(const store::TraceFile* f, const store::EventStream* s) {
-    file_ = f;  // LoadTraces numbers the streams of each file apart
-    groups_.push_back(s);
-  }
-  // Sorts decoded events; merges several indexed streams.
-  void Seal() {
-    std::stable_sort(decoded_.begin(), decoded_.end(),
-                     [](const v1::Event* a, const v1::Event* b) { return a->seq() < b->seq(); });
-    if (groups_.size() < 2) return;
-    // Each stream is in seq order already, equal seqs in file order: merged by (seq,
-    // file offset), each record's seq read back from it once, when it is a stream's next.
-    size_t n = 0;
-    for (const auto* g : groups_) n += g->records.size();
-    merged_.reserve(n);
-    struct Head {
-      uint32_t next = 0;
-      uint64_t seq = 0, at = 0;
-    };
-    std::vector<Head> heads(groups_.size());
-    const auto read = [&](uint32_t g) {
-      Head& h = heads[g];
-      if (h.next < groups_[g]->records.size()) {
-        h.at = groups_[g]->records[h.next];
-        h.seq = store::SeqAt(*file_, h.at);
-      }
-    };
-    for (uint32_t g = 0; g < groups_.size(); ++g) read(g);
-    for (size_t k = 0; k < n; ++k) {
-      uint32_t best = UINT32_MAX;
-      for (uint32_t g = 0; g < groups_.size(); ++g) {
-        const Head& h = heads[g];
-        if (h.next < groups_[g]->records.size() &&
-            (best == UINT32_MAX || h.seq < heads[best].seq || (h.seq == heads[best].seq && h.at < heads[best].at)))
-          best = g;
-      }
-      merged_.emplace_back(best, heads[best].next++);
-      read(best);
-      if ((k & 0x3ffff) == 0x3ffff) file_->bytes->Trim();  // a mapping's pages read so far
-    }
-  }
-  size_t size() const {
-    if (groups_.empty()) return decoded_.size();
-    return decoded_.size() + (groups_.size() == 1 ? groups_[0]->records.size() : merged_.size());
-  }
-  // fn(const v1::Event&) for each event in order, until it returns false; the event
-  // lives during the call.
-  template <class F>
-  void ForEach(F fn) const {
-    for (const v1::Event* e : decoded_)
-      if (!fn(*e)) return;
-    if (groups_.empty()) return;
-    std::vector<store::EventDecoder> decoders;
-    for (const auto* g : groups_) decoders.emplace_back(*file_, *g);
-    const size_t n = groups_.size() == 1 ? groups_[0]->records.size() : merged_.size();
-    // The i-th record in order, decoded (in order: the decoders undo the wire economies
-    // record after record).
-    const auto decode = [&](size_t i, v1::Event* e) {
-      if (groups_.size() == 1)
-        decoders[0].Decode(groups_[0]->records[i], e);
-      else
-        decoders[merged_[i].first].Decode(Rec(merged_[i]), e);
-    };
-    if (n >= kPipelineAbove && std::thread::hardware_concurrency() > 1) return Pipelined(n, decode, fn);
-    store::ScratchEvent scratch;
-    for (size_t i = 0; i < n; ++i) {
-      v1::Event* e = scratch.Next();
-      decode(i, e);
-      if (!fn(static_cast<const v1::Event&>(*e))) return;
-    }
-  }
-  // The first event (there is one).
-  v1::Event First() const {
-    if (!decoded_.empty()) return *decoded_.front();
-    if (groups_.size() == 1) return store::DecodeAlone(*file_, *groups_[0], groups_[0]->records.front());
-    return store::DecodeAlone(*file_, *groups_[merged_.front().first], Rec(merged_.front()));
-  }
-  // The ProcessStart events, in order (exact alone: see store::DecodeAlone).
-  std::vector<v1::Event> Starts() const {
-    std::vector<v1::Event> out;
-    for (const v1::Event* e : decoded_)
-      if (e->has_process_start()) out.push_back(*e);
-    if (groups_.size() == 1) {
-      for (uint32_t i : groups_[0]->starts)
-        out.push_back(store::DecodeAlone(*file_, *groups_[0], groups_[0]->records[i]));
-    } else if (groups_.size() > 1) {
-      std::set<std::pair<uint32_t, uint32_t>> starts;
-      for (uint32_t g = 0; g < groups_.size(); ++g)
-        for (uint32_t i : groups_[g]->starts) starts.emplace(g, i);
-      for (const auto& m : merged_)
-        if (starts.count(m) != 0) out.push_back(store::DecodeAlone(*file_, *groups_[m.first], Rec(m)));
-    }
-    return out;
-  }
-
- private:
-  // A stream this long is decoded on a thread of its own, a batch of events ahead of the
-  // builder (decoding is a third of building a big trace's timeline).
-  static constexpr size_t kPipelineAbove = 1u << 16;
-  static constexpr size_t kBatch = 2048, kBatchesAhead = 4;
-
-  // ForEach's loop with the decoding on another thread: batches of decoded events pass
-  // through a queue of at most kBatchesAhead (each batch on an arena of its own, reused),
-  // and are handed to fn in order, until it returns false. fn runs on the calling thread.
-  template <class Decode, class F>
-  static void Pipelined(size_t n, const Decode& decode, F& fn) {
-    struct Batch {
-      google::protobuf::Arena arena;
-      std::vector<v1::Event*> events;
-    };
-    std::mutex mu;
-    std::condition_variable cv;
-    std::deque<std::unique_ptr<Batch>> full, free;
-    bool stop = false;  // the consumer left (fn threw): the producer ends
-    for (size_t i = 0; i < kBatchesAhead + 1; ++i) free.push_back(std::make_unique<Batch>());
-    std::thread producer([&] {
-      for (size_t i = 0; i < n;) {
-        std::unique_ptr<Batch> b;
-        {
-          std::unique_lock<std::mutex> lock(mu);
-          cv.wait(lock, [&] { return stop || !free.empty(); });
-          if (stop) return;
-          b = std::move(free.front());
-          free.pop_front();
-        }
-        b->arena.Reset();
-        b->events.clear();
-        for (; i < n && b->events.size() < kBatch; ++i) {
-          v1::Event* e = google::protobuf::Arena::CreateMessage<v1::Event>(&b->arena);
-          decode(i, e);
-          b->events.push_back(e);
-        }
-        std::lock_guard<std::mutex> lock(mu);
-        full.push_back(std::move(b));
-        cv.notify_all();
-      }
-    });
-    struct Join {  // the producer is stopped and joined however this returns
-      std::mutex& mu;
-      std::condition_variable& cv;
-      bool& stop;
-      std::thread& t;
-      ~Join() {
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          stop = true;
-        }
-        cv.notify_all();
-        t.join();
-      }
-    } join{mu, cv, stop, producer};
-    for (size_t done = 0; done < n;) {
-      std::unique_ptr<Batch> b;
-      {
-        std::unique_lock<std::mutex> lock(mu);
-        cv.wait(lock, [&] { return !full.empty(); });
-        b = std::move(full.front());
-        full.pop_front();
-      }
-      for (const v1::Event* e : b->events)
-        if (!fn(*e)) return;  // the producer is stopped by join
-      done += b->events.size();
-      std::lock_guard<std::mutex> lock(mu);
-      free.push_back(std::move(b));
-      cv.notify_all();
-    }
-  }
-
-  uint64_t Rec(const std::pair<uint32_t, uint32_t>& m) const {
-    return groups_[m.first]->records[m.second];
-  }
-  std::vector<const v1::Event*> decoded_;
-  const store::TraceFile* file_ = nullptr;
-  std::vector<const store::EventStream*> groups_;
-  std::vector<std::pair<uint32_t, uint32_t>> merged_;  // (group, record), with several groups
-};
-
-// A trace set's events by stream, with what the headers and the collector said.
-struct Streams {
-  std::map<uint32_t, StreamEvents> by_stream;
-  std::map<uint32_t, uint64_t> writer_ns;  // stream -> its trace writer's pid namespace
-  Notes notes;
-};
-
-Streams ReadStreams(const store::TraceSet& traces, v1::Timeline* tl) {
-  Streams s;
-  for (const auto& f : traces.files) {
-    if (!f.ok()) {
-      auto* p = tl->add_problems();
-      p->set_file(f.problem->file);
-      p->set_offset(f.problem->offset);
-      p->set_message(f.problem->message);
-    }
-    if (tl->pid_namespace() == 0) tl->set_pid_namespace(f.header.pid_namespace());
-    if (tl->nvidia_driver_source().empty() && !f.header.nvidia_driver_source().empty()) {
-      tl->set_nvidia_driver_source(f.header.nvidia_driver_source());
-      tl->set_nvidia_driver_version(f.header.nvidia_driver_version());
-    }
-    for (const auto& e : f.events) {
-      if (e.has_collector() || e.has_mount_facts()) {
-        AddNotes(e, tl, &s.notes);
-        continue;
-      }
-      s.by_stream[e.stream()].Add(&e);
-      s.writer_ns[e.stream()] = f.header.pid_namespace();
-    }
-    // An indexed file: its collector's notes (in file order), then its streams.
-    if (!f.collector.empty()) {
-      store::EventStream none;
-      for (const auto& [at, stream] : f.collector) {
-        AddNotes(store::DecodeAlone(f, none, at), tl, &s.notes);
-      }
-    }
-    for (const auto& es : f.streams) {
-      s.by_stream[es.stream].Add(&f, &es);
-      s.writer_ns[es.stream] = f.header.pid_namespace();
-    }
-  }
-  for (auto& [stream, evs] : s.by_stream) evs.Seal();
-  for (const auto& err : traces.errors) tl->add_problems()->set_message(err);
-  return s;
-}
-
-// One process image: a stream of the audit library's events.
-struct Image {
-  uint32_t stream = 0;
-  std::optional<v1::Event> start_event;  // the one whose ProcessStart is the image's
-  uint32_t pid = 0;
-  uint64_t first_ns = 0;
-  const StreamEvents* events = nullptr;
-  // A start event (the image's, or a reconnect's) said that nothing follows it.
-  v1::NotTraced not_traced = v1::NOT_TRACED_UNSPECIFIED;
-  uint64_t fd_limit = 0;
-  const v1::ProcessStart* start() const {
-    return start_event ? &start_event->process_start() : nullptr;
-  }
-};
-
-// A Python hook connection's events, decoded (PyAttribution keeps pointers into them).
-using PyEvents = std::vector<v1::Event>;
-
-// The audit library's streams as images, parents before children (by start time); the
-// Python hook's streams go to py_streams (decoded into py_events).
-std::vector<Image> Images(const std::map<uint32_t, StreamEvents>& by_stream,
-                          std::vector<std::pair<uint32_t, const PyStream*>>* py_streams,
-                          std::deque<PyEvents>* py_events, std::deque<PyStream>* py_pointers) {
-  std::vector<Image> images;
-  for (const auto& [stream, evs] : by_stream) {
-    const v1::Event first = evs.First();
-    if (first.has_py_start()) {
-      PyEvents& owned = py_events->emplace_back();
-      owned.reserve(evs.size());
-      evs.ForEach([&](const v1::Event& e) {
-        owned.push_back(e);
-        return true;
-      });
-      PyStream& ptrs = py_pointers->emplace_back();
-      for (const auto& e : owned) ptrs.push_back(&e);
-      py_streams->emplace_back(first.pid(), &ptrs);
-      continue;
-    }
-    Image img;
-    img.stream = stream;
-    img.events = &evs;
-    img.pid = first.pid();
-    img.first_ns = first.mono_ns();
-    // The image's start event: the first that is not a reconnect's, else the first.
-    std::vector<v1::Event> starts = evs.Starts();
-    for (const auto& e : starts)
-      if (e.process_start().not_traced() != v1::NOT_TRACED_UNSPECIFIED) {
-        img.not_traced = e.process_start().not_traced();
-        img.fd_limit = e.process_start().fd_limit();
-      }
-    for (auto& e : starts)
-      if (e.process_start().reason() != v1::START_RECONNECT) {
-        img.start_event = std::move(e);
-        break;
-      }
-    if (!img.start_event && !starts.empty()) img.start_event = std::move(starts.front());
-    if (img.start() != nullptr && img.start()->image_start_ns() != 0)
-      img.first_ns = img.start()->image_start_ns();
-    images.push_back(std::move(img));
-  }
-  std::stable_sort(images.begin(), images.end(),
-                   [](const Image& a, const Image& b) { return a.first_ns < b.first_ns; });
-  return images;
-}
-
-// The Python hook's connections of each image: of its pid, and begun in it (the latest
-// image of the pid that started before the connection; a forked child's image is only
-// seen at its first loader event, which can come later than the hook's, so with no such
-// image the pid's first).
-std::vector<std::vector<const PyStream*>> PyStreamsOf(
-    const std::vector<Image>& images, const std::vector<std::pair<uint32_t, const PyStream*>>& py_streams) {
-  std::map<uint32_t, std::vector<size_t>> of_pid;  // pid -> its images, in start order
-  for (size_t i = 0; i < images.size(); ++i) of_pid[images[i].pid].push_back(i);
-  std::vector<std::vector<const PyStream*>> out(images.size());
-  for (const auto& [pid, evs] : py_streams) {
-    auto it = of_pid.find(pid);
-    if (it == of_pid.end()) continue;
-    size_t home = it->second.front();
-    for (size_t i : it->second)
-      if (images[i].first_ns <= evs->front()->mono_ns()) home = i;
-    out[home].push_back(evs);
-  }
-  return out;
-}
-
-// A process's fields from its start event and the collector's notes.
-void StartProcess(const Image& img, const Streams& streams, v1::ProcessTimeline* p) {
-  p->set_stream(img.stream);
-  p->set_pid(img.pid);
-  if (img.start() != nullptr) {
-    const auto& s = *img.start();
-    p->set_ppid(s.ppid());
-    p->set_exe(s.exe());
-    for (const auto& a : s.argv()) p->add_argv(a);
-    p->set_cwd(s.cwd());
-    p->set_glibc_version(s.glibc_version());
-    p->set_start_reason(s.reason());
-    for (const auto& ev : s.env())
-      if (!ev.redacted()) (*p->mutable_env())[ev.name()] = ev.value();
-    p->set_start_truncated(img.start_event->truncated());
-    if (s.pid_namespace() != 0 && s.pid_namespace() != streams.writer_ns.at(img.stream))
-      p->set_pid_namespace(s.pid_namespace());
-  }
-  // A forked child's memory image is its parent's: its offsets count from the parent
-  // image's start, not from the child's first event.
-  const v1::ProcessStart* start = img.start();
-  const bool forked = start != nullptr && start->reason() == v1::START_FORK &&
-                      start->parent_image_start_ns() != 0 && start->parent_image_start_ns() <= img.first_ns;
-  p->set_start_mono_ns(forked ? start->parent_image_start_ns() : img.first_ns);
-  const std::pair<uint32_t, uint64_t> key{img.pid, start ? start->image_start_ns() : 0};
-  p->set_still_running(streams.notes.still_running.count(key) != 0);
-  p->set_python_hook_silent(streams.notes.python_hook_silent.count(key) != 0);
-  p->set_not_traced(img.not_traced);
-  p->set_fd_limit(img.fd_limit);
-  if (auto u = streams.notes.untraced_after.find(key); u != streams.notes.untraced_after.end()) {
-    p->set_untraced_after(true);
-    p->set_exe_after(u->second);
-  }
-}
-
 }  // namespace
 
 v1::CandidateStep StepOf(uint32_t flag, bool requester_has_runpath) {
@@ -1259,12 +872,12 @@ void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out) { BuildTime
 void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out, const ProcessParts& parts,
                    bool with_objects) {
   v1::Timeline& tl = *out;
-  Streams streams = ReadStreams(traces, &tl);
+  Streams streams = streams::ReadStreams(traces, &tl);
   std::vector<std::pair<uint32_t, const PyStream*>> py_streams;  // (pid, events)
   std::deque<PyEvents> py_events;
   std::deque<PyStream> py_pointers;
-  const std::vector<Image> images = Images(streams.by_stream, &py_streams, &py_events, &py_pointers);
-  const std::vector<std::vector<const PyStream*>> py_of = PyStreamsOf(images, py_streams);
+  const std::vector<Image> images = streams::Images(streams.by_stream, &py_streams, &py_events, &py_pointers);
+  const std::vector<std::vector<const PyStream*>> py_of = streams::PyStreamsOf(images, py_streams);
   std::map<std::pair<uint32_t, uint64_t>, size_t> image_index;  // (pid, start) -> index
   // The images fork children inherit from: (pid, image start).
   std::set<std::pair<uint32_t, uint64_t>> parents;
@@ -1292,7 +905,7 @@ void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out, const Proce
     } else {
       p = tl.add_processes();
     }
-    StartProcess(img, streams, p);
+    streams::StartProcess(img, streams, p);
     const v1::ProcessStart* start = img.start();
     if (start != nullptr) image_index[{img.pid, start->image_start_ns()}] = i;
     // Import spans first: each entry is attributed as it is made.
