@@ -31,6 +31,9 @@ enum Exit : int {
 struct ReportOptions {
   std::string format = "text";         // text or json
   std::string output;                  // file; "" = stderr (run) or stdout (report)
+  // --color: "always", "never", or "auto" (on a terminal, unless NO_COLOR is set and
+  // not empty or TERM is dumb); never into a file.
+  std::string color = "auto";
   std::vector<std::string> fail_on;    // kinds, "error", "warning" or "any"
   // GitHub Actions output (annotations, step summary): --github, or GITHUB_ACTIONS=true.
   bool github = false;
@@ -132,20 +135,26 @@ int Export(const ExportOptions& opt);
 
 struct ImportsOptions {
   std::vector<std::string> modules;
-  std::string python = "/usr/bin/python3";
+  std::string python = "python3";  // a bare name is looked up on PATH
   std::string format = "text";
+  int jobs = 1;                      // orders run at once (main sets the CPUs' count)
+  std::vector<std::string> fail_on;  // as run's; a failing order matches "error"
 };
 int Imports(const ImportsOptions& opt);
 
 // Validates one --fail-on word (main.cc's CLI11 validator): a finding kind, "error",
 // "warning" or "any".
 Status CheckFailOn(const std::string& word);
+// Whether the text report printed on out is coloured (ReportOptions::color).
+bool Colour(const ReportOptions& opt, std::FILE* out);
+// Whether a finding matches one --fail-on word.
+bool FailOnMatches(const v1::Finding& f, const std::string& word);
 // The words --fail-on takes, comma-separated (for --help).
 std::string FailOnHelp();
 // When the report goes to default_out (a --report file is always written).
 enum class PrintWhen {
   kAlways,    // `report`
-  kFindings,  // `run`: when there is any finding or note
+  kFindings,  // `run`: always (a clean report says "no findings")
   kProblems,  // `run -q`: only for warnings, errors and notes
   kNever,     // `run --no-report --junit FILE`: the files only
 };

@@ -1,7 +1,7 @@
-// `ldscope imports [--python EXE] MODULE...`: which import orders are safe. Every
-// permutation (up to 4 modules; beyond, every pair in both orders) runs in a fresh
-// interpreter under `ldscope run`; the matrix shows each order's outcome, duplicate
-// libraries and shadowed dependencies, and a conclusion sentence per problem.
+// `ldscope imports [--python EXE] [-j N] [--fail-on WORDS] MODULE...`: which import
+// orders are safe. Every permutation (up to 4 modules; beyond, every pair in both
+// orders) runs in a fresh interpreter under `ldscope run`, N at a time; the matrix shows each order's outcome,
+// duplicate libraries and shadowed dependencies, and a conclusion sentence per problem.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -13,7 +13,10 @@
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
+#include <atomic>
 #include <map>
+#include <mutex>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -64,8 +67,9 @@ bool DottedName(const std::string& name) {
   return !part_start;
 }
 
-// Whether the interpreter exists and is executable, and if not, why not.
-Status CheckInterpreter(const std::string& python) {
+// The interpreter's path (a bare name looked up on PATH, as a shell does), or why it
+// cannot be run.
+Result<std::string> FindInterpreter(const std::string& python) {
   std::string path = python;
   if (python.find('/') == std::string::npos) {
     const char* env = std::getenv("PATH");
@@ -87,12 +91,16 @@ Status CheckInterpreter(const std::string& python) {
     return Error{fmt::format("the interpreter {}: {}", python, std::strerror(errno))};
   if (!S_ISREG(st.st_mode) || access(path.c_str(), X_OK) != 0)
     return Error{fmt::format("the interpreter {} is not an executable file", python)};
-  return Status::Ok();
+  return path;
 }
 
 // Runs argv, returning its exit status (an error when it could not be started) and its
 // stderr.
 Result<int> Capture(const std::vector<std::string>& argv, std::string* err) {
+  // Made before the fork: the child of a threaded process (-j) may not allocate.
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
   int pipefd[2];
   if (pipe2(pipefd, O_CLOEXEC) != 0) return Error{fmt::format("cannot make a pipe: {}", std::strerror(errno))};
   const pid_t pid = fork();
@@ -106,9 +114,6 @@ Result<int> Capture(const std::vector<std::string>& argv, std::string* err) {
     dup2(pipefd[1], 2);
     const int devnull = open("/dev/null", O_WRONLY);
     dup2(devnull, 1);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
     execv(args[0], args.data());
     _exit(127);
   }
@@ -164,8 +169,8 @@ bool CheckArguments(const ImportsOptions& opt) {
                            "like os.path)", m));
       return false;
     }
-  if (Status s = CheckInterpreter(opt.python); !s.ok()) {
-    Complain("imports: " + s.error());
+  if (opt.jobs < 1) {
+    Complain(fmt::format("imports: -j {}: run at least one order at a time", opt.jobs));
     return false;
   }
   return true;
@@ -200,46 +205,99 @@ void AddFindings(const std::string& trace, v1::OrderResult* r) {
     if (f.severity() >= v1::WARNING) *r->add_findings() = f;
 }
 
-// Runs each order in a fresh traced interpreter and adds its outcome and findings to
-// rep. False (complained) when a module does not exist at all: no order can tell
-// anything then. The traces are removed, and dir with them.
-bool RunOrders(const ImportsOptions& opt, const std::string& self, const std::string& dir,
-               v1::ImportsReport* rep) {
-  int k = 0;
-  for (const auto& order : Orders(opt.modules)) {
-    const std::string trace = fmt::format("{}/{}.ldscope", dir, k++);
-    std::string err;
-    std::vector<std::string> argv = {self, "run", "-q", "--no-report", "-o", trace, "--",
-                                     opt.python, "-c", Program()};
-    argv.insert(argv.end(), order.begin(), order.end());
-    const Result<int> ran = Capture(argv, &err);
-    if (!ran.ok()) {
-      Complain("imports: " + ran.error());
-      rmdir(dir.c_str());
-      return false;
+// One order's run: its exit status and stderr (or why it could not start).
+struct OrderRun {
+  std::vector<std::string> modules;
+  std::string trace;
+  Result<int> ran = Error{"not run"};
+  std::string err;
+};
+
+// Runs every order, opt.jobs at a time, each in a fresh interpreter under `ldscope
+// run`; on a terminal, stderr shows how many are done.
+std::vector<OrderRun> RunAll(const ImportsOptions& opt, const std::string& python, const std::string& self,
+                             const std::string& dir) {
+  std::vector<OrderRun> runs;
+  for (auto& order : Orders(opt.modules)) {
+    OrderRun& r = runs.emplace_back();
+    r.modules = std::move(order);
+    r.trace = fmt::format("{}/{}.ldscope", dir, runs.size() - 1);
+  }
+  const bool progress = isatty(STDERR_FILENO) != 0;
+  std::atomic<size_t> next{0}, done{0};
+  std::mutex mu;
+  const auto work = [&] {
+    for (size_t i; (i = next++) < runs.size();) {
+      OrderRun& r = runs[i];
+      std::vector<std::string> argv = {self, "run", "-q", "--no-report", "-o", r.trace, "--", python, "-c", Program()};
+      argv.insert(argv.end(), r.modules.begin(), r.modules.end());
+      r.ran = Capture(argv, &r.err);
+      const size_t n = ++done;
+      if (progress) {
+        std::lock_guard<std::mutex> lock(mu);
+        std::fprintf(stderr, "\rimports: %zu of %zu orders run", n, runs.size());
+        std::fflush(stderr);
+      }
     }
-    const int rc = *ran;
-    if (const MarkedLine missing = FindMarked(err, kMissing); missing.found) {
-      Complain(fmt::format("imports: module {} not found by {} ({})", missing.module,
-                           opt.python, missing.message));
-      unlink(trace.c_str());
-      rmdir(dir.c_str());
-      return false;
+  };
+  std::vector<std::thread> threads;
+  for (int t = 1; t < opt.jobs && static_cast<size_t>(t) < runs.size(); ++t) threads.emplace_back(work);
+  work();
+  for (auto& t : threads) t.join();
+  if (progress) std::fputs("\r\033[K", stderr);
+  return runs;
+}
+
+// Runs each order in a fresh traced interpreter and adds its outcome and findings to
+// rep (in the orders' order, whatever order they ran in). False (complained) when a
+// module does not exist at all: no order can tell anything then. The traces are
+// removed, and dir with them.
+bool RunOrders(const ImportsOptions& opt, const std::string& python, const std::string& self, const std::string& dir,
+               v1::ImportsReport* rep) {
+  const std::vector<OrderRun> runs = RunAll(opt, python, self, dir);
+  bool ok = true;
+  for (const OrderRun& run : runs) {
+    if (!ok) {
+      unlink(run.trace.c_str());
+      continue;
+    }
+    if (!run.ran.ok()) {
+      Complain("imports: " + run.ran.error());
+      ok = false;
+    } else if (const MarkedLine missing = FindMarked(run.err, kMissing); missing.found) {
+      Complain(fmt::format("imports: module {} not found by {} ({})", missing.module, python, missing.message));
+      ok = false;
+    }
+    if (!ok) {
+      unlink(run.trace.c_str());
+      continue;
     }
     v1::OrderResult* r = rep->add_orders();
-    for (const auto& m : order) r->add_modules(m);
-    r->set_ok(rc == 0);
-    if (const MarkedLine failed = FindMarked(err, kMarker); failed.found) {
+    for (const auto& m : run.modules) r->add_modules(m);
+    r->set_ok(*run.ran == 0);
+    if (const MarkedLine failed = FindMarked(run.err, kMarker); failed.found) {
       r->set_failed_module(failed.module);
       r->set_error(failed.message);
-    } else if (rc != 0) {
-      r->set_error(fmt::format("exit status {}", rc));
+    } else if (*run.ran != 0) {
+      r->set_error(fmt::format("exit status {}", *run.ran));
     }
-    AddFindings(trace, r);
-    unlink(trace.c_str());
+    AddFindings(run.trace, r);
+    unlink(run.trace.c_str());
   }
   rmdir(dir.c_str());
-  return true;
+  return ok;
+}
+
+// Whether the report matches a --fail-on word: a finding of any order does, and an
+// order that fails matches "error", "warning" and "any".
+bool FailsOn(const v1::ImportsReport& rep, const std::vector<std::string>& words) {
+  for (const auto& w : words)
+    for (const auto& r : rep.orders()) {
+      if (!r.ok() && (w == "error" || w == "warning" || w == "any")) return true;
+      for (const auto& f : r.findings())
+        if (FailOnMatches(f, w)) return true;
+    }
+  return false;
 }
 
 // Conclusions: one sentence per order that fails or that loads a library twice.
@@ -286,6 +344,11 @@ std::string ImportsText(const v1::ImportsReport& rep) {
 
 int Imports(const ImportsOptions& opt) {
   if (!CheckArguments(opt)) return kUsage;
+  const Result<std::string> python = FindInterpreter(opt.python);
+  if (!python.ok()) {
+    Complain("imports: " + python.error());
+    return kUsage;
+  }
   // ldscope's own executable (each order runs under `ldscope run`), and a fresh
   // directory for the orders' traces.
   const Result<std::string> self = SelfExe();
@@ -299,13 +362,12 @@ int Imports(const ImportsOptions& opt) {
     return kUsage;
   }
   v1::ImportsReport rep;
-  rep.set_python(opt.python);
-  if (!RunOrders(opt, *self, *dir, &rep)) return kUsage;
+  rep.set_python(*python);
+  if (!RunOrders(opt, *python, *self, *dir, &rep)) return kUsage;
   Conclude(&rep);
-  if (opt.format == "json") {
-    return Print(stdout, render::Json(rep)) ? kOk : kWriteFailed;
-  }
-  return Print(stdout, ImportsText(rep)) ? kOk : kWriteFailed;
+  const std::string out = opt.format == "json" ? render::Json(rep) : ImportsText(rep);
+  if (!Print(stdout, out)) return kWriteFailed;
+  return FailsOn(rep, opt.fail_on) ? kFindings : kOk;
 }
 
 }  // namespace ldscope::cli

@@ -1,5 +1,8 @@
 // ldscope: watch the dynamic loader in a live process and explain what it did.
 // main() is the list of sub-commands; each lives in its own file.
+#include <algorithm>
+#include <thread>
+
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
@@ -43,6 +46,10 @@ CLI::App* AddRun(CLI::App& app, RunOptions& run) {
                       "Write the diagnosis to this file instead of stderr");
   run_cmd->add_option("--format", run.report.format, "Diagnosis format: text or json")
       ->check(CLI::IsMember({"text", "json"}));
+  run_cmd
+      ->add_option("--color", run.report.color,
+                   "Colour the text diagnosis: auto (on a terminal, unless NO_COLOR is set), always or never")
+      ->check(CLI::IsMember({"auto", "always", "never"}));
   run_cmd->add_option("--fail-on", run.report.fail_on,
                       "Exit with status 3 when findings of these kinds exist (comma-separated: " +
                           FailOnHelp() + ")")
@@ -135,6 +142,10 @@ CLI::App* AddReport(CLI::App& app, ReportCommandOptions& report) {
   report_cmd->add_option("--format", report.report.format, "text or json (proto3 JSON mapping)")
       ->check(CLI::IsMember({"text", "json"}));
   report_cmd->add_option("-o,--output", report.report.output, "Write the report to this file");
+  report_cmd
+      ->add_option("--color", report.report.color,
+                   "Colour the text diagnosis: auto (on a terminal, unless NO_COLOR is set), always or never")
+      ->check(CLI::IsMember({"auto", "always", "never"}));
   report_cmd->add_option("--fail-on", report.report.fail_on,
                          "Exit with status 3 when findings of these kinds exist (as for run)")
       ->delimiter(',')->check(kFailOnKinds)->allow_extra_args(false);
@@ -242,9 +253,20 @@ CLI::App* AddImports(CLI::App& app, ImportsOptions& imports) {
                  "duplicate libraries and shadowed dependencies of each order, and a "
                  "conclusion per problem.");
   imports_cmd->add_option("module", imports.modules, "Python modules")->required();
-  imports_cmd->add_option("--python", imports.python, "The interpreter (default /usr/bin/python3)");
-  imports_cmd->add_option("--format", imports.format, "text or json (proto3 JSON mapping)")
-      ->check(CLI::IsMember({"text", "json"}));
+  imports_cmd->add_option("--python", imports.python,
+                          "The interpreter (default: the python3 first on PATH, as a shell finds it)");
+  imports_cmd->add_option("--format", imports.format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  imports.jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  imports_cmd->add_option("-j,--jobs", imports.jobs, "Orders run at once (default: the number of CPUs)")
+      ->check(CLI::PositiveNumber);
+  imports_cmd
+      ->add_option("--fail-on", imports.fail_on,
+                   "Exit with status 3 when an order has findings of these kinds, or (error, "
+                   "warning, any) when an order fails (comma-separated: " +
+                       FailOnHelp() + ")")
+      ->delimiter(',')
+      ->check(kFailOnKinds)
+      ->allow_extra_args(false);
 
   return imports_cmd;
 }

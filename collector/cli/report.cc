@@ -1,11 +1,14 @@
 // `ldscope report`, and the diagnosis `run` prints after the command: analyse traces,
 // render the findings, and decide the --fail-on exit status.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
 #include <set>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -36,13 +39,6 @@ const std::vector<std::string>& FailOnWords() {
   return words;
 }
 
-bool Matches(const v1::Finding& f, const std::string& word) {
-  if (word == "any") return true;
-  if (word == "error") return f.severity() == v1::ERROR;
-  if (word == "warning") return f.severity() >= v1::WARNING;
-  return render::FindingKindName(f.kind()) == word;
-}
-
 // JUnit: error findings fail their process's test case, and so does anything
 // --fail-on names (CI then shows in red what made the job fail).
 Status WriteJunit(const v1::Timeline& timeline, const v1::Report& report,
@@ -52,13 +48,28 @@ Status WriteJunit(const v1::Timeline& timeline, const v1::Report& report,
   in.fails = [&opt](const v1::Finding& f) {
     if (f.severity() == v1::ERROR) return true;
     for (const auto& w : opt.fail_on)
-      if (Matches(f, w)) return true;
+      if (FailOnMatches(f, w)) return true;
     return false;
   };
   return store::WriteTextFile(opt.junit, render::Junit(timeline, report, in));
 }
 
 }  // namespace
+
+bool Colour(const ReportOptions& opt, std::FILE* out) {
+  if (opt.color == "always") return opt.output.empty();
+  if (opt.color == "never" || !opt.output.empty() || isatty(fileno(out)) == 0) return false;
+  const char* no_color = std::getenv("NO_COLOR");
+  const char* term = std::getenv("TERM");
+  return (no_color == nullptr || *no_color == '\0') && (term == nullptr || std::string_view(term) != "dumb");
+}
+
+bool FailOnMatches(const v1::Finding& f, const std::string& word) {
+  if (word == "any") return true;
+  if (word == "error") return f.severity() == v1::ERROR;
+  if (word == "warning") return f.severity() >= v1::WARNING;
+  return render::FindingKindName(f.kind()) == word;
+}
 
 std::string FailOnHelp() {
   return fmt::format("{}", fmt::join(FailOnWords(), ", "));
@@ -86,10 +97,11 @@ int EmitAnalysed(const v1::Report& report, const v1::Timeline* timeline, const R
   }
   if (when == PrintWhen::kNever) return kOk;
   const std::string text =
-      opt.format == "json" ? render::Json(report) : render::ReportText(report);
-  bool worth_printing = when == PrintWhen::kAlways || opt.format == "json" || report.notes_size() > 0;
-  for (const auto& f : report.findings())
-    worth_printing |= when == PrintWhen::kFindings || f.severity() >= v1::WARNING;
+      opt.format == "json" ? render::ReportJson(report) : render::ReportText(report, Colour(opt, default_out));
+  // kFindings prints a clean report too: its last line says "no findings".
+  bool worth_printing =
+      when == PrintWhen::kAlways || when == PrintWhen::kFindings || opt.format == "json" || report.notes_size() > 0;
+  for (const auto& f : report.findings()) worth_printing |= f.severity() >= v1::WARNING;
   int rc = kOk;
   if (!opt.output.empty()) {
     if (Status s = store::WriteTextFile(opt.output, text); !s.ok()) {
@@ -116,7 +128,7 @@ int EmitAnalysed(const v1::Report& report, const v1::Timeline* timeline, const R
   if (rc != kOk) return rc;
   for (const auto& f : report.findings())
     for (const auto& w : opt.fail_on)
-      if (Matches(f, w)) return kFindings;
+      if (FailOnMatches(f, w)) return kFindings;
   return kOk;
 }
 

@@ -186,7 +186,7 @@ std::string ChromeTrace(const v1::Timeline& t, const v1::Report& findings) {
   auto& f = *doc.mutable_fields();
   f["displayTimeUnit"].set_string_value("ms");
   *f["traceEvents"].mutable_list_value() = std::move(events.list());
-  return Json(doc);  // keys sorted (see render::Json)
+  return ProtoJson(doc);  // keys sorted (see render::ProtoJson)
 }
 
 }  // namespace ldscope::render

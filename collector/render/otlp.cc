@@ -75,17 +75,7 @@ void AttrList(google::protobuf::RepeatedPtrField<common::KeyValue>* a, const std
   for (const auto& v : values) arr->add_values()->set_string_value(v);
 }
 
-const char* ReasonName(v1::LoadReason r) {
-  switch (r) {
-    case v1::LOAD_EXECUTABLE: return "executable";
-    case v1::LOAD_INTERPRETER: return "interpreter";
-    case v1::LOAD_VDSO: return "vdso";
-    case v1::LOAD_NEEDED: return "needed";
-    case v1::LOAD_DLOPEN: return "dlopen";
-    case v1::LOAD_PRELOAD: return "preload";
-    default: return "unknown";
-  }
-}
+std::string ReasonName(v1::LoadReason r) { return EnumWord(r); }
 
 void SiteAttrs(google::protobuf::RepeatedPtrField<common::KeyValue>* a, const v1::SourceLine& s) {
   if (s.file().empty()) return;

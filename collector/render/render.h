@@ -17,9 +17,23 @@
 
 namespace ldscope::render {
 
-// The proto3 JSON mapping of any message, pretty-printed, with a trailing newline; maps
-// (a process's environment) sorted by key, so the same message prints the same bytes.
+// Any message as JSON, pretty-printed, with a trailing newline: every field (a message
+// not set is null; of a oneof, the member set), names as in protobuf's JSON mapping
+// (lowerCamelCase), enums as their words (EnumWord), 64-bit integers as strings, maps
+// sorted by key, so the same message prints the same bytes.
 std::string Json(const google::protobuf::Message& m);
+// protobuf's proto3 JSON mapping of a message (enum names, defaults left out), which
+// JsonStringToMessage reads back: `show --format json`, the timeline as data.
+std::string ProtoJson(const google::protobuf::Message& m);
+
+// The version of docs/report.schema.json that ReportJson follows: its major number
+// changes when a field changes meaning or goes, its minor number when one is added.
+inline constexpr const char* kReportSchemaVersion = "1.0";
+// A report's counts (the text report's last line, the JSON's summary).
+v1::Summary Summarise(const v1::Report& r);
+// A report as `report --format json` prints it: Json of it with its schema version, the
+// ldscope version and its summary set.
+std::string ReportJson(const v1::Report& r);
 
 struct TextOptions {
   bool timestamps = true;  // "+1.234ms" columns (off for golden files)
@@ -56,8 +70,10 @@ bool TimelineTailText(const v1::Timeline& t, const TextOptions& opt,
 
 // One finding: a header line and the wrapped message.
 std::string FindingText(const v1::Finding& f);
-// The diagnosis: a paragraph per finding, then the notes and a count line.
-std::string ReportText(const v1::Report& r);
+// The diagnosis: a paragraph per finding, then the notes and a count line ("no
+// findings" when there is none). colour: each severity in its colour and each headline
+// in bold (ANSI escapes), for a terminal.
+std::string ReportText(const v1::Report& r, bool colour = false);
 // What changed between two traces: a block per process, then findings new and resolved.
 std::string DiffText(const v1::Diff& d);
 // `ldscope check --lock`: one line per difference ("~ libnccl.so.2 version: A -> B"),
@@ -86,6 +102,6 @@ std::string ChromeTrace(const v1::Timeline& t, const v1::Report& findings);
 // "missing-symbol", "duplicate-library", ... (the names --fail-on takes).
 std::string FindingKindName(v1::FindingKind k);
 // "error", "warning", "info" (the text report's and the step summary's word).
-const char* SeverityWord(v1::Severity s);
+std::string SeverityWord(v1::Severity s);
 
 }  // namespace ldscope::render

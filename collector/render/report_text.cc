@@ -3,51 +3,14 @@
 #include <fmt/format.h>
 
 #include "render/render.h"
+#include "render/words.h"
 #include "text/escape.h"
 
 namespace ldscope::render {
 
-const char* SeverityWord(v1::Severity s) {
-  switch (s) {
-    case v1::ERROR: return "error";
-    case v1::WARNING: return "warning";
-    case v1::INFO: return "info";
-    default: return "note";
-  }
-}
+std::string SeverityWord(v1::Severity s) { return EnumWord(s); }
 
-std::string FindingKindName(v1::FindingKind k) {
-  switch (k) {
-    case v1::DUPLICATE_LIBRARY: return "duplicate-library";
-    case v1::DUPLICATE_INFO: return "duplicate-info";
-    case v1::SHADOWED_DEPENDENCY: return "shadowed-dependency";
-    case v1::SEARCH_ORDER_SHADOWING: return "search-order-shadowing";
-    case v1::MISSING_SYMBOL: return "missing-symbol";
-    case v1::MISSING_LIBRARY: return "missing-library";
-    case v1::FALL_THROUGH: return "fall-through";
-    case v1::RUNTIME_FAMILY: return "runtime-family";
-    case v1::SYMBOL_INTERPOSITION: return "symbol-interposition";
-    case v1::DLOPEN_REJECTED: return "dlopen-rejected";
-    case v1::DLOPEN_NOT_FOUND: return "dlopen-not-found";
-    case v1::RUNPATH_NOT_INHERITED: return "runpath-not-inherited";
-    case v1::DLOPEN_OUT_OF_SCOPE: return "dlopen-out-of-scope";
-    case v1::CUDA_DRIVER: return "cuda-driver";
-    case v1::SIBLING_MISMATCH: return "sibling-mismatch";
-    case v1::HOST_MISMATCH: return "host-mismatch";
-    case v1::EMPTY_PATH_ELEMENT: return "empty-path-element";
-    case v1::INCOMPATIBLE_LIBRARY: return "incompatible-library";
-    case v1::PRELOAD_IGNORED: return "preload-ignored";
-    case v1::MAP_FAILED: return "map-failed";
-    case v1::NOT_A_LIBRARY: return "not-a-library";
-    case v1::NEEDS_NEWER_GLIBC:
-      return "needs-newer-glibc";
-    case v1::STATIC_TLS_EXHAUSTED:
-      return "static-tls-exhausted";
-    case v1::EXECSTACK_REFUSED:
-      return "execstack-refused";
-    default: return "unknown";
-  }
-}
+std::string FindingKindName(v1::FindingKind k) { return EnumWord(k); }
 
 // `severity[kind]: headline`, the evidence as labelled lines, then the fixes: one line
 // each, unwrapped, as compilers print diagnostics (paths stay whole for copying).
@@ -60,19 +23,68 @@ std::string FindingText(const v1::Finding& f) {
   return text::GuardLines(std::move(out));
 }
 
-std::string ReportText(const v1::Report& r) {
-  std::string out;
-  for (const auto& f : r.findings()) out += FindingText(f) + "\n";
-  for (const auto& n : r.notes()) out += "note: " + n + "\n";
-  size_t errors = 0, warnings = 0, infos = 0;
+v1::Summary Summarise(const v1::Report& r) {
+  v1::Summary sum;
   for (const auto& f : r.findings()) {
-    errors += f.severity() == v1::ERROR;
-    warnings += f.severity() == v1::WARNING;
-    infos += f.severity() == v1::INFO;
+    sum.set_findings(sum.findings() + 1);
+    sum.set_errors(sum.errors() + (f.severity() == v1::ERROR));
+    sum.set_warnings(sum.warnings() + (f.severity() == v1::WARNING));
+    sum.set_infos(sum.infos() + (f.severity() == v1::INFO));
+    ++(*sum.mutable_kinds())[FindingKindName(f.kind())];
   }
+  return sum;
+}
+
+std::string ReportJson(const v1::Report& r) {
+  v1::Report stamped = r;
+  stamped.set_schema_version(kReportSchemaVersion);
+  stamped.set_ldscope_version(LDSCOPE_CORE_VERSION);
+  *stamped.mutable_summary() = Summarise(r);
+  return Json(stamped);
+}
+
+namespace {
+
+// ANSI SGR sequences (ECMA-48), added after GuardLines has made the text safe.
+constexpr const char* kReset = "\033[0m";
+constexpr const char* kBold = "\033[1m";
+
+const char* SeverityColour(v1::Severity s) {
+  switch (s) {
+    case v1::ERROR:
+      return "\033[1;31m";  // bold red
+    case v1::WARNING:
+      return "\033[1;33m";  // bold yellow
+    default:
+      return "\033[1;36m";  // bold cyan
+  }
+}
+
+// A finding's text with its severity coloured and its headline in bold.
+std::string Coloured(const v1::Finding& f, std::string text) {
+  const size_t word = SeverityWord(f.severity()).size();
+  const size_t colon = text.find("]: ");
+  const size_t eol = text.find('\n');
+  if (colon == std::string::npos || eol == std::string::npos || colon > eol) return text;
+  text.insert(eol, kReset);
+  text.insert(colon + 3, kBold);
+  text.insert(word, kReset);
+  text.insert(0, SeverityColour(f.severity()));
+  return text;
+}
+
+}  // namespace
+
+std::string ReportText(const v1::Report& r, bool colour) {
+  std::string out;
+  for (const auto& f : r.findings()) out += (colour ? Coloured(f, FindingText(f)) : FindingText(f)) + "\n";
+  for (const auto& n : r.notes()) out += text::GuardLines("note: " + n + "\n");
+  const v1::Summary sum = Summarise(r);
+  const uint32_t errors = sum.errors(), warnings = sum.warnings(), infos = sum.infos();
+  if (sum.findings() == 0) return out + (colour ? "\033[32mno findings\033[0m\n" : "no findings\n");
   out += fmt::format("{} error{}, {} warning{}, {} info\n", errors, errors == 1 ? "" : "s", warnings,
                      warnings == 1 ? "" : "s", infos);
-  return text::GuardLines(std::move(out));
+  return out;
 }
 
 }  // namespace ldscope::render

@@ -81,17 +81,8 @@ void Padded(std::string& out, std::string_view word, size_t width) {
   if (word.size() < width) out.append(width - word.size(), ' ');
 }
 
-const char* ReasonWord(v1::LoadReason r) {
-  switch (r) {
-    case v1::LOAD_EXECUTABLE: return "executable";
-    case v1::LOAD_INTERPRETER: return "interpreter";
-    case v1::LOAD_VDSO: return "vdso";
-    case v1::LOAD_NEEDED: return "needed";
-    case v1::LOAD_DLOPEN: return "dlopen";
-    case v1::LOAD_PRELOAD: return "preload";
-    default: return "load";
-  }
-}
+// "needed", "dlopen", ...; "load" when the event did not say.
+std::string ReasonWord(v1::LoadReason r) { return r == v1::LOAD_REASON_UNSPECIFIED ? "load" : EnumWord(r); }
 
 void Tried(std::string& out, const google::protobuf::RepeatedPtrField<v1::Candidate>& tried,
            const TextOptions& opt) {

@@ -16,6 +16,7 @@
 #include "ldscope_proto/report.pb.h"
 #include "model/timeline.h"
 #include "store/trace_file.h"
+#include "support/report_json.h"
 #include "support/test_support.h"
 #include "text/escape.h"
 
@@ -272,7 +273,7 @@ TEST(Bytes, OddSonameInMemoryAndOnDisk) {
                     files[1]}, {}, kNoLoaderEnv).code, 0);
   const auto rj = RunCmd({LDSCOPE_BIN, "report", "--format", "json", trace});
   v1::Report rep;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(rj.out, &rep).ok()) << rj.out;
+  ASSERT_TRUE(testing::ParseJson(rj.out, &rep)) << rj.out;
   ASSERT_EQ(rep.findings_size(), 1) << rj.out;
   const auto& f = rep.findings(0);
   EXPECT_EQ(f.kind(), v1::DUPLICATE_LIBRARY);
@@ -358,7 +359,7 @@ TEST(Bytes, RandomBytesThroughThePipeline) {
   const auto rj = RunCmd({LDSCOPE_BIN, "report", "--format", "json", trace});
   ExpectNoInjection("report json", rj.out + rj.err);
   v1::Report rep;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(rj.out, &rep).ok()) << rj.out;
+  ASSERT_TRUE(testing::ParseJson(rj.out, &rep)) << rj.out;
   size_t objects = 0;
   for (const auto& f : rep.findings())
     for (const auto& o : f.objects()) {

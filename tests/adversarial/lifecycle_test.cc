@@ -251,7 +251,7 @@ TEST(Imports, ModuleNamesAreDataNotCode) {
 }
 
 TEST(Imports, MissingModuleOrInterpreterIsSaid) {
-  auto r = RunCmd({kLdscope, "imports", "json", "nonexistent_mod_xyz"});
+  auto r = RunCmd({kLdscope, "imports", "--python", "/usr/bin/python3", "json", "nonexistent_mod_xyz"});
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.out, "");
   EXPECT_EQ(r.err, "ldscope: imports: module nonexistent_mod_xyz not found by /usr/bin/python3 "

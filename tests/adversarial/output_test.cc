@@ -50,7 +50,8 @@ TEST(Output, FullDeviceGivesItsErrnoAndStatus4) {
             "unrecorded on disk)\n"
             "ldscope: writing /dev/full failed after 0 bytes: No space left on device; the trace "
             "is incomplete: K of N events written\n"
-            "ldscope: /bin/true: exit status 0; trace /dev/full (...)\n");
+            "ldscope: /bin/true: exit status 0; trace /dev/full (...)\n"
+            "no findings\n");
 }
 
 // A file-size limit (SIGXFSZ ignored) fails writes part-way, as a filling disk does:

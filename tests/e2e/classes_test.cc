@@ -13,6 +13,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include "support/ld_debug.h"
+#include "support/report_json.h"
 #include "support/test_support.h"
 #include "ldscope_proto/report.pb.h"
 
@@ -306,7 +307,7 @@ Traced TraceAndReport(const std::string& name, const std::vector<std::string>& a
   t.run = RunIn(cwd, cmd, env);
   const auto j = RunCmd({LDSCOPE_BIN, "report", "--format", "json", dir + "/t.ldscope"});
   EXPECT_EQ(j.code, 0) << j.err;
-  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(j.out, &t.report).ok()) << j.out;
+  EXPECT_TRUE(testing::ParseJson(j.out, &t.report)) << j.out;
   return t;
 }
 
@@ -541,7 +542,7 @@ TEST(SearchFixes, NoexecMount) {
   EXPECT_NE(r.out.find("open " + mnt + "/libfix_b.so: ok"), std::string::npos) << r.out;
   testing::ExpectGolden("classes_search_noexec.txt", testing::ReadFile(trace + ".txt"));
   testing::ExpectGolden("classes_search_noexec.json", testing::ReadFile(trace + ".json"));
-  EXPECT_EQ(testing::ReadFile(fixed + ".txt"), "0 errors, 0 warnings, 0 info\n");
+  EXPECT_EQ(testing::ReadFile(fixed + ".txt"), "no findings\n");
   testing::ExpectTimelineSameAsGlibc(testing::TimelineOf({trace}), dir);
 }
 
@@ -564,7 +565,7 @@ Reported Trace(const std::string& dir, const std::vector<std::string>& argv) {
   EXPECT_EQ(r.code, 0) << r.err;
   Reported t{r.out, testing::ReadFile(dir + "/report.txt"), {}};
   const auto j = RunCmd({LDSCOPE_BIN, "report", "--format", "json", dir + "/t.ldscope"});
-  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(j.out, &t.report).ok()) << j.out;
+  EXPECT_TRUE(testing::ParseJson(j.out, &t.report)) << j.out;
   return t;
 }
 
@@ -590,7 +591,7 @@ void Build(const std::vector<std::string>& argv) {
 }
 
 void ExpectLoadsCleanly(const Reported& t) {
-  EXPECT_EQ(t.text, "0 errors, 0 warnings, 0 info\n");
+  EXPECT_EQ(t.text, "no findings\n");
   EXPECT_TRUE(t.out.find(": ok") != std::string::npos) << t.out;
 }
 
@@ -715,7 +716,7 @@ TEST_P(HealthyStack, NoFindings) {
   if (h.name == "make_gcc") cmd.insert(cmd.end(), {"-C", dir});
   const auto r = RunCmd(cmd);
   EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(testing::ReadFile(dir + "/report.txt"), "0 errors, 0 warnings, 0 info\n");
+  EXPECT_EQ(testing::ReadFile(dir + "/report.txt"), "no findings\n");
   size_t loads = 0;
   const v1::Timeline t = testing::TimelineOf({dir + "/t.ldscope"});
   for (const auto& p : t.processes())

@@ -46,7 +46,7 @@ TEST(Diff, ReportsExactlyTheMovedDependency) {
                     dir + "/new.ldscope"}).code, 2);
   const auto j = RunCmd({LDSCOPE_BIN, "diff", "--format", "json", dir + "/base.ldscope",
                          dir + "/new.ldscope"});
-  EXPECT_NE(j.out.find("\"kind\": \"MOVED\""), std::string::npos) << j.out;
+  EXPECT_NE(j.out.find("\"kind\": \"moved\""), std::string::npos) << j.out;
 }
 
 }  // namespace

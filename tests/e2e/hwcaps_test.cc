@@ -122,12 +122,13 @@ TEST(Canonical, MachineBuildTreeAndRun) {
       {scratch + "/t.ldscope \"" + scratch + "\"", "${SCRATCH}/t.ldscope \"${SCRATCH}\""},
       {std::string(FIXTURES) + "/lib/libfix_a.so " + DLPROBE + " " + AUDIT_LIB,
        "${FIXTURES}/lib/libfix_a.so ${DLPROBE} ${AUDIT_LIB}"},
-      {"\"pid\": 77, \"seq\": \"12\", \"buildId\": \"ab12\"", "\"pid\": 0, \"seq\": 0, \"buildId\": \"\""},
+      {"\"pid\": 77, \"seq\": \"12\", \"buildId\": \"ab12\"", "\"pid\": 0, \"seq\": \"0\", \"buildId\": \"\""},
       {"+12.5 ms", "+T ms"},
       {"GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX512F,-AVX2:glibc.rtld.optional_static_tls=896",
        "GLIBC_TUNABLES=glibc.rtld.optional_static_tls=896"},
       // Not the machine's: kept.
-      {"/usr/lib/x86_64-linux-gnu-extra /opt/python3/bin /bin/shx", "/usr/lib/x86_64-linux-gnu-extra /opt/python3/bin /bin/shx"},
+      {"/usr/lib/x86_64-linux-gnu-extra /opt/python3/bin /bin/shx",
+       "/usr/lib/x86_64-linux-gnu-extra /opt/python3/bin /bin/shx"},
   };
   for (const auto& [in, want] : cases) {
     EXPECT_EQ(testing::Canonicalise(in), want) << in;

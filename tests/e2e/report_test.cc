@@ -112,6 +112,38 @@ TEST(Report, FailOnStatuses) {
   EXPECT_EQ(clean.err, "");
 }
 
+// Colour: --color=always colours each severity and bold-faces each headline (golden,
+// escapes and all); auto colours on a terminal (script(1) gives the command one) unless
+// NO_COLOR is set, and never in a pipe or a file. A clean run says "no findings".
+TEST(Report, ColourAndNoFindings) {
+  const auto dir = testing::ScratchDir("report_colour");
+  const auto sc = Scenarios();
+  const std::string trace = dir + "/a.ldscope";
+  ASSERT_EQ(
+      RunCmd({LDSCOPE_BIN, "run", "-q", "--no-report", "-o", trace, "--", sc[0].argv[0], sc[0].argv[1], sc[0].argv[2]})
+          .code,
+      0);
+  const auto always = RunCmd({LDSCOPE_BIN, "report", "--color=always", trace});
+  ASSERT_EQ(always.code, 0) << always.err;
+  testing::ExpectGolden("report_colour.txt", always.out);
+  const auto piped = RunCmd({LDSCOPE_BIN, "report", trace});
+  EXPECT_EQ(piped.out.find('\033'), std::string::npos);
+  EXPECT_EQ(RunCmd({LDSCOPE_BIN, "report", "--color=always", "-o", dir + "/r.txt", trace}).code, 0);
+  EXPECT_EQ(testing::ReadFile(dir + "/r.txt"), piped.out);
+  // script(1) runs its command with $SHELL -c on a new terminal (and needs a stdin).
+  const std::vector<std::string> on_tty = {"/bin/sh", "-c", "exec script -qec \"$0\" /dev/null </dev/null",
+                                           "'" LDSCOPE_BIN "' report '" + trace + "'"};
+  const auto tty = RunCmd(on_tty, {"TERM=xterm", "SHELL=/bin/sh"}, {"NO_COLOR"});
+  EXPECT_NE(tty.out.find("\033[1;31merror\033[0m[missing-symbol]: \033[1m"), std::string::npos) << tty.out << tty.err;
+  const auto no_color = RunCmd(on_tty, {"TERM=xterm", "SHELL=/bin/sh", "NO_COLOR=1"});
+  EXPECT_EQ(no_color.out.find('\033'), std::string::npos) << no_color.out;
+  EXPECT_NE(no_color.out.find("error[missing-symbol]: "), std::string::npos) << no_color.out;
+  const auto clean = RunCmd({LDSCOPE_BIN, "run", "-o", dir + "/c.ldscope", "--", "/bin/true"});
+  EXPECT_EQ(clean.code, 0);
+  EXPECT_NE(clean.err.find("\nno findings\n"), std::string::npos) << clean.err;
+  EXPECT_EQ(RunCmd({LDSCOPE_BIN, "report", "--color=sometimes", trace}).code, 2);
+}
+
 // A file that cannot be read when the report is made (removed since the trace, or the
 // trace is read on another machine) and that the trace has no facts of (--no-facts):
 // the report says what it could not read and what that leaves unknown, and asserts

@@ -13,6 +13,7 @@
 #include "support/hwcaps.h"
 #include "support/ld_debug.h"
 #include "support/sequence.h"
+#include "support/report_json.h"
 #include "support/test_support.h"
 
 namespace ldscope {
@@ -214,7 +215,7 @@ Reported TraceUnder(const Suite& s, const std::string& name, const std::vector<s
   EXPECT_EQ(r.run.code, 0) << r.run.err;
   const auto j = RunCmd({LDSCOPE_BIN, "report", "--format", "json", dir + "/t.ldscope"});
   EXPECT_EQ(j.code, 0) << j.err;
-  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(j.out, &r.report).ok()) << j.out;
+  EXPECT_TRUE(testing::ParseJson(j.out, &r.report)) << j.out;
   return r;
 }
 

@@ -18,7 +18,8 @@ namespace ldscope::testing {
 //   as ${SHELL}; (/usr)/bin/true as ${BIN}/true; /lib/<multiarch triplet> as
 //   /lib/${MULTIARCH};
 // - pids, thread ids, times, sequence numbers, build-ids and evidence lists as the
-//   report, JSON, step summary and Chrome export write them.
+//   report, JSON, step summary and Chrome export write them; the JSON report's
+//   ldscope version as ${VERSION}.
 // Idempotent: a canonical text is its own canonical form.
 std::string Canonicalise(const std::string& text);
 
