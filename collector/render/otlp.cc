@@ -574,25 +574,24 @@ std::string Base64ToHex(std::string_view b64) {
   return hex;
 }
 
-// Rewrites the values of the id keys from base64 to hex in protobuf's JSON. The key with
-// its quotes, colon and opening quote cannot occur inside a JSON string (its quotes
-// would be escaped there), so every match is a key.
+// Rewrites the values of the id keys from base64 to hex in protobuf's JSON, in one pass.
+// A key with its quotes, colon and opening quote cannot occur inside a JSON string (its
+// quotes would be escaped there), so every match is a key.
 std::string HexIds(const std::string& json) {
+  constexpr std::string_view kMarker = "Id\":\"";
   std::string out;
   size_t pos = 0;
-  for (;;) {
-    size_t best = std::string::npos, key_len = 0;
-    for (std::string_view key : {"\"traceId\":\"", "\"spanId\":\"", "\"parentSpanId\":\""}) {
-      const size_t at = json.find(key, pos);
-      if (at < best) best = at, key_len = key.size();
-    }
-    if (best == std::string::npos) break;
-    const size_t value = best + key_len;
+  for (size_t at = json.find(kMarker); at != std::string::npos; at = json.find(kMarker, at + 1)) {
+    bool id = false;
+    for (std::string_view key : {"\"trace", "\"span", "\"parentSpan"})
+      id |= at >= key.size() && json.compare(at - key.size(), key.size(), key) == 0;
+    if (!id) continue;
+    const size_t value = at + kMarker.size();
     const size_t close = json.find('"', value);
     if (close == std::string::npos) break;
     out.append(json, pos, value - pos);
     out += Base64ToHex(std::string_view(json).substr(value, close - value));
-    pos = close;
+    pos = at = close;
   }
   out.append(json, pos, std::string::npos);
   return out;
