@@ -331,6 +331,35 @@ TEST(Otlp, FileWhereADirectoryIsMeantIsRefused) {
   EXPECT_EQ(st.st_mode & 0777, 0700u);
 }
 
+// OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES reach the files too: on every resource,
+// replacing ldscope's service.name; a malformed OTEL_RESOURCE_ATTRIBUTES is reported and
+// ignored whole, as the specification says.
+TEST(Otlp, ResourceVariablesInFiles) {
+  const std::string dir = testing::ScratchDir("otlp_files_resource");
+  const std::string trace = dir + "/t.ldscope";
+  ASSERT_EQ(RunCmd({LDSCOPE_BIN, "run", "-q", "-o", trace, "--", DLPROBE, "open", kLibA}).code, 0);
+  auto r = RunCmd({LDSCOPE_BIN, "export", "--otlp-traces", "-", trace},
+                  {"OTEL_SERVICE_NAME=loader-check", "OTEL_RESOURCE_ATTRIBUTES=team=ml, site=a%3Db"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  const std::string attrs =
+      "{\"key\":\"service.name\",\"value\":{\"stringValue\":\"loader-check\"}},"
+      "{\"key\":\"host.name\",";
+  EXPECT_NE(r.out.find(attrs), std::string::npos) << r.out.substr(0, 400);
+  EXPECT_NE(r.out.find("{\"key\":\"team\",\"value\":{\"stringValue\":\"ml\"}},"
+                       "{\"key\":\"site\",\"value\":{\"stringValue\":\"a=b\"}}]"),
+            std::string::npos)
+      << r.out.substr(0, 1500);
+  r = RunCmd({LDSCOPE_BIN, "export", "--otlp-traces", "-", trace},
+             {"OTEL_RESOURCE_ATTRIBUTES=team=ml,broken,site=%zz"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err,
+            "ldscope: OTEL_RESOURCE_ATTRIBUTES: 'broken' is not KEY=VALUE (the value "
+            "percent-encoded): the variable is ignored\n");
+  EXPECT_EQ(r.out.find("\"team\""), std::string::npos);
+  EXPECT_NE(r.out.find("{\"key\":\"service.name\",\"value\":{\"stringValue\":\"dlprobe\"}}"), std::string::npos);
+}
+
 // collect --otlp streams to a live receiver while the programs run: the spans and log
 // records it received are those `export --otlp` gives for the trace it recorded.
 TEST(Otlp, CollectStreamsToALiveReceiver) {
