@@ -509,8 +509,13 @@ TEST(Otlp, ErrorsAreClear) {
   EXPECT_NE(got.find("\"path\":\"/otlp/v1/traces\""), std::string::npos) << got;
   EXPECT_NE(got.find("\"path\":\"/otlp/v1/logs\""), std::string::npos) << got;
   EXPECT_EQ(testing::ReadFile(trace).empty(), false);
+}
+
+// The help names the options.
+TEST(Otlp, HelpNamesTheOptions) {
   const auto help = RunCmd({LDSCOPE_BIN, "export", "--help"});
-  EXPECT_NE(help.out.find("--otlp"), std::string::npos) << help.out;
+  for (const char* option : {"--otlp ", "--otlp-http", "--otlp-traces", "--otlp-logs"})
+    EXPECT_NE(help.out.find(option), std::string::npos) << option << "\n" << help.out;
   const auto chelp = RunCmd({LDSCOPE_BIN, "collect", "--help"});
   EXPECT_NE(chelp.out.find("--otlp"), std::string::npos) << chelp.out;
 }
