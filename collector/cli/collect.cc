@@ -69,14 +69,14 @@ Status CheckSocketDir(const std::string& path) {
 }  // namespace
 
 int Collect(const CollectOptions& opt) {
-  net::Url otlp_url;
+  OtlpConfig otlp_config;
   if (!opt.otlp.empty()) {
-    Result<net::Url> parsed = net::ParseUrl(opt.otlp);
+    Result<OtlpConfig> parsed = OtlpConfigFromEnv(opt.otlp);
     if (!parsed.ok()) {
       Complain("collect --otlp: " + parsed.error());
       return kUsage;
     }
-    otlp_url = std::move(parsed).value();
+    otlp_config = std::move(parsed).value();
   }
   // Only named in the message below: collecting works without it.
   const Result<std::string> audit_lib = FindAuditLibrary();
@@ -123,7 +123,7 @@ int Collect(const CollectOptions& opt) {
                          opt.socket, opt.output, audit_lib.ok() ? *audit_lib : "<libldscope_audit.so>",
                          opt.socket, python_hook.ok() ? *python_hook : "<ldscope's python directory>"));
   std::unique_ptr<OtlpStream> otlp;
-  if (!opt.otlp.empty()) otlp = std::make_unique<OtlpStream>(otlp_url, opt.otlp);
+  if (!opt.otlp.empty()) otlp = std::make_unique<OtlpStream>(otlp_config, opt.otlp);
   for (;;) {
     // With --otlp, wake up now and then to hand the stream what arrived.
     const auto r = session.server().Poll(otlp ? 500 : -1);

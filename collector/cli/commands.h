@@ -129,7 +129,9 @@ struct ExportOptions {
   std::vector<std::string> traces;
   bool chrome = false;
   std::string output;   // --chrome's JSON file
-  std::string otlp;     // --otlp FILE or http://HOST:PORT[/PATH]
+  std::string otlp;     // --otlp DIR or http://HOST:PORT[/PATH]
+  std::string otlp_traces, otlp_logs;  // --otlp-traces FILE, --otlp-logs FILE
+  bool otlp_http = false;              // --otlp-http: to the endpoint OTEL_EXPORTER_OTLP_*ENDPOINT names
 };
 int Export(const ExportOptions& opt);
 

@@ -98,7 +98,7 @@ CLI::App* AddCollect(CLI::App& app, CollectOptions& collect) {
                     "the findings that need them");
   collect_cmd->add_option("--otlp", collect.otlp,
                           "Also stream OpenTelemetry (OTLP/HTTP protobuf) to this endpoint while "
-                          "recording (http://HOST:PORT[/PATH], e.g. an OpenTelemetry Collector's "
+                          "recording (http[s]://HOST[:PORT][/PATH], e.g. an OpenTelemetry Collector's "
                           "http://127.0.0.1:4318; requests go to PATH/v1/traces and PATH/v1/logs): "
                           "each process image's spans and findings once it exits. Sent from "
                           "background threads with a bounded queue and bounded retries: a slow or "
@@ -232,13 +232,22 @@ CLI::App* AddExport(CLI::App& app, ExportOptions& exp) {
                 "the endpoint cannot be reached or answers other than 2xx, 1 when a trace is "
                 "damaged (what precedes the damage is exported).");
   export_cmd->add_flag("--chrome", exp.chrome, "Chrome trace-event JSON, written to -o FILE");
-  export_cmd->add_option("--otlp", exp.otlp,
-                         "OTLP protobuf: http://HOST:PORT[/PATH] POSTs it to an OTLP/HTTP "
-                         "endpoint such as an OpenTelemetry Collector (PATH/v1/traces and "
-                         "PATH/v1/logs; plain http only, HOST an IP address, localhost or an "
-                         "/etc/hosts name); anything else is a FILE that gets the "
-                         "ExportTraceServiceRequest then the ExportLogsServiceRequest, each "
-                         "preceded by its size as a varint");
+  export_cmd->add_option(
+      "--otlp", exp.otlp,
+      "OTLP: http[s]://HOST[:PORT][/PATH] POSTs protobuf to an OTLP/HTTP "
+      "endpoint such as an OpenTelemetry Collector (PATH/v1/traces and "
+      "PATH/v1/logs; the other OTEL_EXPORTER_OTLP_* variables apply: headers, "
+      "timeout, compression, certificate); anything else is a DIR that gets traces.jsonl and logs.jsonl, OTLP/JSON "
+      "Lines files as OpenTelemetry's file exporter writes them (the "
+      "Collector's otlpjsonfile receiver reads them)");
+  export_cmd->add_flag("--otlp-http", exp.otlp_http,
+                       "OTLP/HTTP to the endpoint OpenTelemetry's variables name "
+                       "(OTEL_EXPORTER_OTLP_ENDPOINT, ..._TRACES_ENDPOINT, ..._LOGS_ENDPOINT; "
+                       "default http://localhost:4318)");
+  export_cmd->add_option("--otlp-traces", exp.otlp_traces,
+                         "The spans as an OTLP/JSON Lines file of this name (- for standard output)");
+  export_cmd->add_option("--otlp-logs", exp.otlp_logs,
+                         "The findings' log records as an OTLP/JSON Lines file of this name");
   export_cmd->add_option("trace", exp.traces, "Trace files or directories (- for standard input)")->required();
   export_cmd->add_option("-o,--output", exp.output, "The JSON file to write (--chrome)");
 

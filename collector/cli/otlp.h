@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <string>
@@ -25,11 +26,61 @@ render::OtlpSource OtlpSourceOf(const store::TraceSet& traces);
 constexpr const char* kOtlpTracesPath = "/v1/traces";
 constexpr const char* kOtlpLogsPath = "/v1/logs";
 
-// POSTs one OTLP request body (application/x-protobuf) to url's path + suffix.
-// Succeeds on a 2xx reply, else says what went wrong ("...: HTTP 503", "cannot connect ...").
-// A 2xx reply that reports rejected items (partial success) is an error too.
-Status OtlpPost(const net::Url& url, const std::string& suffix, const std::string& body,
-                int timeout_ms);
+// Where and how one signal is sent (OpenTelemetry's exporter variables, cli/otlp_http.cc).
+struct OtlpSignal {
+  net::Url url;            // the server
+  std::string path;        // the request path
+  net::Headers headers;    // OTEL_EXPORTER_OTLP_[signal_]HEADERS
+  int timeout_ms = 10000;  // OTEL_EXPORTER_OTLP_[signal_]TIMEOUT: all attempts together
+  bool gzip = false;       // OTEL_EXPORTER_OTLP_[signal_]COMPRESSION=gzip
+  std::string ca_file;     // OTEL_EXPORTER_OTLP_[signal_]CERTIFICATE
+};
+
+struct OtlpConfig {
+  OtlpSignal traces, logs;
+};
+
+// The destinations from OpenTelemetry's variables: endpoint is --otlp URL (the base
+// URL: /v1/traces and /v1/logs appended), else OTEL_EXPORTER_OTLP_TRACES_ENDPOINT and
+// _LOGS_ENDPOINT (as they are), else OTEL_EXPORTER_OTLP_ENDPOINT (the base URL), else
+// http://localhost:4318. A bad URL, or OTEL_EXPORTER_OTLP_PROTOCOL other than
+// http/protobuf, is an error; a bad timeout, compression or header entry is reported
+// on standard error and ignored, as the specification asks.
+Result<OtlpConfig> OtlpConfigFromEnv(const std::string& endpoint);
+
+// OTEL_RESOURCE_ATTRIBUTES (KEY=VALUE,..., values percent-decoded), then
+// OTEL_SERVICE_NAME as service.name. A malformed OTEL_RESOURCE_ATTRIBUTES is reported on
+// standard error and ignored whole, as the specification asks.
+std::vector<std::pair<std::string, std::string>> OtelResourceFromEnv();
+// Sets those attributes on every resource of the payload, replacing ldscope's of the
+// same keys (its service.name, the executable's name, included).
+void ApplyOtelResource(const std::vector<std::pair<std::string, std::string>>& attrs, render::OtlpPayload* payload);
+
+// Percent-decodes text (%XX); false when a % is not followed by two hex digits.
+bool PercentDecode(const std::string& text, std::string* out);
+
+// Sends OTLP requests through one HTTP client (so traces and logs to one server share a
+// connection), retrying 429, 502, 503 and 504 replies and failed connections with
+// exponential backoff (0.5 s, doubling) or the wait Retry-After asks for, within the
+// signal's timeout and at most 5 attempts.
+class OtlpSender {
+ public:
+  explicit OtlpSender(OtlpConfig config) : config_(std::move(config)) {}
+  // POSTs one request body (application/x-protobuf) for the signal whose path suffix is
+  // kOtlpTracesPath or kOtlpLogsPath. Succeeds on a 2xx reply, else says what went wrong
+  // ("URL: HTTP 503", "cannot connect ..."). A 2xx reply that reports rejected items
+  // (partial success) is an error too. sleep(ms) waits between attempts and returns
+  // false to stop retrying; *attempts_made counts the POSTs tried.
+  Status Send(const std::string& suffix, const std::string& body, const std::function<bool(int)>& sleep,
+              int* attempts_made = nullptr);
+  const OtlpSignal& signal(const std::string& suffix) const {
+    return suffix == kOtlpTracesPath ? config_.traces : config_.logs;
+  }
+
+ private:
+  OtlpConfig config_;
+  net::Client client_;
+};
 
 // `collect --otlp URL`: turns the trace recorded so far into OTLP as process images end
 // and sends it from background threads, so the collector's event loop never waits on
@@ -40,7 +91,7 @@ Status OtlpPost(const net::Url& url, const std::string& suffix, const std::strin
 // new requests are dropped and their spans and log records counted.
 class OtlpStream {
  public:
-  explicit OtlpStream(net::Url url, std::string url_text);
+  OtlpStream(OtlpConfig config, std::string url_text);
   ~OtlpStream();
   OtlpStream(const OtlpStream&) = delete;
   OtlpStream& operator=(const OtlpStream&) = delete;
@@ -66,8 +117,9 @@ class OtlpStream {
   void Enqueue(Request r);
   void DropLocked(const Request& r);
 
-  const net::Url url_;
+  OtlpSender poster_;  // used by the sender thread only
   const std::string url_text_;
+  const std::vector<std::pair<std::string, std::string>> resource_;  // OtelResourceFromEnv
 
   mutable std::mutex mu_;
   std::condition_variable convert_cv_, send_cv_, idle_cv_;

@@ -14,12 +14,7 @@
 namespace ldscope::cli {
 namespace {
 
-namespace collector_trace = opentelemetry::proto::collector::trace::v1;
-namespace collector_logs = opentelemetry::proto::collector::logs::v1;
-
-constexpr size_t kQueueLimit = 32;         // requests waiting to be sent
-constexpr int kAttempts = 3;               // per request
-constexpr int kPostTimeoutMs = 2000;       // connect, send, and reply, each
+constexpr size_t kQueueLimit = 32;  // requests waiting to be sent
 constexpr auto kConvertInterval = std::chrono::seconds(1);
 
 std::string FindingKey(const v1::Finding& f, const std::string& image) {
@@ -44,40 +39,8 @@ render::OtlpSource OtlpSourceOf(const store::TraceSet& traces) {
   return src;
 }
 
-Status OtlpPost(const net::Url& url, const std::string& suffix, const std::string& body,
-                int timeout_ms) {
-  const std::string path = url.path + suffix;
-  const Result<net::Response> posted = net::Post(url, path, "application/x-protobuf", body, timeout_ms);
-  const std::string where = fmt::format("http://{}:{}{}", url.host.find(':') != std::string::npos
-                                                              ? "[" + url.host + "]" : url.host,
-                                        url.port, path);
-  if (!posted.ok()) return Error{fmt::format("{}: {}", where, posted.error())};
-  const net::Response& r = *posted;
-  if (r.status < 200 || r.status > 299) {
-    std::string said = r.body.substr(0, 200);
-    for (auto& c : said)
-      if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '.';
-    return Error{fmt::format("{}: HTTP {}{}", where, r.status, said.empty() ? "" : " (" + said + ")")};
-  }
-  // Partial success: the receiver took the request but rejected some of it.
-  if (suffix == kOtlpTracesPath) {
-    collector_trace::ExportTraceServiceResponse resp;
-    if (resp.ParseFromString(r.body) && resp.partial_success().rejected_spans() > 0)
-      return Error{fmt::format("{}: the receiver rejected {} spans: {}", where,
-                               resp.partial_success().rejected_spans(),
-                               resp.partial_success().error_message())};
-  } else {
-    collector_logs::ExportLogsServiceResponse resp;
-    if (resp.ParseFromString(r.body) && resp.partial_success().rejected_log_records() > 0)
-      return Error{fmt::format("{}: the receiver rejected {} log records: {}", where,
-                               resp.partial_success().rejected_log_records(),
-                               resp.partial_success().error_message())};
-  }
-  return Status::Ok();
-}
-
-OtlpStream::OtlpStream(net::Url url, std::string url_text)
-    : url_(std::move(url)), url_text_(std::move(url_text)) {
+OtlpStream::OtlpStream(OtlpConfig config, std::string url_text)
+    : poster_(std::move(config)), url_text_(std::move(url_text)), resource_(OtelResourceFromEnv()) {
   converter_ = std::thread([this] { ConvertLoop(); });
   sender_ = std::thread([this] { SendLoop(); });
 }
@@ -182,8 +145,8 @@ void OtlpStream::Convert(const std::string& image, bool final_pass) {
     if (k == key_of_stream.end()) return final_pass && findings_sent_.count(FindingKey(f, "")) == 0;
     return done.count(k->second) > 0 && findings_sent_.count(FindingKey(f, k->second)) == 0;
   };
-  const render::OtlpPayload payload =
-      render::Otlp(timeline, report, OtlpSourceOf(set), select);
+  render::OtlpPayload payload = render::Otlp(timeline, report, OtlpSourceOf(set), select);
+  ApplyOtelResource(resource_, &payload);
   for (const auto& f : report.findings())
     if (select.finding(f)) {
       auto k = key_of_stream.find(f.stream());
@@ -223,30 +186,23 @@ void OtlpStream::SendLoop() {
       queue_.pop_front();
       sending_ = true;
     }
-    bool ok = false;
-    for (int attempt = 0; attempt < kAttempts && !ok; ++attempt) {
-      if (attempt > 0) {
-        // Backoff: 250 ms, then 500 ms; cut short when the collector stops.
-        std::unique_lock<std::mutex> l(mu_);
-        if (send_cv_.wait_for(l, std::chrono::milliseconds(250 << (attempt - 1)),
-                              [this] { return stop_sending_; }))
-          break;
-      }
-      const Status posted = OtlpPost(url_, r.suffix, r.body, kPostTimeoutMs);
-      const std::string& err = posted.error();
+    // The sender's backoff between attempts is cut short when the collector stops.
+    auto sleep = [this](int ms) {
+      std::unique_lock<std::mutex> l(mu_);
+      return !send_cv_.wait_for(l, std::chrono::milliseconds(ms), [this] { return stop_sending_; });
+    };
+    int attempts = 0;
+    const Status posted = poster_.Send(r.suffix, r.body, sleep, &attempts);
+    const bool ok = posted.ok();
+    {
       std::lock_guard<std::mutex> l(mu_);
-      if (posted.ok()) {
-        ok = true;
+      if (ok) {
         sent_spans_ += r.spans;
         sent_logs_ += r.logs;
       } else {
-        ++failed_posts_;
-        last_error_ = err;
-        // 4xx other than 408/429: the receiver will not take it on a retry either.
-        if (err.find(": HTTP 4") != std::string::npos && err.find(": HTTP 408") == std::string::npos &&
-            err.find(": HTTP 429") == std::string::npos)
-          break;
+        last_error_ = posted.error();
       }
+      failed_posts_ += static_cast<uint64_t>(attempts - (ok ? 1 : 0));
     }
     {
       std::lock_guard<std::mutex> l(mu_);

@@ -1,129 +1,22 @@
 // See http.h.
 #include "net/http.h"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
-
-#include <strings.h>
+#include <zlib.h>
 
 #include <cctype>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
+
+#include "net/conn.h"
 
 namespace ldscope::net {
 namespace {
 
-uint64_t NowMs() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
-
-// An address for host (*out, *len): a literal, localhost, or /etc/hosts.
-Status Resolve(const std::string& host, uint16_t port, sockaddr_storage* out, socklen_t* len) {
-  auto literal = [&](const std::string& h) {
-    auto* v4 = reinterpret_cast<sockaddr_in*>(out);
-    auto* v6 = reinterpret_cast<sockaddr_in6*>(out);
-    std::memset(out, 0, sizeof *out);
-    if (inet_pton(AF_INET, h.c_str(), &v4->sin_addr) == 1) {
-      v4->sin_family = AF_INET;
-      v4->sin_port = htons(port);
-      *len = sizeof *v4;
-      return true;
-    }
-    if (inet_pton(AF_INET6, h.c_str(), &v6->sin6_addr) == 1) {
-      v6->sin6_family = AF_INET6;
-      v6->sin6_port = htons(port);
-      *len = sizeof *v6;
-      return true;
-    }
-    return false;
-  };
-  if (literal(host)) return Status::Ok();
-  std::ifstream hosts("/etc/hosts");
-  std::string line;
-  while (std::getline(hosts, line)) {
-    line = line.substr(0, line.find('#'));
-    std::istringstream words(line);
-    std::string addr, name;
-    if (!(words >> addr)) continue;
-    while (words >> name)
-      if (strcasecmp(name.c_str(), host.c_str()) == 0 && literal(addr)) return Status::Ok();
-  }
-  if (strcasecmp(host.c_str(), "localhost") == 0 && literal("127.0.0.1")) return Status::Ok();
-  return Error{fmt::format("cannot resolve host '{}': ldscope takes an IP address, localhost or a "
-                           "name from /etc/hosts (it has no DNS client)", host)};
-}
-
-// Waits for fd to be ready for events until deadline; false on timeout or error.
-bool WaitFor(int fd, short events, uint64_t deadline_ms) {
-  for (;;) {
-    const uint64_t now = NowMs();
-    if (now >= deadline_ms) return false;
-    pollfd p{fd, events, 0};
-    const int r = poll(&p, 1, static_cast<int>(deadline_ms - now));
-    if (r > 0) return true;
-    if (r == 0) return false;
-    if (errno != EINTR) return false;
-  }
-}
-
 // The largest reply read (only the status and a short body matter).
 constexpr size_t kMaxReply = 64 * 1024;
-
-// Connects the non-blocking fd to addr within timeout_ms.
-Status Connect(int fd, const sockaddr_storage& addr, socklen_t len, const std::string& where,
-               int timeout_ms) {
-  const uint64_t deadline = NowMs() + static_cast<uint64_t>(timeout_ms);
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), len) != 0) {
-    if (errno != EINPROGRESS) return Error{fmt::format("cannot connect to {}: {}", where, strerror(errno))};
-    if (!WaitFor(fd, POLLOUT, deadline))
-      return Error{fmt::format("cannot connect to {}: timed out after {} ms", where, timeout_ms)};
-    int err = 0;
-    socklen_t el = sizeof err;
-    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
-    if (err != 0) return Error{fmt::format("cannot connect to {}: {}", where, strerror(err))};
-  }
-  return Status::Ok();
-}
-
-std::string RequestText(const Url& url, const std::string& path, const std::string& content_type,
-                        const std::string& body) {
-  std::string host_header = url.host.find(':') != std::string::npos ? "[" + url.host + "]" : url.host;
-  return fmt::format("POST {} HTTP/1.1\r\nHost: {}:{}\r\nUser-Agent: ldscope\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                     path.empty() ? "/" : path, host_header, url.port, content_type, body.size()) +
-         body;
-}
-
-// Sends all of request within timeout_ms.
-Status SendAll(int fd, const std::string& request, const std::string& where, int timeout_ms) {
-  const uint64_t deadline = NowMs() + static_cast<uint64_t>(timeout_ms);
-  for (size_t done = 0; done < request.size();) {
-    const ssize_t n = send(fd, request.data() + done, request.size() - done, MSG_NOSIGNAL);
-    if (n > 0) {
-      done += static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && WaitFor(fd, POLLOUT, deadline)) continue;
-    return Error{n < 0 && errno != EAGAIN && errno != EWOULDBLOCK
-                     ? fmt::format("sending to {}: {}", where, strerror(errno))
-                     : fmt::format("sending to {}: timed out after {} ms", where, timeout_ms)};
-  }
-  return Status::Ok();
-}
 
 // The headers of reply (up to its blank line at end), lower-cased.
 std::string LowerHeaders(const std::string& reply, size_t end) {
@@ -133,10 +26,11 @@ std::string LowerHeaders(const std::string& reply, size_t end) {
 }
 
 // Whether reply holds the whole body: Content-Length bytes, or a chunked body's last
-// chunk. (Without either, the body ends at the close.)
+// chunk; none for 204 and 304. (Without either, the body ends at the close.)
 bool ReplyComplete(const std::string& reply) {
   const auto end = reply.find("\r\n\r\n");
   if (end == std::string::npos) return false;
+  if (reply.compare(8, 5, " 204 ") == 0 || reply.compare(8, 5, " 304 ") == 0) return true;
   const std::string headers = LowerHeaders(reply, end);
   const auto cl = headers.find("\r\ncontent-length:");
   if (cl != std::string::npos) {
@@ -147,27 +41,6 @@ bool ReplyComplete(const std::string& reply) {
          (reply.size() - end - 4 == 5 ? reply.compare(end + 4, 5, "0\r\n\r\n") == 0
                                       : reply.size() >= end + 4 + 7 &&
                                             reply.compare(reply.size() - 7, 7, "\r\n0\r\n\r\n") == 0);
-}
-
-// The reply: the status line and headers, then the body (Content-Length, or up to
-// the close; chunked bodies are kept as they come: only the status matters).
-Status ReadReply(int fd, const std::string& where, int timeout_ms, std::string* reply) {
-  const uint64_t deadline = NowMs() + static_cast<uint64_t>(timeout_ms);
-  for (;;) {
-    char buf[4096];
-    const ssize_t n = recv(fd, buf, sizeof buf, 0);
-    if (n > 0) {
-      reply->append(buf, static_cast<size_t>(n));
-      if (ReplyComplete(*reply) || reply->size() > kMaxReply) return Status::Ok();
-      continue;
-    }
-    if (n == 0) return Status::Ok();
-    if (errno == EINTR) continue;
-    if ((errno == EAGAIN || errno == EWOULDBLOCK) && WaitFor(fd, POLLIN, deadline)) continue;
-    return Error{errno == EAGAIN || errno == EWOULDBLOCK
-                     ? fmt::format("waiting for {}'s reply: timed out after {} ms", where, timeout_ms)
-                     : fmt::format("reading {}'s reply: {}", where, strerror(errno))};
-  }
 }
 
 // Chunks: a hex size line, the data, CRLF; a size of 0 ends the body.
@@ -185,8 +58,22 @@ std::string Dechunk(const std::string& content) {
   return plain;
 }
 
-// The status and the body (de-chunked) of reply; an error when it is not HTTP.
-Result<Response> ParseReply(const std::string& reply, const std::string& where) {
+// The value of header name (lower-case, with its colon) in lower-cased headers, with
+// the original case of reply; "" when absent.
+std::string HeaderValue(const std::string& reply, const std::string& lower_headers, const std::string& name) {
+  const auto at = lower_headers.find("\r\n" + name);
+  if (at == std::string::npos) return "";
+  size_t b = at + 2 + name.size();
+  const size_t e = lower_headers.find("\r\n", b);
+  while (b < e && (reply[b] == ' ' || reply[b] == '\t')) ++b;
+  size_t end = e == std::string::npos ? lower_headers.size() : e;
+  while (end > b && (reply[end - 1] == ' ' || reply[end - 1] == '\t')) --end;
+  return reply.substr(b, end - b);
+}
+
+// The status, Retry-After and body (de-chunked) of reply; an error when it is not HTTP.
+// *keep: whether the connection can carry another request.
+Result<Response> ParseReply(const std::string& reply, const std::string& where, bool* keep) {
   int major = 0, minor = 0, status = 0;
   if (std::sscanf(reply.c_str(), "HTTP/%d.%d %d", &major, &minor, &status) != 3 || status < 100 ||
       status > 999)
@@ -194,12 +81,41 @@ Result<Response> ParseReply(const std::string& reply, const std::string& where) 
   Response r;
   r.status = status;
   const auto end = reply.find("\r\n\r\n");
+  *keep = false;
   if (end == std::string::npos) return r;
   const std::string headers = LowerHeaders(reply, end);
+  *keep =
+      ReplyComplete(reply) && major == 1 && minor >= 1 && headers.find("\r\nconnection: close") == std::string::npos;
+  r.retry_after = HeaderValue(reply, headers, "retry-after:");
   std::string content = reply.substr(end + 4, kMaxReply);
   if (headers.find("\r\ntransfer-encoding: chunked") != std::string::npos) content = Dechunk(content);
   r.body = content;
   return r;
+}
+
+std::string HostHeader(const Url& url) {
+  const std::string host = url.host.find(':') != std::string::npos ? "[" + url.host + "]" : url.host;
+  return url.port == (url.https ? 443 : 80) ? host : fmt::format("{}:{}", host, url.port);
+}
+
+std::string RequestText(const Url& url, const std::string& path, const Headers& headers, const std::string& body) {
+  std::string text = fmt::format("POST {} HTTP/1.1\r\nHost: {}\r\n", path.empty() ? "/" : path, HostHeader(url));
+  for (const auto& [name, value] : headers) text += name + ": " + value + "\r\n";
+  text += fmt::format("Content-Length: {}\r\n\r\n", body.size());
+  return text + body;
+}
+
+// Reads the reply to the request just sent: until its body is complete, the peer
+// closes, or kMaxReply.
+Status ReadReply(Conn& c, uint64_t deadline, std::string* reply) {
+  for (;;) {
+    char buf[4096];
+    Result<size_t> n = c.Recv(buf, sizeof buf, deadline);
+    if (!n.ok()) return Error{n.error()};
+    if (*n == 0) return Status::Ok();
+    reply->append(buf, *n);
+    if (ReplyComplete(*reply) || reply->size() > kMaxReply) return Status::Ok();
+  }
 }
 
 }  // namespace
@@ -214,14 +130,12 @@ bool LooksLikeUrl(const std::string& text) {
 
 Result<Url> ParseUrl(const std::string& text) {
   const auto scheme_end = text.find("://");
-  if (scheme_end == std::string::npos) return Error{fmt::format("'{}' is not a URL (http://HOST:PORT[/PATH])", text)};
+  if (scheme_end == std::string::npos)
+    return Error{fmt::format("'{}' is not a URL (http[s]://HOST[:PORT][/PATH])", text)};
   std::string scheme = text.substr(0, scheme_end);
   for (auto& c : scheme) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
-  if (scheme == "https")
-    return Error{fmt::format("'{}': https is not supported (ldscope speaks plain HTTP only); send to a "
-                       "local OpenTelemetry Collector's http://HOST:4318 and let it forward over TLS",
-                       text)};
-  if (scheme != "http") return Error{fmt::format("'{}': only http:// URLs are supported", text)};
+  if (scheme != "http" && scheme != "https")
+    return Error{fmt::format("'{}': only http:// and https:// URLs are supported (OTLP/HTTP)", text)};
   std::string rest = text.substr(scheme_end + 3);
   const auto slash = rest.find('/');
   std::string authority = rest.substr(0, slash);
@@ -229,7 +143,10 @@ Result<Url> ParseUrl(const std::string& text) {
   if (path.find_first_of("?# \t\r\n") != std::string::npos)
     return Error{fmt::format("'{}': a query, fragment or space in the path is not supported", text)};
   if (authority.find('@') != std::string::npos)
-    return Error{fmt::format("'{}': user names in URLs are not supported", text)};
+    return Error{
+        fmt::format("'{}': user names in URLs are not supported (OTEL_EXPORTER_OTLP_HEADERS "
+                    "carries credentials)",
+                    text)};
   std::string host, port;
   if (!authority.empty() && authority[0] == '[') {
     const auto close = authority.find(']');
@@ -243,40 +160,75 @@ Result<Url> ParseUrl(const std::string& text) {
     if (colon != std::string::npos) port = authority.substr(colon + 1);
   }
   if (host.empty()) return Error{fmt::format("'{}': no host", text)};
-  if (port.empty())
-    return Error{fmt::format("'{}': no port (the OpenTelemetry Collector's OTLP/HTTP port is usually 4318: "
-                       "http://{}:4318)", text, host)};
-  if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+  if (host.find_first_of(" \t\r\n/\\") != std::string::npos)
+    return Error{fmt::format("'{}': bad host '{}'", text, host)};
+  if (port.empty() && authority.back() != ':') port = scheme == "https" ? "443" : "80";
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
       std::stoul(port) == 0 || std::stoul(port) > 65535)
     return Error{fmt::format("'{}': bad port '{}'", text, port)};
-  while (!path.empty() && path.back() == '/') path.pop_back();
   Url url;
+  url.https = scheme == "https";
   url.host = host;
   url.port = static_cast<uint16_t>(std::stoul(port));
   url.path = path;
   return url;
 }
 
-Result<Response> Post(const Url& url, const std::string& path, const std::string& content_type,
-                      const std::string& body, int timeout_ms) {
-  sockaddr_storage addr{};
-  socklen_t len = 0;
-  if (Status s = Resolve(url.host, url.port, &addr, &len); !s.ok()) return Error{s.error()};
-  const int fd = socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return Error{fmt::format("socket: {}", strerror(errno))};
-  struct Closer {
-    int fd;
-    ~Closer() { close(fd); }
-  } closer{fd};
-  const std::string where = fmt::format("{}:{}", url.host, url.port);
-  if (Status s = Connect(fd, addr, len, where, timeout_ms); !s.ok()) return Error{s.error()};
-  const int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  const std::string request = RequestText(url, path, content_type, body);
-  if (Status s = SendAll(fd, request, where, timeout_ms); !s.ok()) return Error{s.error()};
-  std::string reply;
-  if (Status s = ReadReply(fd, where, timeout_ms, &reply); !s.ok()) return Error{s.error()};
-  return ParseReply(reply, where);
+std::string UrlText(const Url& url, const std::string& path) {
+  return fmt::format("{}://{}:{}{}", url.https ? "https" : "http",
+                     url.host.find(':') != std::string::npos ? "[" + url.host + "]" : url.host, url.port, path);
+}
+
+std::string Gzip(const std::string& body) {
+  z_stream z{};
+  // windowBits 15 + 16: a gzip header and trailer around the deflate stream.
+  if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) return "";
+  std::string out(deflateBound(&z, body.size()) + 32, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(body.data()));
+  z.avail_in = static_cast<uInt>(body.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  const int rc = deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return rc == Z_STREAM_END ? out : "";
+}
+
+Client::Client() = default;
+Client::~Client() = default;
+
+Result<Response> Client::Post(const Url& url, const std::string& path, const Headers& headers, const std::string& body,
+                              int timeout_ms, const std::string& ca_file) {
+  const uint64_t deadline = NowMs() + static_cast<uint64_t>(timeout_ms);
+  const std::string server = fmt::format("{}\n{}\n{}\n{}", url.https, url.host, url.port, ca_file);
+  const std::string request = RequestText(url, path, headers, body);
+  bool reused = conn_ != nullptr && server_ == server && conn_->Reusable();
+  for (;;) {
+    if (!reused) {
+      conn_.reset();
+      Result<std::unique_ptr<Conn>> opened = Conn::Open({url.https, url.host, url.port, ca_file}, deadline);
+      if (!opened.ok()) return Error{opened.error()};
+      conn_ = std::move(opened).value();
+      server_ = server;
+      ++connections_;
+    }
+    std::string reply;
+    Status s = conn_->Send(request, deadline);
+    if (s.ok()) s = ReadReply(*conn_, deadline, &reply);
+    // A kept connection the server closed before answering: once more on a new one.
+    if (reused && reply.empty()) {
+      reused = false;
+      continue;
+    }
+    if (!s.ok()) {
+      conn_.reset();
+      return Error{s.error()};
+    }
+    bool keep = false;
+    Result<Response> r = ParseReply(reply, conn_->where(), &keep);
+    if (!keep) conn_.reset();
+    return r;
+  }
 }
 
 }  // namespace ldscope::net

@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <string_view>
 
 #include <fmt/format.h>
+#include <google/protobuf/util/json_util.h>
 
 #include "render/render.h"
 #include "text/strings.h"
@@ -534,7 +536,68 @@ class OtlpExport {
   std::vector<std::unique_ptr<SpanList>> unsent_;
 };
 
+// The value of a base64 digit, or -1 (padding and anything else).
+int Base64Digit(char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+' || c == '-') return 62;
+  if (c == '/' || c == '_') return 63;
+  return -1;
+}
+
+// The base64 text as lowercase hex of the bytes it encodes.
+std::string Base64ToHex(std::string_view b64) {
+  std::string hex;
+  uint32_t bits = 0;
+  int nbits = 0;
+  for (char c : b64) {
+    const int d = Base64Digit(c);
+    if (d < 0) break;
+    bits = (bits << 6) | static_cast<uint32_t>(d);
+    nbits += 6;
+    if (nbits >= 8) {
+      nbits -= 8;
+      hex += fmt::format("{:02x}", (bits >> nbits) & 0xff);
+    }
+  }
+  return hex;
+}
+
+// Rewrites the values of the id keys from base64 to hex in protobuf's JSON, in one pass.
+// A key with its quotes, colon and opening quote cannot occur inside a JSON string (its
+// quotes would be escaped there), so every match is a key.
+std::string HexIds(const std::string& json) {
+  constexpr std::string_view kMarker = "Id\":\"";
+  std::string out;
+  size_t pos = 0;
+  for (size_t at = json.find(kMarker); at != std::string::npos; at = json.find(kMarker, at + 1)) {
+    bool id = false;
+    for (std::string_view key : {"\"trace", "\"span", "\"parentSpan"})
+      id |= at >= key.size() && json.compare(at - key.size(), key.size(), key) == 0;
+    if (!id) continue;
+    const size_t value = at + kMarker.size();
+    const size_t close = json.find('"', value);
+    if (close == std::string::npos) break;
+    out.append(json, pos, value - pos);
+    out += Base64ToHex(std::string_view(json).substr(value, close - value));
+    pos = at = close;
+  }
+  out.append(json, pos, std::string::npos);
+  return out;
+}
+
 }  // namespace
+
+std::string OtlpJsonLine(const google::protobuf::Message& request) {
+  google::protobuf::util::JsonPrintOptions opt;
+  opt.add_whitespace = false;
+  opt.always_print_enums_as_ints = true;
+  opt.preserve_proto_field_names = false;
+  std::string json;
+  if (!google::protobuf::util::MessageToJsonString(request, &json, opt).ok()) return "";
+  return HexIds(json) + "\n";
+}
 
 std::string OtlpProcessKey(const v1::ProcessTimeline& p) {
   return fmt::format("{}/{}", p.pid(), p.start_mono_ns());

@@ -49,4 +49,12 @@ OtlpPayload Otlp(const v1::Timeline& t, const v1::Report& findings, const OtlpSo
 // A process image's identity that does not depend on stream numbering.
 std::string OtlpProcessKey(const v1::ProcessTimeline& p);
 
+// One line of an OTLP/JSON Lines file (the specification's file exporter: a request per
+// line, one signal per file) for an ExportTraceServiceRequest or ExportLogsServiceRequest:
+// the OTLP JSON encoding, i.e. protobuf's JSON mapping (lowerCamelCase keys, 64-bit
+// integers as decimal strings, default values left out) with enums as integers and the
+// trace and span ids as lowercase hex instead of base64. Ends with '\n'; empty when
+// protobuf cannot print the message (a string that is not UTF-8).
+std::string OtlpJsonLine(const google::protobuf::Message& request);
+
 }  // namespace ldscope::render

@@ -136,7 +136,7 @@ TEST(Output, ReportOntoTheTraceIsRefused) {
   EXPECT_EQ(r.err, "ldscope: the output --junit " + t + " is the input " + t + ": refusing to overwrite it\n");
   r = RunCmd({kLdscope, "export", "--chrome", t, "-o", t});
   EXPECT_EQ(r.code, 4);
-  r = RunCmd({kLdscope, "export", "--otlp", t, t});
+  r = RunCmd({kLdscope, "export", "--otlp-traces", t, t});
   EXPECT_EQ(r.code, 4);
   r = RunCmd({kLdscope, "lock", t, "-o", t});
   EXPECT_EQ(r.code, 4);
@@ -319,10 +319,11 @@ TEST(Create, EveryOutputIsPrivate) {
                     " && \"$L\" run -q --report r.txt --junit j.xml -o t.ldscope -- /bin/true"
                     " && \"$L\" report t.ldscope --format json -o r.json --junit j2.xml"
                     " && \"$L\" lock t.ldscope -o l.lock && \"$L\" export --chrome t.ldscope -o c.json"
-                    " && \"$L\" export --otlp o.pb t.ldscope"
+                    " && \"$L\" export --otlp o t.ldscope"
                     " && GITHUB_STEP_SUMMARY=s.md \"$L\" report --github t.ldscope > /dev/null");
   ASSERT_EQ(r.code, 0) << r.err;
-  for (const char* name : {"t.ldscope", "r.txt", "j.xml", "r.json", "j2.xml", "l.lock", "c.json", "o.pb", "s.md"}) {
+  for (const char* name : {"t.ldscope", "r.txt", "j.xml", "r.json", "j2.xml", "l.lock", "c.json", "o/traces.jsonl",
+                           "o/logs.jsonl", "s.md"}) {
     struct stat st {};
     ASSERT_EQ(stat((dir + "/" + name).c_str(), &st), 0) << name;
     EXPECT_EQ(st.st_mode & 0777, 0600u) << name;
@@ -358,7 +359,7 @@ TEST(Create, NoWriterFollowsAForeignSymlink) {
       {{kLdscope, "report", t, "-o", link}, "ldscope: the report: " + refusal},
       {{kLdscope, "lock", t, "-o", link}, "ldscope: the lock: " + refusal},
       {{kLdscope, "export", "--chrome", t, "-o", link}, "ldscope: " + refusal},
-      {{kLdscope, "export", "--otlp", link, t}, "ldscope: " + refusal},
+      {{kLdscope, "export", "--otlp-traces", link, t}, "ldscope: " + refusal},
   };
   for (const auto& [argv, err] : cases) {
     const auto r = RunCmd(argv);
@@ -432,18 +433,19 @@ TEST(Secrets, ArgumentsNamedSecretAreRedactedEverywhere) {
   ASSERT_EQ(r.code, 0) << r.err;
   const std::string t = dir + "/t.ldscope";
   ASSERT_EQ(RunCmd({kLdscope, "export", "--chrome", t, "-o", dir + "/c.json"}).code, 0);
-  ASSERT_EQ(RunCmd({kLdscope, "export", "--otlp", dir + "/o.pb", t}).code, 0);
+  ASSERT_EQ(RunCmd({kLdscope, "export", "--otlp", dir + "/o", t}).code, 0);
   const auto shown = RunCmd({kLdscope, "show", t});
   const auto json = RunCmd({kLdscope, "show", "--format", "json", t});
-  const std::vector<std::pair<std::string, std::string>> outputs = {{"trace", ReadFile(t)},
-                                                                    {"junit", ReadFile(dir + "/j.xml")},
-                                                                    {"report", ReadFile(dir + "/r.json")},
-                                                                    {"summary", ReadFile(dir + "/s.md")},
-                                                                    {"chrome", ReadFile(dir + "/c.json")},
-                                                                    {"otlp", ReadFile(dir + "/o.pb")},
-                                                                    {"show", shown.out},
-                                                                    {"show json", json.out},
-                                                                    {"run's messages", r.out + r.err}};
+  const std::vector<std::pair<std::string, std::string>> outputs = {
+      {"trace", ReadFile(t)},
+      {"junit", ReadFile(dir + "/j.xml")},
+      {"report", ReadFile(dir + "/r.json")},
+      {"summary", ReadFile(dir + "/s.md")},
+      {"chrome", ReadFile(dir + "/c.json")},
+      {"otlp", ReadFile(dir + "/o/traces.jsonl") + ReadFile(dir + "/o/logs.jsonl")},
+      {"show", shown.out},
+      {"show json", json.out},
+      {"run's messages", r.out + r.err}};
   for (const auto& [what, text] : outputs)
     for (const char* secret : {"hunter2", "xyzzy", "plugh"})
       EXPECT_EQ(text.find(secret), std::string::npos) << secret << " in " << what;

@@ -40,8 +40,9 @@ Proc RunCmd(const std::vector<std::string>& argv, const std::vector<std::string>
     const std::string name = entry.substr(0, entry.find('='));
     // Tests decide about CI output themselves, wherever the suite runs; the CI job ids
     // would reach traces (and goldens) through the audit library's environment record.
-    bool drop = name == "GITHUB_ACTIONS" || name == "GITHUB_STEP_SUMMARY" ||
-                name == "GITHUB_RUN_ID" || name == "CI_JOB_ID";
+    // OpenTelemetry's variables would redirect and reshape the OTLP tests' exports.
+    bool drop = name == "GITHUB_ACTIONS" || name == "GITHUB_STEP_SUMMARY" || name == "GITHUB_RUN_ID" ||
+                name == "CI_JOB_ID" || name.rfind("OTEL_", 0) == 0;
     for (const auto& u : unset) drop |= (u == name);
     for (const auto& s : set) drop |= (s.substr(0, s.find('=')) == name);
     if (!drop) env.push_back(entry);
