@@ -44,6 +44,9 @@ const std::vector<Rule>& Rules() {
         {R"re("(seq|atMs)": [0-9.e-]+)re", R"re("$1": 0)re"},
         {R"re("buildId": "[0-9a-f]+")re", R"re("buildId": "")re"},
         {R"re("ldscopeVersion": "[^"]*")re", R"re("ldscopeVersion": "${VERSION}")re"},
+        // Which import of the process it was: how many imports came first depends on
+        // the interpreter's caches; 0 (none) stays.
+        {R"re("importIndex": [1-9][0-9]*)re", R"re("importIndex": 1)re"},
         {R"re("evidence": \[[^\]]*\])re", R"re("evidence": [])re"},
         {R"re(\| [0-9]+ )re", "| ${PID} "},
         {R"re("(tid|ts|dur)": [0-9.e+-]+)re", R"re("$1": 0)re"},

@@ -19,7 +19,8 @@ namespace ldscope::testing {
 //   /lib/${MULTIARCH};
 // - pids, thread ids, times, sequence numbers, build-ids and evidence lists as the
 //   report, JSON, step summary and Chrome export write them; the JSON report's
-//   ldscope version as ${VERSION}.
+//   ldscope version as ${VERSION}, and a load's import index (the count of imports
+//   before it varies with the interpreter's caches) as 1.
 // Idempotent: a canonical text is its own canonical form.
 std::string Canonicalise(const std::string& text);
 
