@@ -87,6 +87,22 @@ int EmitReport(const v1::Timeline& timeline, const ReportOptions& opt, std::FILE
   return EmitAnalysed(analysis::Analyze(timeline, opt.facts, opt.files, {}), &timeline, opt, default_out, when);
 }
 
+// GitHub Actions: the annotations on out, the summary appended to the step's summary
+// file. kOk, or kWriteFailed (complained).
+static int EmitGithub(const v1::Report& report, const ReportOptions& opt, std::FILE* out) {
+  int rc = kOk;
+  const char* workspace = std::getenv("GITHUB_WORKSPACE");
+  if (!Print(out, render::GithubAnnotations(report, workspace != nullptr ? workspace : ""))) rc = kWriteFailed;
+  if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY"); summary != nullptr && *summary) {
+    if (Status s = store::WriteTextFile(summary, render::GithubSummary(report, opt.title), store::OutputMode::kAppend);
+        !s.ok()) {
+      Complain("GITHUB_STEP_SUMMARY: " + s.error());
+      rc = kWriteFailed;
+    }
+  }
+  return rc;
+}
+
 int EmitAnalysed(const v1::Report& report, const v1::Timeline* timeline, const ReportOptions& opt,
                  std::FILE* default_out, PrintWhen when) {
   if (!opt.junit.empty() && timeline != nullptr) {
@@ -96,13 +112,22 @@ int EmitAnalysed(const v1::Report& report, const v1::Timeline* timeline, const R
     }
   }
   if (when == PrintWhen::kNever) return kOk;
-  const std::string text =
-      opt.format == "json" ? render::ReportJson(report) : render::ReportText(report, Colour(opt, default_out));
+  const char* gha = std::getenv("GITHUB_ACTIONS");
+  const bool github = opt.github || (gha != nullptr && std::string(gha) == "true");
+  // On GitHub each finding is printed once, as its annotation (which holds the same
+  // lines); the text printed beside it keeps the notes and the counts.
+  const bool annotated = github && opt.output.empty() && opt.format != "json";
+  const bool colour = Colour(opt, default_out);
+  const std::string text = opt.format == "json" ? render::ReportJson(report)
+                           : annotated          ? render::ReportTail(report, colour)
+                                                : render::ReportText(report, colour);
   // kFindings prints a clean report too: its last line says "no findings".
   bool worth_printing =
       when == PrintWhen::kAlways || when == PrintWhen::kFindings || opt.format == "json" || report.notes_size() > 0;
   for (const auto& f : report.findings()) worth_printing |= f.severity() >= v1::WARNING;
-  int rc = kOk;
+  // Annotations go where the diagnosis goes (stderr for run: the command's stdout
+  // stays its own), before the counts that end it.
+  int rc = github ? EmitGithub(report, opt, default_out) : kOk;
   if (!opt.output.empty()) {
     if (Status s = store::WriteTextFile(opt.output, text); !s.ok()) {
       Complain("the report: " + s.error());
@@ -110,20 +135,6 @@ int EmitAnalysed(const v1::Report& report, const v1::Timeline* timeline, const R
     }
   } else if (worth_printing && !Print(default_out, text)) {
     rc = kWriteFailed;
-  }
-  const char* gha = std::getenv("GITHUB_ACTIONS");
-  if (opt.github || (gha != nullptr && std::string(gha) == "true")) {
-    // Annotations go where the diagnosis goes (stderr for run: the command's stdout
-    // stays its own); the summary is appended to the step's summary file.
-    if (!Print(default_out, render::GithubAnnotations(report))) rc = kWriteFailed;
-    if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY"); summary != nullptr && *summary) {
-      if (Status s =
-              store::WriteTextFile(summary, render::GithubSummary(report, opt.title), store::OutputMode::kAppend);
-          !s.ok()) {
-        Complain("GITHUB_STEP_SUMMARY: " + s.error());
-        rc = kWriteFailed;
-      }
-    }
   }
   if (rc != kOk) return rc;
   for (const auto& f : report.findings())

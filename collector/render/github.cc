@@ -43,9 +43,26 @@ std::string Cell(const std::string& s) {
   return out;
 }
 
+// The line of the workflow's own code that made the finding's first object load: the
+// ctypes call, else the import statement, else the top-level import, whichever lies
+// in the workspace (GitHub places an annotation on a file of the repository only).
+const v1::SourceLine* UserLine(const v1::Finding& f, const std::string& workspace) {
+  if (workspace.empty()) return nullptr;
+  const auto inside = [&](const v1::SourceLine& l) {
+    return l.line() > 0 && l.file().size() > workspace.size() + 1 &&
+           l.file().compare(0, workspace.size(), workspace) == 0 && l.file()[workspace.size()] == '/';
+  };
+  for (const auto& o : f.objects()) {
+    if (!o.has_python()) continue;
+    for (const v1::SourceLine* l : {&o.python().call_site(), &o.python().import_site(), &o.python().top_site()})
+      if (inside(*l)) return l;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
-std::string GithubAnnotations(const v1::Report& r) {
+std::string GithubAnnotations(const v1::Report& r, const std::string& workspace) {
   std::string out;
   for (const auto& f : r.findings()) {
     const char* level = f.severity() == v1::ERROR ? "error" : f.severity() == v1::WARNING ? "warning" : "notice";
@@ -53,7 +70,10 @@ std::string GithubAnnotations(const v1::Report& r) {
     std::string text = f.headline();
     for (const auto& d : f.details()) text += fmt::format("\n{}: {}", d.label(), d.text());
     for (const auto& x : f.fixes()) text += fmt::format("\nfix: {}", x.text());
-    out += fmt::format("::{} title={}::{}\n", level,
+    std::string where;
+    if (const v1::SourceLine* line = UserLine(f, workspace); line != nullptr)
+      where = fmt::format("file={},line={},", Escape(line->file().substr(workspace.size() + 1), true), line->line());
+    out += fmt::format("::{} {}title={}::{}\n", level, where,
                        Escape(fmt::format("ldscope {} (pid {})", FindingKindName(f.kind()), f.pid()), true),
                        Escape(text, false));
   }
@@ -85,6 +105,14 @@ std::string GithubSummary(const v1::Report& r, const std::string& title) {
   for (const auto& f : r.findings()) {
     out += fmt::format("| {} | {} | {} {} | {} |\n", SeverityWord(f.severity()), FindingKindName(f.kind()), f.pid(),
                        Cell(f.exe()), Cell(f.headline()));
+  }
+  bool fixes = false;
+  for (const auto& f : r.findings()) {
+    for (const auto& x : f.fixes()) {
+      if (!fixes) out += "\n**Fixes**\n\n";
+      fixes = true;
+      out += fmt::format("- {} (process {}): {}\n", FindingKindName(f.kind()), f.pid(), Cell(x.text()));
+    }
   }
   for (const auto& n : r.notes()) out += fmt::format("\n> {}\n", Cell(n));
   return out + "\n";

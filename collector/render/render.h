@@ -74,6 +74,8 @@ std::string FindingText(const v1::Finding& f);
 // findings" when there is none). colour: each severity in its colour and each headline
 // in bold (ANSI escapes), for a terminal.
 std::string ReportText(const v1::Report& r, bool colour = false);
+// Its last part: the notes and the count line.
+std::string ReportTail(const v1::Report& r, bool colour = false);
 // What changed between two traces: a block per process, then findings new and resolved.
 std::string DiffText(const v1::Diff& d);
 // `ldscope check --lock`: one line per difference ("~ libnccl.so.2 version: A -> B"),
@@ -86,7 +88,9 @@ std::string GithubLockAnnotations(const v1::LockCheck& c, const std::string& loc
 std::string GithubLockSummary(const v1::LockCheck& c, const std::string& lock_name);
 // GitHub Actions: one workflow-command annotation per finding (error, warning,
 // notice), and a Markdown section for $GITHUB_STEP_SUMMARY.
-std::string GithubAnnotations(const v1::Report& r);
+// workspace: $GITHUB_WORKSPACE; a finding loaded from a Python line of a file under it
+// is annotated at that file and line (file= relative to it).
+std::string GithubAnnotations(const v1::Report& r, const std::string& workspace = "");
 std::string GithubSummary(const v1::Report& r, const std::string& title);
 // JUnit XML (GitLab, Jenkins, Buildkite, Azure Pipelines): a <testsuite> per traced
 // program, a <testcase> per process with pid, rank and trace file as properties; a

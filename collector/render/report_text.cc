@@ -75,16 +75,20 @@ std::string Coloured(const v1::Finding& f, std::string text) {
 
 }  // namespace
 
-std::string ReportText(const v1::Report& r, bool colour) {
+std::string ReportTail(const v1::Report& r, bool colour) {
   std::string out;
-  for (const auto& f : r.findings()) out += (colour ? Coloured(f, FindingText(f)) : FindingText(f)) + "\n";
   for (const auto& n : r.notes()) out += text::GuardLines("note: " + n + "\n");
   const v1::Summary sum = Summarise(r);
   const uint32_t errors = sum.errors(), warnings = sum.warnings(), infos = sum.infos();
   if (sum.findings() == 0) return out + (colour ? "\033[32mno findings\033[0m\n" : "no findings\n");
-  out += fmt::format("{} error{}, {} warning{}, {} info\n", errors, errors == 1 ? "" : "s", warnings,
-                     warnings == 1 ? "" : "s", infos);
-  return out;
+  return out + fmt::format("{} error{}, {} warning{}, {} info\n", errors, errors == 1 ? "" : "s", warnings,
+                           warnings == 1 ? "" : "s", infos);
+}
+
+std::string ReportText(const v1::Report& r, bool colour) {
+  std::string out;
+  for (const auto& f : r.findings()) out += (colour ? Coloured(f, FindingText(f)) : FindingText(f)) + "\n";
+  return out + ReportTail(r, colour);
 }
 
 }  // namespace ldscope::render

@@ -13,13 +13,23 @@ TEST(Github, AnnotationsAndStepSummary) {
   const auto dir = testing::ScratchDir("github");
   const std::string summary = dir + "/summary.md";
   testing::WriteFile(summary, "earlier steps wrote this\n");
-  const std::vector<std::string> env = {"GITHUB_ACTIONS=true", "GITHUB_STEP_SUMMARY=" + summary};
+  // The workspace holds the script: its ctypes line gets the annotation.
+  const std::string workspace = std::string(SCENARIOS_DIR).substr(0, std::string(SCENARIOS_DIR).rfind('/'));
+  const std::vector<std::string> env = {"GITHUB_ACTIONS=true", "GITHUB_STEP_SUMMARY=" + summary,
+                                        "GITHUB_WORKSPACE=" + workspace};
   const auto r = RunCmd({LDSCOPE_BIN, "run", "-q", "-o", dir + "/t.ldscope", "--",
                          "/usr/bin/python3", SCENARIOS_DIR "/cupy_then_torch.py", FIXTURES},
                         env);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out.find("::"), std::string::npos) << "the command's stdout stays its own";
-  EXPECT_NE(r.err.find("::error title=ldscope missing-symbol (pid "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("::error file=scenarios/cupy_then_torch.py,line=7,title=ldscope missing-symbol (pid "),
+            std::string::npos)
+      << r.err;
+  // Each finding once: as its annotation, not also as text; the counts end the log.
+  size_t headlines = 0;
+  for (size_t at = 0; (at = r.err.find("libtorch_cuda.so failed to load:", at)) != std::string::npos; ++at) ++headlines;
+  EXPECT_EQ(headlines, 1u) << r.err;
+  EXPECT_NE(r.err.find("\n1 error, 0 warnings, 0 info\n"), std::string::npos) << r.err;
   // The headline, then the evidence and the fixes as the annotation's further lines.
   EXPECT_NE(r.err.find("::libtorch_cuda.so failed to load: ncclCommRegister is not in the "
                        "libnccl.so.2 it was bound to%0Afailed: " FIXTURES
