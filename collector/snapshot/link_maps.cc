@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <map>
 #include <cstring>
 #include <set>
 #include <unordered_set>
@@ -49,15 +50,22 @@ bool ReadDynamic(Memory& mem, const std::vector<Mapping>& maps, uint64_t addr, s
   out->clear();
   const Mapping* m = MappingAt(maps, addr);
   if (m == nullptr) return false;
-  const size_t room = static_cast<size_t>((m->end - addr) / sizeof(Elf64_Dyn));
-  const size_t n = std::min(room, kMaxDynamic);
-  out->resize(n);
-  if (n == 0 || !mem.Read(addr, out->data(), n * sizeof(Elf64_Dyn))) return false;
-  for (size_t i = 0; i < n; ++i)
-    if ((*out)[i].d_tag == DT_NULL) {
-      out->resize(i);
-      return true;
+  const size_t room = std::min(static_cast<size_t>((m->end - addr) / sizeof(Elf64_Dyn)), kMaxDynamic);
+  // 64 entries at a time (most dynamic sections hold fewer than 40).
+  for (size_t at = 0; at < room;) {
+    const size_t n = std::min<size_t>(64, room - at);
+    out->resize(at + n);
+    if (!mem.Read(addr + at * sizeof(Elf64_Dyn), out->data() + at, n * sizeof(Elf64_Dyn))) {
+      out->resize(at);
+      return at > 0;
     }
+    for (size_t i = at; i < at + n; ++i)
+      if ((*out)[i].d_tag == DT_NULL) {
+        out->resize(i);
+        return true;
+      }
+    at += n;
+  }
   return true;  // no DT_NULL within the bound: what was read is kept
 }
 
@@ -69,13 +77,23 @@ uint64_t DynAddr(const std::vector<Mapping>& maps, uint64_t value, uint64_t l_ad
   return value + l_addr;
 }
 
-// The object's soname, NEEDED, RPATH, RUNPATH and DT_FLAGS_1 from its dynamic section.
-void ReadDynamicFacts(Memory& mem, const std::vector<Mapping>& maps, Object* o) {
-  std::vector<Elf64_Dyn> dyn;
-  if (!ReadDynamic(mem, maps, o->l_ld, &dyn)) return;
+// Where one object's strings lie among the pieces read for all objects.
+struct StringPlan {
+  size_t first = 0, count = 0;
+  bool soname = false, rpath = false, runpath = false;
+  uint64_t limit = 0;  // the end of its string table (DT_STRSZ, within the mapping)
+};
+
+// The object's DT_FLAGS_1, and the pieces of its string table that hold its SONAME,
+// RPATH, RUNPATH and NEEDED names (each at most 256 bytes, none past DT_STRSZ or the
+// mapping), appended to pieces.
+StringPlan PlanStrings(const std::vector<Mapping>& maps, const std::vector<Elf64_Dyn>& dyn, Object* o,
+                       std::vector<std::pair<uint64_t, size_t>>* pieces) {
+  StringPlan plan;
+  plan.first = pieces->size();
   uint64_t strtab = 0, strsz = 0;
   int64_t soname = -1, rpath = -1, runpath = -1;
-  std::vector<uint64_t> needed;
+  std::vector<uint64_t> offs;
   for (const auto& d : dyn) {
     switch (d.d_tag) {
       case DT_STRTAB: strtab = d.d_un.d_ptr; break;
@@ -85,71 +103,132 @@ void ReadDynamicFacts(Memory& mem, const std::vector<Mapping>& maps, Object* o) 
       case DT_RUNPATH: runpath = static_cast<int64_t>(d.d_un.d_val); break;
       case DT_FLAGS_1: o->flags_1 = d.d_un.d_val; break;
       case DT_NEEDED:
-        if (needed.size() < kMaxNeeded) needed.push_back(d.d_un.d_val);
+        if (offs.size() < kMaxNeeded) offs.push_back(d.d_un.d_val);
         break;
       default: break;
     }
   }
-  if (strtab == 0) return;
+  if (strtab == 0) return plan;
   strtab = DynAddr(maps, strtab, o->l_addr, o->dev, o->ino);
-  // Each string is read as a piece of at most 256 bytes, all in one call, and longer
-  // ones again in full; none past DT_STRSZ or the mapping.
   const Mapping* m = MappingAt(maps, strtab);
-  if (m == nullptr) return;
-  const uint64_t limit = std::min(m->end, strsz != 0 ? strtab + strsz : m->end);
-  std::vector<uint64_t> offs;
-  if (soname >= 0) offs.push_back(static_cast<uint64_t>(soname));
-  if (rpath >= 0) offs.push_back(static_cast<uint64_t>(rpath));
-  if (runpath >= 0) offs.push_back(static_cast<uint64_t>(runpath));
-  offs.insert(offs.end(), needed.begin(), needed.end());
-  std::vector<std::pair<uint64_t, size_t>> pieces;
-  for (uint64_t off : offs) {
+  if (m == nullptr) return plan;
+  plan.limit = std::min(m->end, strsz != 0 && strtab + strsz > strtab ? strtab + strsz : m->end);
+  std::vector<uint64_t> all;
+  if ((plan.soname = soname >= 0)) all.push_back(static_cast<uint64_t>(soname));
+  if ((plan.rpath = rpath >= 0)) all.push_back(static_cast<uint64_t>(rpath));
+  if ((plan.runpath = runpath >= 0)) all.push_back(static_cast<uint64_t>(runpath));
+  all.insert(all.end(), offs.begin(), offs.end());
+  for (uint64_t off : all) {
     const uint64_t at = strtab + off;
-    if (at < strtab || at >= limit) {
-      pieces.push_back({strtab, 0});
-      continue;
-    }
-    pieces.push_back({at, static_cast<size_t>(std::min<uint64_t>(256, limit - at))});
+    if (at < strtab || at >= plan.limit)
+      pieces->push_back({strtab, 0});
+    else
+      pieces->push_back({at, static_cast<size_t>(std::min<uint64_t>(256, plan.limit - at))});
   }
-  std::vector<std::string> got;
-  if (!mem.ReadMany(pieces, &got)) return;
-  std::vector<std::string> text(got.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    const size_t nul = got[i].find('\0');
-    if (nul != std::string::npos) {
-      text[i] = got[i].substr(0, nul);
-    } else if (pieces[i].second > 0) {
-      std::string s;
-      mem.ReadString(pieces[i].first, std::min<uint64_t>(kMaxString, limit - pieces[i].first), &s);
-      text[i] = s;
-    }
-  }
-  size_t i = 0;
-  if (soname >= 0) o->soname = text[i++];
-  if (rpath >= 0) o->rpath = text[i++];
-  if (runpath >= 0) o->runpath = text[i++];
-  for (; i < text.size(); ++i) o->needed.push_back(text[i]);
+  plan.count = all.size();
+  return plan;
 }
 
-// NT_GNU_BUILD_ID from the object's mapped program headers: its ELF header is at the
-// start of the mapping of the same file at offset 0 (the vDSO's at its own start).
-void ReadBuildId(Memory& mem, const std::vector<Mapping>& maps, Object* o) {
+// The strings of a plan, from the pieces read (a string longer than its piece is read
+// again, whole).
+void ApplyStrings(Memory& mem, const StringPlan& plan, const std::vector<std::pair<uint64_t, size_t>>& pieces,
+                  const std::vector<std::string>& got, Object* o) {
+  std::vector<std::string> text(plan.count);
+  for (size_t k = 0; k < plan.count; ++k) {
+    const auto& piece = pieces[plan.first + k];
+    const std::string& g = got[plan.first + k];
+    const size_t nul = g.find('\0');
+    if (nul != std::string::npos)
+      text[k] = g.substr(0, nul);
+    else if (piece.second > 0)
+      mem.ReadString(piece.first, std::min<uint64_t>(kMaxString, plan.limit - piece.first), &text[k]);
+  }
+  size_t k = 0;
+  if (plan.soname) o->soname = text[k++];
+  if (plan.rpath) o->rpath = text[k++];
+  if (plan.runpath) o->runpath = text[k++];
+  for (; k < text.size(); ++k) o->needed.push_back(text[k]);
+}
+
+// Every object's dynamic facts: the dynamic sections in one batch of reads, then all the
+// strings in another (each object again on its own when a batch fails).
+void ReadDynamicFacts(Memory& mem, const std::vector<Mapping>& maps, std::vector<Object>* objs) {
+  const size_t n = objs->size();
+  std::vector<std::pair<uint64_t, size_t>> dyn_pieces(n);
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t at = (*objs)[i].l_ld;
+    const Mapping* m = MappingAt(maps, at);
+    dyn_pieces[i] = {at, m == nullptr ? 0 : static_cast<size_t>(std::min<uint64_t>(64 * sizeof(Elf64_Dyn), (m->end - at) / sizeof(Elf64_Dyn) * sizeof(Elf64_Dyn)))};
+  }
+  std::vector<std::string> dyn_got;
+  const bool batch = mem.ReadMany(dyn_pieces, &dyn_got);
+  std::vector<std::pair<uint64_t, size_t>> pieces;
+  std::vector<StringPlan> plans(n);
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<Elf64_Dyn> dyn;
+    bool whole = false;
+    if (batch) {
+      const std::string& g = dyn_got[i];
+      for (size_t at = 0; at + sizeof(Elf64_Dyn) <= g.size(); at += sizeof(Elf64_Dyn)) {
+        Elf64_Dyn d;
+        std::memcpy(&d, g.data() + at, sizeof d);
+        if (d.d_tag == DT_NULL) {
+          whole = true;
+          break;
+        }
+        dyn.push_back(d);
+      }
+    }
+    // Not read in the batch, or longer than its first 64 entries: on its own.
+    if (!whole && !ReadDynamic(mem, maps, (*objs)[i].l_ld, &dyn)) continue;
+    plans[i] = PlanStrings(maps, dyn, &(*objs)[i], &pieces);
+  }
+  std::vector<std::string> got;
+  if (mem.ReadMany(pieces, &got)) {
+    for (size_t i = 0; i < n; ++i) ApplyStrings(mem, plans[i], pieces, got, &(*objs)[i]);
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const std::vector<std::pair<uint64_t, size_t>> own(pieces.begin() + static_cast<long>(plans[i].first),
+                                                       pieces.begin() + static_cast<long>(plans[i].first + plans[i].count));
+    std::vector<std::string> own_got;
+    if (!mem.ReadMany(own, &own_got)) continue;
+    StringPlan local = plans[i];
+    local.first = 0;
+    ApplyStrings(mem, local, own, own_got, &(*objs)[i]);
+  }
+}
+
+// headers: each file's mappings at offset 0, by (dev, ino), in address order.
+using Headers = std::map<std::pair<uint64_t, uint64_t>, std::vector<const Mapping*>>;
+
+void ReadBuildId(Memory& mem, const std::vector<Mapping>& maps, const Headers& headers, Object* o) {
   const Mapping* header = nullptr;
   const Mapping* dyn_map = MappingAt(maps, o->l_ld);
   if (dyn_map == nullptr) return;
   if (o->is_vdso) {
     header = dyn_map;
-  } else {
-    for (const auto& m : maps)
-      if (m.dev == o->dev && m.ino == o->ino && m.offset == 0 && m.start <= o->l_ld) header = &m;
+  } else if (auto it = headers.find({o->dev, o->ino}); it != headers.end()) {
+    // The last one below the dynamic section (a file mapped twice: this object's copy).
+    for (const Mapping* m : it->second)
+      if (m->start <= o->l_ld) header = m;
   }
   if (header == nullptr) return;
+  // The ELF header and, usually right after it, the program headers: one read.
+  char head[1024];
+  const size_t head_len = static_cast<size_t>(std::min<uint64_t>(sizeof head, header->end - header->start));
   Elf64_Ehdr eh;
-  if (!mem.ReadValue(header->start, &eh) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
-      eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum > kMaxPhdrs)
+  if (head_len < sizeof eh || !mem.Read(header->start, head, head_len)) return;
+  std::memcpy(&eh, head, sizeof eh);
+  if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+      eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum > kMaxPhdrs)
     return;
   std::vector<Elf64_Phdr> ph(eh.e_phnum);
-  if (!mem.Read(header->start + eh.e_phoff, ph.data(), ph.size() * sizeof(Elf64_Phdr))) return;
+  const size_t ph_len = ph.size() * sizeof(Elf64_Phdr);
+  if (eh.e_phoff <= head_len && ph_len <= head_len - eh.e_phoff)
+    std::memcpy(ph.data(), head + eh.e_phoff, ph_len);
+  else if (!mem.Read(header->start + eh.e_phoff, ph.data(), ph_len))
+    return;
   for (const auto& p : ph) {
     if (p.p_type != PT_NOTE || p.p_memsz > 65536) continue;
     std::string note(p.p_memsz, '\0');
@@ -216,14 +295,6 @@ Status ReadDebugChain(Memory& mem, uint64_t r_debug, std::vector<RawRDebug>* out
   return Status::Ok();
 }
 
-// What makes two reads the same list: each object's link_map and name pointer.
-std::vector<std::pair<uint64_t, uint64_t>> Shape(const std::vector<Object>& objs) {
-  std::vector<std::pair<uint64_t, uint64_t>> s;
-  s.reserve(objs.size());
-  for (const auto& o : objs) s.push_back({o.map, o.l_ld});
-  return s;
-}
-
 }  // namespace
 
 Status ReadLinkMaps(Memory& mem, const std::vector<Mapping>& maps, const Auxv& aux, uint64_t r_debug, Process* p) {
@@ -262,13 +333,22 @@ Status ReadLinkMaps(Memory& mem, const std::vector<Mapping>& maps, const Auxv& a
     }
     const uint64_t read_at = Mono();
     // Read again: the same states and the same lists, or the loader changed them meanwhile.
+    // Every link_map in one batch: each still links to the next of the first walk.
     std::vector<RawRDebug> again;
-    std::vector<Object> objs2;
     bool same = ReadDebugChain(mem, r_debug, &again).ok() && again.size() == chain.size();
     for (size_t ns = 0; same && ns < again.size(); ++ns)
-      same = again[ns].r_state == kRtConsistent && again[ns].r_map == chain[ns].r_map &&
-             WalkList(mem, again[ns].r_map, static_cast<int64_t>(ns), &objs2).ok();
-    if (!same || Shape(objs) != Shape(objs2)) {
+      same = again[ns].r_state == kRtConsistent && again[ns].r_map == chain[ns].r_map;
+    std::vector<std::pair<uint64_t, size_t>> maps_again;
+    for (const auto& o : objs) maps_again.push_back({o.map, sizeof(RawLinkMap)});
+    std::vector<std::string> got;
+    same = same && mem.ReadMany(maps_again, &got);
+    for (size_t i = 0; same && i < objs.size(); ++i) {
+      RawLinkMap lm;
+      std::memcpy(&lm, got[i].data(), sizeof lm);
+      const bool last = i + 1 == objs.size() || objs[i + 1].lmid != objs[i].lmid;
+      same = lm.l_ld == objs[i].l_ld && lm.l_next == (last ? 0 : objs[i + 1].map);
+    }
+    if (!same) {
       last_why = "the list changed while it was read";
       continue;
     }
@@ -284,6 +364,9 @@ Status ReadLinkMaps(Memory& mem, const std::vector<Mapping>& maps, const Auxv& a
                              p->pid, p->tries, last_why)};
   // Each object's file (the mapping of its dynamic section), facts and build-id.
   const Mapping* vdso = MappingAt(maps, aux.sysinfo_ehdr);
+  Headers headers;
+  for (const auto& m : maps)
+    if (m.offset == 0 && m.ino != 0) headers[{m.dev, m.ino}].push_back(&m);
   for (size_t i = 0; i < p->objects.size(); ++i) {
     Object& o = p->objects[i];
     o.is_main = i == 0;
@@ -297,9 +380,9 @@ Status ReadLinkMaps(Memory& mem, const std::vector<Mapping>& maps, const Auxv& a
                                      o.name.empty() ? "the program" : o.name, o.l_ld, p->pid));
     }
     o.is_ldso = aux.base != 0 && o.l_addr == aux.base && !o.is_main;
-    ReadDynamicFacts(mem, maps, &o);
-    ReadBuildId(mem, maps, &o);
+    ReadBuildId(mem, maps, headers, &o);
   }
+  ReadDynamicFacts(mem, maps, &p->objects);
   return Status::Ok();
 }
 
