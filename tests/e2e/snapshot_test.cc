@@ -107,6 +107,32 @@ TEST(Snapshot, NcclBothOrders) {
   }
 }
 
+// Three ranks of one program (the same argv, RANK apart), read together: the one that
+// preloaded another NCCL is named against the others (siblings across the pids given).
+// Before snapshots counted as programs of their own, the report had no finding.
+TEST(Snapshot, OddRankAmongPids) {
+  const std::string dir = ScratchDir("snapshot_ranks");
+  const std::string wheel = kFix + "/classes/siblings/nccl/lib/libnccl.so.2";
+  const std::string old = kFix + "/classes/siblings/old/libnccl.so.2.18.1";
+  std::vector<std::unique_ptr<Waiting>> ranks;
+  for (int rank = 0; rank < 3; ++rank) {
+    std::vector<std::string> argv = {"/usr/bin/env", "RANK=" + std::to_string(rank)};
+    if (rank == 2) argv.push_back("LD_PRELOAD=" + old);
+    for (const std::string& a : {std::string(SNAPWAIT), std::string("open"), wheel}) argv.push_back(a);
+    ranks.push_back(std::make_unique<Waiting>(argv));
+    ASSERT_TRUE(ranks.back()->ready()) << ranks.back()->said();
+  }
+  std::vector<std::string> cmd = {LDSCOPE_BIN, "snapshot", "-o", dir + "/t.ldscope"};
+  std::vector<std::pair<pid_t, std::string>> names;
+  for (int rank = 0; rank < 3; ++rank) {
+    cmd.push_back(std::to_string(ranks[rank]->pid()));
+    names.push_back({ranks[rank]->pid(), "RANK" + std::to_string(rank)});
+  }
+  const Proc r = RunCmd(cmd);
+  ASSERT_EQ(r.code, 0) << r.err;
+  ExpectGolden("snapshot_odd_rank.txt", Tree(NamePids(r.out, names), 0));
+}
+
 // Every command that reads traces reads a snapshot's.
 TEST(Snapshot, EveryReaderTakesIt) {
   const std::string dir = ScratchDir("snapshot_readers");
