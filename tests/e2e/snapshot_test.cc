@@ -347,6 +347,59 @@ TEST(Snapshot, StaticBinary) {
   ExpectGolden("snapshot_static.txt", Tree(NamePids(r.out, {{p.pid(), "STATIC"}}), p.pid()));
 }
 
+// The wheel's Python package, laid out as scripts/dist lays it out (its __init__.py and
+// __main__.py from the code that writes the wheel, the binary in data/bin): `python -m
+// ldscope snapshot`, ldscope.snapshot() of the Python itself, its error, and the IPython
+// magic (Debian's python3-ipython) as text and as the HTML table a notebook shows.
+TEST(Snapshot, PythonPackage) {
+  const std::string dir = ScratchDir("snapshot_python");
+  const std::string pkg = dir + "/site/ldscope";
+  ASSERT_EQ(RunCmd({"/bin/mkdir", "-p", pkg + "/data/bin"}).code, 0);
+  ASSERT_EQ(symlink(LDSCOPE_BIN, (pkg + "/data/bin/ldscope").c_str()), 0);
+  const Proc made = RunCmd({"/usr/bin/python3", "-c",
+                            "import importlib.machinery as m, sys\n"
+                            "d = m.SourceFileLoader('dist', sys.argv[1]).load_module()\n"
+                            "open(sys.argv[2] + '/__init__.py', 'w').write(d.package_init('0.0.0'))\n"
+                            "open(sys.argv[2] + '/__main__.py', 'w').write(d.WHEEL_MAIN)\n",
+                            SOURCE_DIR "/scripts/dist", pkg});
+  ASSERT_EQ(made.code, 0) << made.err;
+  const std::string path = "PYTHONPATH=" + dir + "/site";
+  Waiting p({SNAPWAIT, "open", kOldNccl});
+  ASSERT_TRUE(p.ready());
+  const Proc m = RunCmd({"/usr/bin/python3", "-m", "ldscope", "snapshot", "-q", "--no-report", "-o", dir + "/t.ldscope",
+                         std::to_string(p.pid())},
+                        {path});
+  EXPECT_EQ(m.code, 0) << m.err;
+  EXPECT_EQ(TimelineOf({dir + "/t.ldscope"}).processes_size(), 1);
+  const std::string load = "import ctypes, os, ldscope\nctypes.CDLL('" + kTorch + "', os.RTLD_NOW)\nctypes.CDLL('" +
+                           kOldNccl + "')\n";
+  const Proc api = RunCmd({"/usr/bin/python3", "-c",
+                           load + "for f in ldscope.snapshot().findings: print(f.severity, f.kind, f.headline, f.pid == os.getpid())\n"
+                                  "try:\n    ldscope.snapshot(999999999)\nexcept ldscope.SnapshotError as e:\n    print('error:', e)\n"},
+                          {path});
+  EXPECT_EQ(api.code, 0) << api.err;
+  EXPECT_EQ(api.out,
+            "warning duplicate-library two copies of libnccl.so.2 are loaded together (namespace 0) True\n"
+            "error: ldscope: snapshot: pid 999999999: no such process\n"
+            "ldscope: snapshot: 1 of 1 process could not be read; no trace written\n");
+  const Proc ipy = RunCmd({"/usr/bin/python3", "-c",
+                           load + "from IPython.core.interactiveshell import InteractiveShell\n"
+                                  "ip = InteractiveShell.instance()\n"
+                                  "ip.run_line_magic('load_ext', 'ldscope')\n"
+                                  "r = ip.run_line_magic('ldscope', '')\n"
+                                  "print(r._repr_html_().split('</tr>')[1])\n"
+                                  "print(repr(r).splitlines()[0])\n"},
+                          {path});
+  EXPECT_EQ(ipy.code, 0) << ipy.err;
+  EXPECT_NE(ipy.out.find("<tr><td>warning</td><td>duplicate-library</td><td>two copies of libnccl.so.2 are loaded "
+                         "together (namespace 0)</td>"),
+            std::string::npos)
+      << ipy.out << ipy.err;
+  EXPECT_NE(ipy.out.find("\nwarning[duplicate-library]: two copies of libnccl.so.2 are loaded together (namespace 0)\n"),
+            std::string::npos)
+      << ipy.out;
+}
+
 // Bad requests: nothing to read, a pid that does not exist.
 TEST(Snapshot, NoSuchProcess) {
   const std::string dir = ScratchDir("snapshot_nosuch");
