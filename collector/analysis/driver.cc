@@ -72,9 +72,10 @@ void NoteSnapshots(const Context& ctx, v1::Report* out) {
     ++n;
     if (pi.p->snapshot().statically_linked()) {
       ++static_n;
-      out->add_notes(fmt::format("pid {} ({}) is statically linked: it has no dynamic loader and no link map, so "
-                                 "the snapshot lists no library",
-                                 pi.p->pid(), pi.p->exe()));
+      out->add_notes(
+          fmt::format("pid {} ({}) is statically linked: it has no dynamic loader and no link map, so "
+                      "the snapshot lists no library",
+                      pi.p->pid(), pi.p->exe()));
     }
     for (const auto& note : pi.p->snapshot().notes())
       out->add_notes(fmt::format("pid {} ({}): {}", pi.p->pid(), pi.p->exe(), note));

@@ -103,14 +103,15 @@ CLI::App* AddCollect(CLI::App& app, CollectOptions& collect) {
 
 // snapshot: what running processes have loaded, read without stopping them.
 CLI::App* AddSnapshot(CLI::App& app, SnapshotOptions& snap) {
-  auto* cmd = app.add_subcommand(
-      "snapshot", "Read what running processes have loaded (their link maps in every namespace, read from "
-                  "their memory without stopping them: no ptrace attach, no signal, no write), write it as a "
-                  "trace that report, show, lock, check, diff and export read, and print the diagnosis of what "
-                  "a snapshot can know (which search step found an object and what failed before it are not "
-                  "known). Exit status 2 when a process cannot be read (the message says which rule refused "
-                  "and how to allow it; no trace is written), 3 when --fail-on matches, 4 when the trace or "
-                  "report cannot be written.");
+  auto* cmd =
+      app.add_subcommand("snapshot",
+                         "Read what running processes have loaded (their link maps in every namespace, read from "
+                         "their memory without stopping them: no ptrace attach, no signal, no write), write it as a "
+                         "trace that report, show, lock, check, diff and export read, and print the diagnosis of what "
+                         "a snapshot can know (which search step found an object and what failed before it are not "
+                         "known). Exit status 2 when a process cannot be read (the message says which rule refused "
+                         "and how to allow it; no trace is written), 3 when --fail-on matches, 4 when the trace or "
+                         "report cannot be written.");
   cmd->add_option("pid", snap.pids, "Processes to read");
   cmd->add_option("--tree", snap.tree, "A process and all its descendants (every rank of a torchrun)");
   cmd->add_flag("--all-python", snap.all_python, "Every Python process of this user");
@@ -126,7 +127,9 @@ CLI::App* AddSnapshot(CLI::App& app, SnapshotOptions& snap) {
       ->check(CLI::IsMember({"text", "json"}));
   cmd->add_option("--fail-on", snap.report.fail_on,
                   "Exit with status 3 when findings of these kinds exist (as for run)")
-      ->delimiter(',')->check(kFailOnKinds)->allow_extra_args(false);
+      ->delimiter(',')
+      ->check(kFailOnKinds)
+      ->allow_extra_args(false);
   cmd->add_option("--junit", snap.report.junit, "Also write the diagnosis as JUnit XML to this file");
   return cmd;
 }

@@ -66,7 +66,8 @@ Targets Gather(const SnapshotOptions& opt) {
 }
 
 bool Gone(const std::string& error) {
-  return error.find(": no such process") != std::string::npos || error.find("ended while it was read") != std::string::npos ||
+  return error.find(": no such process") != std::string::npos ||
+         error.find("ended while it was read") != std::string::npos ||
          error.find(": it has ended") != std::string::npos;
 }
 
@@ -162,10 +163,11 @@ int Snapshot(const SnapshotOptions& opt) {
   int retried = 0;
   for (const auto& p : read) retried += p.tries > 1;
   if (!opt.quiet || !closed.ok()) {
-    std::string line = fmt::format("snapshot of {} process{} ({} objects) read in {:.1f} ms, written in {:.1f} ms{}; trace {}",
-                                   read.size(), read.size() == 1 ? "" : "es", objects, (t_read - t0) / 1e6,
-                                   (t_written - t_read) / 1e6, opt.facts ? fmt::format(" (facts {:.1f} ms)", (t_written - t_events) / 1e6) : "",
-                                   output == "-" ? "on standard output" : text::Escape(output));
+    std::string line =
+        fmt::format("snapshot of {} process{} ({} objects) read in {:.1f} ms, written in {:.1f} ms{}; trace {}",
+                    read.size(), read.size() == 1 ? "" : "es", objects, (t_read - t0) / 1e6, (t_written - t_read) / 1e6,
+                    opt.facts ? fmt::format(" (facts {:.1f} ms)", (t_written - t_events) / 1e6) : "",
+                    output == "-" ? "on standard output" : text::Escape(output));
     if (retried > 0)
       line += fmt::format("; {} process{} changed while reading, retried", retried, retried == 1 ? "" : "es");
     Complain(line);

@@ -282,7 +282,9 @@ class ProcessBuilder {
         FlushSearch();
         startup_done_ = true;
         break;
-      case v1::Event::kSnapshot: *out_->mutable_snapshot() = e.snapshot(); break;
+      case v1::Event::kSnapshot:
+        *out_->mutable_snapshot() = e.snapshot();
+        break;
       case v1::Event::kExit:
         FlushSearch();
         FlushCloses(/*at_exit=*/true);

@@ -89,7 +89,8 @@ const char* ReasonWord(v1::LoadReason r) {
     case v1::LOAD_NEEDED: return "needed";
     case v1::LOAD_DLOPEN: return "dlopen";
     case v1::LOAD_PRELOAD: return "preload";
-    case v1::LOAD_IN_LINK_MAP: return "in link map";
+    case v1::LOAD_IN_LINK_MAP:
+      return "in link map";
     default: return "load";
   }
 }
@@ -275,13 +276,13 @@ void RenderEnd(std::string& out, const v1::ProcessTimeline& p, size_t exit_unloa
         "could not get itself\n",
         p.fd_limit());
   else if (p.start_reason() == v1::START_SNAPSHOT)
-    out += p.snapshot().statically_linked()
-               ? std::string("  snapshot: statically linked, no dynamic loader and no link map\n")
-               : fmt::format("  snapshot: {} objects in {} namespace{} ({} read{} of its link maps, via {})\n",
-                             p.loaded_at_end_size(), p.snapshot().namespaces(),
-                             p.snapshot().namespaces() == 1 ? "" : "s", p.snapshot().tries(),
-                             p.snapshot().tries() == 1 ? "" : "s: changed while reading, retried",
-                             p.snapshot().found_via());
+    out +=
+        p.snapshot().statically_linked()
+            ? std::string("  snapshot: statically linked, no dynamic loader and no link map\n")
+            : fmt::format("  snapshot: {} objects in {} namespace{} ({} read{} of its link maps, via {})\n",
+                          p.loaded_at_end_size(), p.snapshot().namespaces(), p.snapshot().namespaces() == 1 ? "" : "s",
+                          p.snapshot().tries(), p.snapshot().tries() == 1 ? "" : "s: changed while reading, retried",
+                          p.snapshot().found_via());
   else if (p.exited())
     out += fmt::format("  exit: {} objects unloaded at exit\n", exit_unloads);
   else if (p.still_running())

@@ -49,7 +49,8 @@ inline const char* StartWord(v1::StartReason r) {
     case v1::START_EXEC: return "exec";
     case v1::START_FORK: return "fork";
     case v1::START_RECONNECT: return "reconnect";
-    case v1::START_SNAPSHOT: return "snapshot of a running process";
+    case v1::START_SNAPSHOT:
+      return "snapshot of a running process";
     default: return "unknown";
   }
 }

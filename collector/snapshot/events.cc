@@ -35,7 +35,7 @@ std::map<size_t, StartUp> StartUpObjects(const Process& p) {
   std::vector<size_t> order;
   for (size_t i : ns0)
     if (!p.objects[i].is_ldso && !p.objects[i].is_vdso && !p.objects[i].is_main) order.push_back(i);
-  size_t next = 0;  // the next of `order` to be accounted for
+  size_t next = 0;                        // the next of `order` to be accounted for
   std::vector<size_t> placed = {ns0[0]};  // main, then each start-up object in order
   auto matches = [&](size_t i, const std::string& name) {
     const Object& o = p.objects[i];

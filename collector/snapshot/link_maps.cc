@@ -96,16 +96,29 @@ StringPlan PlanStrings(const std::vector<Mapping>& maps, const std::vector<Elf64
   std::vector<uint64_t> offs;
   for (const auto& d : dyn) {
     switch (d.d_tag) {
-      case DT_STRTAB: strtab = d.d_un.d_ptr; break;
-      case DT_STRSZ: strsz = d.d_un.d_val; break;
-      case DT_SONAME: soname = static_cast<int64_t>(d.d_un.d_val); break;
-      case DT_RPATH: rpath = static_cast<int64_t>(d.d_un.d_val); break;
-      case DT_RUNPATH: runpath = static_cast<int64_t>(d.d_un.d_val); break;
-      case DT_FLAGS_1: o->flags_1 = d.d_un.d_val; break;
+      case DT_STRTAB:
+        strtab = d.d_un.d_ptr;
+        break;
+      case DT_STRSZ:
+        strsz = d.d_un.d_val;
+        break;
+      case DT_SONAME:
+        soname = static_cast<int64_t>(d.d_un.d_val);
+        break;
+      case DT_RPATH:
+        rpath = static_cast<int64_t>(d.d_un.d_val);
+        break;
+      case DT_RUNPATH:
+        runpath = static_cast<int64_t>(d.d_un.d_val);
+        break;
+      case DT_FLAGS_1:
+        o->flags_1 = d.d_un.d_val;
+        break;
       case DT_NEEDED:
         if (offs.size() < kMaxNeeded) offs.push_back(d.d_un.d_val);
         break;
-      default: break;
+      default:
+        break;
     }
   }
   if (strtab == 0) return plan;
@@ -158,7 +171,10 @@ void ReadDynamicFacts(Memory& mem, const std::vector<Mapping>& maps, std::vector
   for (size_t i = 0; i < n; ++i) {
     const uint64_t at = (*objs)[i].l_ld;
     const Mapping* m = MappingAt(maps, at);
-    dyn_pieces[i] = {at, m == nullptr ? 0 : static_cast<size_t>(std::min<uint64_t>(64 * sizeof(Elf64_Dyn), (m->end - at) / sizeof(Elf64_Dyn) * sizeof(Elf64_Dyn)))};
+    dyn_pieces[i] = {at, m == nullptr
+                             ? 0
+                             : static_cast<size_t>(std::min<uint64_t>(
+                                   64 * sizeof(Elf64_Dyn), (m->end - at) / sizeof(Elf64_Dyn) * sizeof(Elf64_Dyn)))};
   }
   std::vector<std::string> dyn_got;
   const bool batch = mem.ReadMany(dyn_pieces, &dyn_got);
@@ -189,8 +205,9 @@ void ReadDynamicFacts(Memory& mem, const std::vector<Mapping>& maps, std::vector
     return;
   }
   for (size_t i = 0; i < n; ++i) {
-    const std::vector<std::pair<uint64_t, size_t>> own(pieces.begin() + static_cast<long>(plans[i].first),
-                                                       pieces.begin() + static_cast<long>(plans[i].first + plans[i].count));
+    const std::vector<std::pair<uint64_t, size_t>> own(
+        pieces.begin() + static_cast<long>(plans[i].first),
+        pieces.begin() + static_cast<long>(plans[i].first + plans[i].count));
     std::vector<std::string> own_got;
     if (!mem.ReadMany(own, &own_got)) continue;
     StringPlan local = plans[i];
@@ -256,11 +273,14 @@ Status WalkList(Memory& mem, uint64_t head, int64_t lmid, std::vector<Object>* o
   std::unordered_set<uint64_t> seen;
   uint64_t prev = 0;
   for (uint64_t at = head; at != 0;) {
-    if (seen.size() >= kMaxObjects) return Error{fmt::format("namespace {} lists more than {} objects", lmid, kMaxObjects)};
-    if (!seen.insert(at).second) return Error{fmt::format("namespace {}'s list loops back to an object it listed", lmid)};
+    if (seen.size() >= kMaxObjects)
+      return Error{fmt::format("namespace {} lists more than {} objects", lmid, kMaxObjects)};
+    if (!seen.insert(at).second)
+      return Error{fmt::format("namespace {}'s list loops back to an object it listed", lmid)};
     RawLinkMap lm;
     if (!mem.ReadValue(at, &lm))
-      return Error{fmt::format("cannot read a link_map of namespace {} at {:#x}: {}", lmid, at, std::strerror(mem.last_errno()))};
+      return Error{fmt::format("cannot read a link_map of namespace {} at {:#x}: {}", lmid, at,
+                               std::strerror(mem.last_errno()))};
     if (lm.l_prev != prev) return Error{fmt::format("namespace {}'s list is not linked both ways at {:#x}", lmid, at)};
     Object o;
     o.lmid = lmid;
@@ -280,12 +300,14 @@ Status ReadDebugChain(Memory& mem, uint64_t r_debug, std::vector<RawRDebug>* out
   out->clear();
   std::set<uint64_t> seen;
   for (uint64_t at = r_debug; at != 0;) {
-    if (out->size() >= kMaxNamespaces) return Error{fmt::format("more than {} namespaces chained from r_debug", kMaxNamespaces)};
+    if (out->size() >= kMaxNamespaces)
+      return Error{fmt::format("more than {} namespaces chained from r_debug", kMaxNamespaces)};
     if (!seen.insert(at).second) return Error{"the namespaces' r_debug chain loops"};
     RawRDebug r{};
     // The first is a whole r_debug_extended only from r_version 2 on.
     const size_t size = out->empty() ? offsetof(RawRDebug, r_next) : sizeof r;
-    if (!mem.Read(at, &r, size)) return Error{fmt::format("cannot read r_debug at {:#x}: {}", at, std::strerror(mem.last_errno()))};
+    if (!mem.Read(at, &r, size))
+      return Error{fmt::format("cannot read r_debug at {:#x}: {}", at, std::strerror(mem.last_errno()))};
     if (out->empty() && r.r_version >= 2 && !mem.ReadValue(at + offsetof(RawRDebug, r_next), &r.r_next))
       return Error{fmt::format("cannot read r_debug_extended at {:#x}", at)};
     out->push_back(r);

@@ -148,8 +148,7 @@ std::vector<Mapping> ReadMaps(pid_t pid, std::string* error) {
 }
 
 const Mapping* MappingAt(const std::vector<Mapping>& maps, uint64_t addr) {
-  auto it = std::upper_bound(maps.begin(), maps.end(), addr,
-                             [](uint64_t a, const Mapping& m) { return a < m.start; });
+  auto it = std::upper_bound(maps.begin(), maps.end(), addr, [](uint64_t a, const Mapping& m) { return a < m.start; });
   if (it == maps.begin()) return nullptr;
   --it;
   return addr < it->end ? &*it : nullptr;

@@ -64,9 +64,12 @@ std::string Link(const std::string& path) {
 std::string StatusField(const std::string& status, const std::string& name) {
   const std::string key = "\n" + name + ":";
   size_t at = status.find(key);
-  if (at == std::string::npos && status.rfind(name + ":", 0) == 0) at = 0;
-  else if (at == std::string::npos) return "";
-  else at += 1;
+  if (at == std::string::npos && status.rfind(name + ":", 0) == 0)
+    at = 0;
+  else if (at == std::string::npos)
+    return "";
+  else
+    at += 1;
   at += name.size() + 1;
   const size_t end = status.find('\n', at);
   std::string v = status.substr(at, end == std::string::npos ? std::string::npos : end - at);
@@ -105,36 +108,42 @@ std::string Refusal(pid_t pid, const std::string& what, int err) {
   for (const auto& u : uids)
     if (!u.empty() && static_cast<uid_t>(std::strtoul(u.c_str(), nullptr, 10)) != me) other_user = true;
   if (other_user && !cap)
-    return fmt::format("{}: the process runs as uid {}, ldscope as uid {}; the kernel lets a process read only "
-                       "processes of its own user, unless it has CAP_SYS_PTRACE: run ldscope as that user, or as root "
-                       "(sudo ldscope snapshot {})",
-                       head, uids.empty() ? "?" : uids.front(), me, pid);
+    return fmt::format(
+        "{}: the process runs as uid {}, ldscope as uid {}; the kernel lets a process read only "
+        "processes of its own user, unless it has CAP_SYS_PTRACE: run ldscope as that user, or as root "
+        "(sudo ldscope snapshot {})",
+        head, uids.empty() ? "?" : uids.front(), me, pid);
   std::string scope;
   (void)ReadProcFile("/proc/sys/kernel/yama/ptrace_scope", &scope);
   scope = scope.substr(0, scope.find('\n'));
   if (!cap && scope == "1")
-    return fmt::format("{}: /proc/sys/kernel/yama/ptrace_scope is 1, which lets a process read only its own "
-                       "descendants: run ldscope with CAP_SYS_PTRACE (sudo ldscope snapshot {}), or allow reading "
-                       "processes of the same user with `sudo sysctl kernel.yama.ptrace_scope=0`",
-                       head, pid);
+    return fmt::format(
+        "{}: /proc/sys/kernel/yama/ptrace_scope is 1, which lets a process read only its own "
+        "descendants: run ldscope with CAP_SYS_PTRACE (sudo ldscope snapshot {}), or allow reading "
+        "processes of the same user with `sudo sysctl kernel.yama.ptrace_scope=0`",
+        head, pid);
   if (scope == "2" && !cap)
-    return fmt::format("{}: /proc/sys/kernel/yama/ptrace_scope is 2, which lets only processes with "
-                       "CAP_SYS_PTRACE read others: run ldscope as root (sudo ldscope snapshot {})",
-                       head, pid);
+    return fmt::format(
+        "{}: /proc/sys/kernel/yama/ptrace_scope is 2, which lets only processes with "
+        "CAP_SYS_PTRACE read others: run ldscope as root (sudo ldscope snapshot {})",
+        head, pid);
   if (scope == "3")
-    return fmt::format("{}: /proc/sys/kernel/yama/ptrace_scope is 3: no process may read another until the "
-                       "machine restarts",
-                       head);
+    return fmt::format(
+        "{}: /proc/sys/kernel/yama/ptrace_scope is 3: no process may read another until the "
+        "machine restarts",
+        head);
   struct stat st {};
   if (stat(fmt::format("/proc/{}", pid).c_str(), &st) == 0 && !cap && st.st_uid != me)
-    return fmt::format("{}: the process is not dumpable (a set-user-ID or file-capability program, or "
-                       "prctl(PR_SET_DUMPABLE, 0)), so only a process with CAP_SYS_PTRACE may read it: run ldscope "
-                       "as root (sudo ldscope snapshot {})",
-                       head, pid);
-  return fmt::format("{}: refused although the user and kernel.yama.ptrace_scope allow it: a security module "
-                     "(AppArmor, SELinux) or a container boundary (another user namespace) refuses it; run ldscope "
-                     "in the process's container, or as its user there",
-                     head);
+    return fmt::format(
+        "{}: the process is not dumpable (a set-user-ID or file-capability program, or "
+        "prctl(PR_SET_DUMPABLE, 0)), so only a process with CAP_SYS_PTRACE may read it: run ldscope "
+        "as root (sudo ldscope snapshot {})",
+        head, pid);
+  return fmt::format(
+      "{}: refused although the user and kernel.yama.ptrace_scope allow it: a security module "
+      "(AppArmor, SELinux) or a container boundary (another user namespace) refuses it; run ldscope "
+      "in the process's container, or as its user there",
+      head);
 }
 
 Result<Auxv> ReadAuxv(pid_t pid) {
@@ -144,18 +153,30 @@ Result<Auxv> ReadAuxv(pid_t pid) {
     if (e == ENOENT || e == ESRCH) return Error{fmt::format("pid {}: no such process", pid)};
     return Error{Refusal(pid, fmt::format("/proc/{}/auxv", pid), e)};
   }
-  if (raw.empty()) return Error{fmt::format("pid {}: it has no auxiliary vector (a kernel thread, or it has ended)", pid)};
+  if (raw.empty())
+    return Error{fmt::format("pid {}: it has no auxiliary vector (a kernel thread, or it has ended)", pid)};
   Auxv a;
   for (size_t at = 0; at + 16 <= raw.size(); at += 16) {
     uint64_t kv[2];
     std::memcpy(kv, raw.data() + at, 16);
     switch (kv[0]) {
-      case AT_PHDR: a.phdr = kv[1]; break;
-      case AT_PHNUM: a.phnum = kv[1]; break;
-      case AT_BASE: a.base = kv[1]; break;
-      case AT_SYSINFO_EHDR: a.sysinfo_ehdr = kv[1]; break;
-      case AT_ENTRY: a.entry = kv[1]; break;
-      default: break;
+      case AT_PHDR:
+        a.phdr = kv[1];
+        break;
+      case AT_PHNUM:
+        a.phnum = kv[1];
+        break;
+      case AT_BASE:
+        a.base = kv[1];
+        break;
+      case AT_SYSINFO_EHDR:
+        a.sysinfo_ehdr = kv[1];
+        break;
+      case AT_ENTRY:
+        a.entry = kv[1];
+        break;
+      default:
+        break;
     }
   }
   return a;
@@ -177,7 +198,8 @@ bool Is64Bit(pid_t pid) {
 Status FindDtDebug(Memory& mem, const std::vector<Mapping>& maps, const Auxv& aux, bool* dynamic, uint64_t* r_debug) {
   *dynamic = false;
   *r_debug = 0;
-  if (aux.phdr == 0 || aux.phnum == 0 || aux.phnum > kMaxPhdrs) return Error{"its auxiliary vector names no program headers"};
+  if (aux.phdr == 0 || aux.phnum == 0 || aux.phnum > kMaxPhdrs)
+    return Error{"its auxiliary vector names no program headers"};
   std::vector<Elf64_Phdr> ph(aux.phnum);
   if (!mem.Read(aux.phdr, ph.data(), ph.size() * sizeof(Elf64_Phdr))) return Error{std::strerror(mem.last_errno())};
   int64_t bias = 0;
@@ -259,7 +281,8 @@ std::string GlibcVersion(pid_t pid, const std::string& ldso) {
     if (at != std::string::npos) {
       size_t n = 0;
       const size_t v = at + key.size();
-      while (v + n < bytes.size() && (std::isdigit(static_cast<unsigned char>(bytes[v + n])) || bytes[v + n] == '.')) ++n;
+      while (v + n < bytes.size() && (std::isdigit(static_cast<unsigned char>(bytes[v + n])) || bytes[v + n] == '.'))
+        ++n;
       while (n > 0 && bytes[v + n - 1] == '.') --n;
       if (n > 0) return bytes.substr(v, n);
     }
@@ -297,10 +320,11 @@ void CrossCheck(pid_t pid, const std::vector<Mapping>& maps, Process* p) {
     unlisted.push_back(m.path);
   }
   if (!unlisted.empty())
-    p->notes.push_back(fmt::format("mapped but in no link map (mapped by other means than the loader, or by an "
-                                   "auditor's namespace): {}{}",
-                                   fmt::join(unlisted.begin(), unlisted.begin() + std::min<size_t>(unlisted.size(), 5), ", "),
-                                   unlisted.size() > 5 ? fmt::format(", and {} more", unlisted.size() - 5) : ""));
+    p->notes.push_back(
+        fmt::format("mapped but in no link map (mapped by other means than the loader, or by an "
+                    "auditor's namespace): {}{}",
+                    fmt::join(unlisted.begin(), unlisted.begin() + std::min<size_t>(unlisted.size(), 5), ", "),
+                    unlisted.size() > 5 ? fmt::format(", and {} more", unlisted.size() - 5) : ""));
 }
 
 // Argv, cwd, the environment, the parent, the pid namespace and the start time.
@@ -340,7 +364,6 @@ void ReadProcessFacts(pid_t pid, Process* p) {
     }
   }
 }
-
 
 // The process has ended: /proc/PID is gone, is another process's (the pid was used
 // again), or is a zombie's.
@@ -387,7 +410,8 @@ Result<Process> ReadLive(pid_t pid, const struct stat& st) {
   p.pid = pid;
   Result<Auxv> aux = ReadAuxv(pid);
   if (!aux.ok()) return Error{aux.error()};
-  if (!Is64Bit(pid)) return Error{fmt::format("pid {}: a 32-bit process, whose link maps this ldscope does not read", pid)};
+  if (!Is64Bit(pid))
+    return Error{fmt::format("pid {}: a 32-bit process, whose link maps this ldscope does not read", pid)};
   std::string maps_error;
   const std::vector<Mapping> maps = ReadMaps(pid, &maps_error);
   if (maps.empty()) return Error{fmt::format("pid {}: {}", pid, maps_error)};
@@ -413,9 +437,10 @@ Result<Process> ReadLive(pid_t pid, const struct stat& st) {
     p.found_via = "_r_debug";
   }
   if (r_debug == 0)
-    return Error{fmt::format("pid {}: found neither its executable's DT_DEBUG nor ld.so's _r_debug: its link maps "
-                             "cannot be located",
-                             pid)};
+    return Error{
+        fmt::format("pid {}: found neither its executable's DT_DEBUG nor ld.so's _r_debug: its link maps "
+                    "cannot be located",
+                    pid)};
   if (Status s = ReadLinkMaps(mem, maps, *aux, r_debug, &p); !s.ok()) return Error{s.error()};
   for (auto& o : p.objects) {
     o.path = o.is_main ? p.exe : o.name;
@@ -429,8 +454,9 @@ Result<Process> ReadLive(pid_t pid, const struct stat& st) {
     }
   CrossCheck(pid, maps, &p);
   if (p.namespaces > 1)
-    p.notes.push_back("namespaces other than 0 are numbered in the order the loader chained them (r_next), which is "
-                      "their Lmid_t unless a namespace was emptied and its number used again");
+    p.notes.push_back(
+        "namespaces other than 0 are numbered in the order the loader chained them (r_next), which is "
+        "their Lmid_t unless a namespace was emptied and its number used again");
   (void)st;
   p.read_ns = Clock(CLOCK_MONOTONIC) - t0;
   return p;

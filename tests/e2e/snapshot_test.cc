@@ -82,8 +82,8 @@ TEST(Snapshot, NcclBothOrders) {
   ASSERT_TRUE(torch_first.ready()) << torch_first.said();
   ASSERT_TRUE(cupy_first.ready()) << cupy_first.said();
   const std::string trace = dir + "/t.ldscope";
-  const Proc r = RunCmd({LDSCOPE_BIN, "snapshot", "-o", trace, std::to_string(torch_first.pid()),
-                         std::to_string(cupy_first.pid())});
+  const Proc r = RunCmd(
+      {LDSCOPE_BIN, "snapshot", "-o", trace, std::to_string(torch_first.pid()), std::to_string(cupy_first.pid())});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("snapshot of 2 processes"), std::string::npos) << r.err;
   const std::vector<std::pair<pid_t, std::string>> names = {{torch_first.pid(), "TORCH_FIRST"},
@@ -103,7 +103,8 @@ TEST(Snapshot, NcclBothOrders) {
     ASSERT_FALSE(from_run.empty()) << run.err;
     for (const auto& h : from_run)
       EXPECT_NE(std::find(from_snapshot.begin(), from_snapshot.end(), h), from_snapshot.end())
-          << "run found: " << h << "\nsnapshot:\n" << r.out;
+          << "run found: " << h << "\nsnapshot:\n"
+          << r.out;
   }
 }
 
@@ -146,8 +147,9 @@ TEST(Snapshot, EveryReaderTakesIt) {
   ExpectGolden("snapshot_show.txt", Tree(show.out, p.pid()));
   const Proc lock = RunCmd({LDSCOPE_BIN, "lock", "-o", dir + "/l.lock", trace});
   ASSERT_EQ(lock.code, 0) << lock.err;
-  ExpectGolden("snapshot_lock.lock", std::regex_replace(Tree(ReadFile(dir + "/l.lock"), p.pid()),
-                                                        std::regex("build-id = '[0-9a-f]+'"), "build-id = '${BUILD_ID}'"));
+  ExpectGolden("snapshot_lock.lock",
+               std::regex_replace(Tree(ReadFile(dir + "/l.lock"), p.pid()), std::regex("build-id = '[0-9a-f]+'"),
+                                  "build-id = '${BUILD_ID}'"));
   const Proc check = RunCmd({LDSCOPE_BIN, "check", "--lock", dir + "/l.lock", trace});
   EXPECT_EQ(check.code, 0) << check.out << check.err;
   const Proc diff = RunCmd({LDSCOPE_BIN, "diff", trace, trace});
@@ -207,8 +209,8 @@ TEST(Snapshot, OwnPidNamespace) {
   const v1::Timeline t = TimelineOf({trace});
   const auto inside = ByExe(t, "/snapwait");
   ASSERT_EQ(inside.size(), 1u);
-  EXPECT_EQ(inside[0]->pid(), 1u);  // as it sees itself
-  EXPECT_NE(inside[0]->pid_namespace(), 0u);  // another namespace than ldscope's
+  EXPECT_EQ(inside[0]->pid(), 1u);             // as it sees itself
+  EXPECT_NE(inside[0]->pid_namespace(), 0u);   // another namespace than ldscope's
   EXPECT_NE(inside[0]->snapshot().pid(), 1u);  // as given: ours
   EXPECT_EQ(ByExe(t, "/unshare").size(), 1u);
   bool has_fix = false;
@@ -234,14 +236,14 @@ TEST(Snapshot, OtherUserRefused) {
     as_other = {"/usr/bin/setpriv", "--reuid=65533", "--regid=65533", "--clear-groups"};
   }
   std::vector<std::string> cmd = as_other;
-  for (const std::string& a : {std::string(LDSCOPE_BIN), std::string("snapshot"), std::string("-o"), trace,
-                               std::to_string(pid)})
+  for (const std::string& a :
+       {std::string(LDSCOPE_BIN), std::string("snapshot"), std::string("-o"), trace, std::to_string(pid)})
     cmd.push_back(a);
   const Proc r = RunCmd(cmd);
   EXPECT_EQ(r.code, 2) << r.err;
-  EXPECT_NE(r.err.find(geteuid() == 0 ? "the process runs as uid 65534, ldscope as uid 65533"
-                                      : "the process runs as uid 0"),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find(geteuid() == 0 ? "the process runs as uid 65534, ldscope as uid 65533" : "the process runs as uid 0"),
+      std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("CAP_SYS_PTRACE"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("no trace written"), std::string::npos) << r.err;
@@ -250,7 +252,14 @@ TEST(Snapshot, OtherUserRefused) {
     // And a root process, read by an unprivileged ldscope.
     Waiting root_proc({SNAPWAIT});
     ASSERT_TRUE(root_proc.ready());
-    cmd = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", LDSCOPE_BIN, "snapshot", "-o", trace,
+    cmd = {"/usr/bin/setpriv",
+           "--reuid=65534",
+           "--regid=65534",
+           "--clear-groups",
+           LDSCOPE_BIN,
+           "snapshot",
+           "-o",
+           trace,
            std::to_string(root_proc.pid())};
     const Proc r2 = RunCmd(cmd);
     EXPECT_EQ(r2.code, 2) << r2.err;
@@ -371,12 +380,13 @@ TEST(Snapshot, PythonPackage) {
                         {path});
   EXPECT_EQ(m.code, 0) << m.err;
   EXPECT_EQ(TimelineOf({dir + "/t.ldscope"}).processes_size(), 1);
-  const std::string load = "import ctypes, os, ldscope\nctypes.CDLL('" + kTorch + "', os.RTLD_NOW)\nctypes.CDLL('" +
-                           kOldNccl + "')\n";
-  const Proc api = RunCmd({"/usr/bin/python3", "-c",
-                           load + "for f in ldscope.snapshot().findings: print(f.severity, f.kind, f.headline, f.pid == os.getpid())\n"
-                                  "try:\n    ldscope.snapshot(999999999)\nexcept ldscope.SnapshotError as e:\n    print('error:', e)\n"},
-                          {path});
+  const std::string load =
+      "import ctypes, os, ldscope\nctypes.CDLL('" + kTorch + "', os.RTLD_NOW)\nctypes.CDLL('" + kOldNccl + "')\n";
+  const Proc api = RunCmd(
+      {"/usr/bin/python3", "-c",
+       load + "for f in ldscope.snapshot().findings: print(f.severity, f.kind, f.headline, f.pid == os.getpid())\n"
+              "try:\n    ldscope.snapshot(999999999)\nexcept ldscope.SnapshotError as e:\n    print('error:', e)\n"},
+      {path});
   EXPECT_EQ(api.code, 0) << api.err;
   EXPECT_EQ(api.out,
             "warning duplicate-library two copies of libnccl.so.2 are loaded together (namespace 0) True\n"
@@ -395,8 +405,9 @@ TEST(Snapshot, PythonPackage) {
                          "together (namespace 0)</td>"),
             std::string::npos)
       << ipy.out << ipy.err;
-  EXPECT_NE(ipy.out.find("\nwarning[duplicate-library]: two copies of libnccl.so.2 are loaded together (namespace 0)\n"),
-            std::string::npos)
+  EXPECT_NE(
+      ipy.out.find("\nwarning[duplicate-library]: two copies of libnccl.so.2 are loaded together (namespace 0)\n"),
+      std::string::npos)
       << ipy.out;
 }
 
