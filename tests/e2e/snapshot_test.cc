@@ -1,11 +1,13 @@
 // `ldscope snapshot`: real processes (tests/drivers/snapwait.c) under the real loader,
 // read while they run, and the trace read back by every command.
+#include <elf.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <regex>
 #include <set>
 
@@ -344,6 +346,48 @@ TEST(Snapshot, DlopenLoop) {
     }
   }
   std::printf("20 snapshots of a dlopen loop: %d retried, %d with the churned object\n", retried, with);
+}
+
+// A copy of snapwait whose DT_DEBUG entry is renamed (to DT_CHECKSUM, which ld.so
+// ignores), so that ld.so never fills it in: the reader finds r_debug through ld.so's
+// _r_debug symbol instead.
+std::string WithoutDtDebug(const std::string& dir) {
+  std::string elf = ReadFile(SNAPWAIT);
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, elf.data(), sizeof eh);
+  for (int i = 0; i < eh.e_phnum; ++i) {
+    Elf64_Phdr ph;
+    std::memcpy(&ph, elf.data() + eh.e_phoff + static_cast<size_t>(i) * sizeof ph, sizeof ph);
+    if (ph.p_type != PT_DYNAMIC) continue;
+    for (size_t at = ph.p_offset; at + sizeof(Elf64_Dyn) <= ph.p_offset + ph.p_filesz; at += sizeof(Elf64_Dyn)) {
+      Elf64_Dyn d;
+      std::memcpy(&d, elf.data() + at, sizeof d);
+      if (d.d_tag != DT_DEBUG) continue;
+      d.d_tag = DT_CHECKSUM;
+      std::memcpy(elf.data() + at, &d, sizeof d);
+    }
+  }
+  const std::string out = dir + "/snapwait-no-dt-debug";
+  WriteFile(out, elf);
+  chmod(out.c_str(), 0755);
+  return out;
+}
+
+TEST(Snapshot, RDebugSymbolWithoutDtDebug) {
+  const std::string dir = ScratchDir("snapshot_no_dt_debug");
+  const std::string prog = WithoutDtDebug(dir);
+  ASSERT_EQ(RunCmd({"/bin/sh", "-c", "readelf -d " + prog + " | grep -c '(DEBUG)'"}).out, "0\n");
+  Waiting p({prog, "open", kFix + "/lib/libfix_a.so"});
+  ASSERT_TRUE(p.ready()) << p.said();
+  const Proc r = RunCmd({LDSCOPE_BIN, "snapshot", "-q", "--no-report", "-o", dir + "/t.ldscope", std::to_string(p.pid())});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const v1::Timeline t = TimelineOf({dir + "/t.ldscope"});
+  ASSERT_EQ(t.processes_size(), 1);
+  EXPECT_EQ(t.processes(0).snapshot().found_via(), "_r_debug");
+  std::vector<std::string> lines = LoadLines(t.processes(0));
+  EXPECT_NE(std::find_if(lines.begin(), lines.end(),
+                         [&](const std::string& l) { return l.find(kFix + "/lib/libfix_a.so") != std::string::npos; }),
+            lines.end());
 }
 
 // A statically linked process has no link map: said so, not an empty answer.
