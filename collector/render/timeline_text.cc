@@ -327,6 +327,12 @@ bool ProcessTextWriter::Part(const v1::ProcessTimeline& p) {
     exit_unloads_ = 0;
     RenderHeader(out_, p);
   }
+  // A snapshot's objects were seen, not loaded, at the time of its read: no time column.
+  if (p.start_reason() == v1::START_SNAPSHOT && opt_.timestamps) {
+    TextOptions untimed = opt_;
+    untimed.timestamps = false;
+    return RenderEntries(out_, p, untimed, sink_, &exit_unloads_);
+  }
   return RenderEntries(out_, p, opt_, sink_, &exit_unloads_);
 }
 
