@@ -381,7 +381,8 @@ TEST(Snapshot, RDebugSymbolWithoutDtDebug) {
   ASSERT_EQ(RunCmd({"/bin/sh", "-c", "readelf -d " + prog + " | grep -c '(DEBUG)'"}).out, "0\n");
   Waiting p({prog, "open", kFix + "/lib/libfix_a.so"});
   ASSERT_TRUE(p.ready()) << p.said();
-  const Proc r = RunCmd({LDSCOPE_BIN, "snapshot", "-q", "--no-report", "-o", dir + "/t.ldscope", std::to_string(p.pid())});
+  const Proc r =
+      RunCmd({LDSCOPE_BIN, "snapshot", "-q", "--no-report", "-o", dir + "/t.ldscope", std::to_string(p.pid())});
   ASSERT_EQ(r.code, 0) << r.err;
   const v1::Timeline t = TimelineOf({dir + "/t.ldscope"});
   ASSERT_EQ(t.processes_size(), 1);
