@@ -458,6 +458,54 @@ TEST(Snapshot, PythonPackage) {
       << ipy.out;
 }
 
+// pytest --ldscope (Debian's python3-pytest) on a small suite: the test that failed on a
+// loader error gets the section (the error, then what the snapshot of the test process
+// finds), its JUnit test case the findings' headlines; the test that failed otherwise
+// gets nothing; the session ends with the process's report. Without --ldscope, nothing.
+TEST(Snapshot, PytestPlugin) {
+  const std::string dir = ScratchDir("snapshot_pytest");
+  const std::string pkg = dir + "/site/ldscope";
+  ASSERT_EQ(RunCmd({"/bin/mkdir", "-p", pkg + "/data/bin"}).code, 0);
+  ASSERT_EQ(symlink(LDSCOPE_BIN, (pkg + "/data/bin/ldscope").c_str()), 0);
+  const Proc made = RunCmd({"/usr/bin/python3", "-c",
+                            "import importlib.machinery as m, sys\n"
+                            "d = m.SourceFileLoader('dist', sys.argv[1]).load_module()\n"
+                            "open(sys.argv[2] + '/__init__.py', 'w').write(d.package_init('0.0.0'))\n"
+                            "open(sys.argv[2] + '/pytest_plugin.py', 'w').write(d.package_file('pytest_plugin.py'))\n",
+                            SOURCE_DIR "/scripts/dist", pkg});
+  ASSERT_EQ(made.code, 0) << made.err;
+  const std::vector<std::string> env = {"PYTHONPATH=" + dir + "/site", "FIXTURES=" + kFix,
+                                        "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1"};
+  const std::string suite = PYFIXTURES_DIR "/snapshot_suite/test_loader.py";
+  const Proc r = RunCmd({"/usr/bin/python3", "-m", "pytest", "-p", "ldscope.pytest_plugin", "--ldscope", "-rA", "-q",
+                         "-p", "no:cacheprovider", "--junitxml", dir + "/junit.xml", suite},
+                        env);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("- ldscope -"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("loader error: " + kFix + "/lib/libfix_bad.so: undefined symbol: fix_missing_symbol"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\nwarning[duplicate-library]: two copies of libnccl.so.2 are loaded together (namespace 0)\n"),
+            std::string::npos)
+      << r.out;
+  // One section: the unrelated failure has none.
+  size_t sections = 0;
+  for (size_t at = r.out.find("loader error: "); at != std::string::npos; at = r.out.find("loader error: ", at + 1))
+    ++sections;
+  EXPECT_EQ(sections, 1u) << r.out;
+  EXPECT_NE(r.out.find("ldscope: the test process at the end of the session"), std::string::npos) << r.out;
+  const std::string junit = ReadFile(dir + "/junit.xml");
+  EXPECT_NE(junit.find("<property name=\"ldscope\" value=\"warning[duplicate-library]: two copies of libnccl.so.2 "
+                       "are loaded together (namespace 0)\""),
+            std::string::npos)
+      << junit;
+  const Proc plain = RunCmd({"/usr/bin/python3", "-m", "pytest", "-p", "ldscope.pytest_plugin", "-rA", "-q", "-p",
+                             "no:cacheprovider", suite},
+                            env);
+  EXPECT_EQ(plain.code, 1);
+  EXPECT_EQ(plain.out.find("ldscope"), std::string::npos) << plain.out;
+}
+
 // Bad requests: nothing to read, a pid that does not exist.
 TEST(Snapshot, NoSuchProcess) {
   const std::string dir = ScratchDir("snapshot_nosuch");
