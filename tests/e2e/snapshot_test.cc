@@ -499,9 +499,9 @@ TEST(Snapshot, PytestPlugin) {
                        "are loaded together (namespace 0)\""),
             std::string::npos)
       << junit;
-  const Proc plain = RunCmd({"/usr/bin/python3", "-m", "pytest", "-p", "ldscope.pytest_plugin", "-rA", "-q", "-p",
-                             "no:cacheprovider", suite},
-                            env);
+  const Proc plain = RunCmd(
+      {"/usr/bin/python3", "-m", "pytest", "-p", "ldscope.pytest_plugin", "-rA", "-q", "-p", "no:cacheprovider", suite},
+      env);
   EXPECT_EQ(plain.code, 1);
   EXPECT_EQ(plain.out.find("ldscope"), std::string::npos) << plain.out;
 }
