@@ -725,6 +725,8 @@ std::string Context::HowLoaded(const ProcessIndex& pi, const Obj& o) const {
                            : fmt::format("as a NEEDED of {} (found via {})", requester(), step)) +
              for_cause;
     case v1::LOAD_DLOPEN: return fmt::format("by a dlopen from {}", requester()) + for_cause;
+    case v1::LOAD_IN_LINK_MAP:
+      return "after start-up (a dlopen or one of its dependencies: a snapshot does not tell)";
     default: return "";
   }
 }

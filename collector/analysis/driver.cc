@@ -62,6 +62,32 @@ void NoteChangedFiles(Context& ctx, v1::Report* out) {
                               out->mutable_notes()->end());
 }
 
+// A snapshot of a running process (`ldscope snapshot`) knows what is loaded, not how it
+// came to be: say what its findings cannot rest on, once per trace.
+void NoteSnapshots(const Context& ctx, v1::Report* out) {
+  size_t n = 0, static_n = 0;
+  std::vector<std::string> notes;
+  for (const auto& pi : ctx.processes()) {
+    if (pi.p->start_reason() != v1::START_SNAPSHOT) continue;
+    ++n;
+    if (pi.p->snapshot().statically_linked()) {
+      ++static_n;
+      out->add_notes(
+          fmt::format("pid {} ({}) is statically linked: it has no dynamic loader and no link map, so "
+                      "the snapshot lists no library",
+                      pi.p->pid(), pi.p->exe()));
+    }
+    for (const auto& note : pi.p->snapshot().notes())
+      out->add_notes(fmt::format("pid {} ({}): {}", pi.p->pid(), pi.p->exe(), note));
+  }
+  if (n > static_n)
+    out->add_notes(fmt::format(
+        "{} snapshot{} of running processes: which search step found each library, how libraries loaded after "
+        "start-up were loaded (dlopen and its mode, or as a dependency) and what failed before the snapshot are not "
+        "known, so findings that need them (shadowing, fall-through, failed dlopens, missing libraries) are not made",
+        n - static_n, n - static_n == 1 ? " is" : "s are"));
+}
+
 // A missing-symbol finding about a NEEDED that was shadowed (by an earlier object or by
 // LD_LIBRARY_PATH) already tells that story: one paragraph per problem.
 void DropShadowingExplainedByMissingSymbols(v1::Report* r) {
@@ -217,6 +243,7 @@ v1::Report Analyze(Context& ctx) {
   DropShadowingExplainedByMissingSymbols(&r);
   DropMissingExplainedByFallThrough(&r);
   DropMissingExplainedByFailedDlopen(&r);
+  NoteSnapshots(ctx, &r);
   NoteChangedFiles(ctx, &r);
   std::stable_sort(r.mutable_findings()->begin(), r.mutable_findings()->end(),
                    [](const v1::Finding& a, const v1::Finding& b) {

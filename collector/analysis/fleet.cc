@@ -77,7 +77,7 @@ void Fleet::Add(Context& ctx, const std::string& host) {
   hosts_.push_back(host);
   for (const ProcessIndex& pi : ctx.processes()) {
     const v1::ProcessTimeline& p = *pi.p;
-    if (p.start_reason() != v1::START_EXEC || p.exe().empty()) continue;
+    if ((p.start_reason() != v1::START_EXEC && p.start_reason() != v1::START_SNAPSHOT) || p.exe().empty()) continue;
     Proc proc;
     proc.host = host_id;
     proc.program = Intern(ProgramKey(p));

@@ -203,7 +203,7 @@ void FindSiblingMismatch(Context& ctx, v1::Report* out) {
   const auto& procs = ctx.processes();
   for (size_t i = 0; i < procs.size(); ++i) {
     const v1::ProcessTimeline& p = *procs[i].p;
-    if (p.start_reason() != v1::START_EXEC || p.exe().empty()) continue;
+    if ((p.start_reason() != v1::START_EXEC && p.start_reason() != v1::START_SNAPSHOT) || p.exe().empty()) continue;
     groups[ProgramKey(p)].emplace_back(i, &procs[i]);
   }
   for (const auto& [key, members] : groups) {

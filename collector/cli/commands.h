@@ -71,6 +71,18 @@ struct CollectOptions {
 };
 int Collect(const CollectOptions& opt);
 
+struct SnapshotOptions {
+  std::vector<int> pids;
+  std::vector<int> tree;    // --tree PID: the process and its descendants
+  bool all_python = false;  // --all-python: this user's Python processes
+  std::string output;       // trace file; default ldscope-snapshot-<time>-<pid>.ldscope
+  bool quiet = false;
+  bool analyse = true;  // print the diagnosis
+  bool facts = true;    // add the loaded files' ELF facts to the trace
+  ReportOptions report;
+};
+int Snapshot(const SnapshotOptions& opt);  // snapshot.cc
+
 struct ShowOptions {
   std::vector<std::string> traces;
   std::string format = "text";

@@ -108,6 +108,39 @@ CLI::App* AddCollect(CLI::App& app, CollectOptions& collect) {
   return collect_cmd;
 }
 
+// snapshot: what running processes have loaded, read without stopping them.
+CLI::App* AddSnapshot(CLI::App& app, SnapshotOptions& snap) {
+  auto* cmd =
+      app.add_subcommand("snapshot",
+                         "Read what running processes have loaded (their link maps in every namespace, read from "
+                         "their memory without stopping them: no ptrace attach, no signal, no write), write it as a "
+                         "trace that report, show, lock, check, diff and export read, and print the diagnosis of what "
+                         "a snapshot can know (which search step found an object and what failed before it are not "
+                         "known). Exit status 2 when a process cannot be read (the message says which rule refused "
+                         "and how to allow it; no trace is written), 3 when --fail-on matches, 4 when the trace or "
+                         "report cannot be written.");
+  cmd->add_option("pid", snap.pids, "Processes to read");
+  cmd->add_option("--tree", snap.tree, "A process and all its descendants (every rank of a torchrun)");
+  cmd->add_flag("--all-python", snap.all_python, "Every Python process of this user");
+  cmd->add_option("-o,--output", snap.output,
+                  "Trace file to write (default: ldscope-snapshot-<date>-<pid>.ldscope; - for standard output, "
+                  "the report then goes to standard error)");
+  cmd->add_flag("-q,--quiet", snap.quiet, "No closing line");
+  cmd->add_flag("!--no-report", snap.analyse, "Do not print the diagnosis");
+  cmd->add_flag("!--no-facts", snap.facts,
+                "Do not add the loaded files' ELF facts (names, versions, symbols) to the trace");
+  cmd->add_option("--report", snap.report.output, "Write the diagnosis to this file instead of stdout");
+  cmd->add_option("--format", snap.report.format, "Diagnosis format: text or json")
+      ->check(CLI::IsMember({"text", "json"}));
+  cmd->add_option("--fail-on", snap.report.fail_on,
+                  "Exit with status 3 when findings of these kinds exist (as for run)")
+      ->delimiter(',')
+      ->check(kFailOnKinds)
+      ->allow_extra_args(false);
+  cmd->add_option("--junit", snap.report.junit, "Also write the diagnosis as JUnit XML to this file");
+  return cmd;
+}
+
 // show: print a trace's per-process timeline.
 CLI::App* AddShow(CLI::App& app, ShowOptions& show) {
   auto* show_cmd = app.add_subcommand(
@@ -336,6 +369,8 @@ int main(int argc, char** argv) {
   auto* collect_cmd = AddCollect(app, collect);
   ShowOptions show;
   auto* show_cmd = AddShow(app, show);
+  SnapshotOptions snap;
+  auto* snapshot_cmd = AddSnapshot(app, snap);
   ReportCommandOptions report;
   auto* report_cmd = AddReport(app, report);
   DiffOptions diff;
@@ -361,6 +396,7 @@ int main(int argc, char** argv) {
     return kUsage;
   }
   if (*collect_cmd) return Collect(collect);
+  if (*snapshot_cmd) return Snapshot(snap);
   // Every reader takes "-" for standard input.
   std::vector<std::string*> inputs;
   for (auto* traces : {&show.traces, &report.traces, &lock.traces, &check.traces, &exp.traces})

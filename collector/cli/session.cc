@@ -63,8 +63,8 @@ void RecordNvidiaDriver(v1::TraceHeader* h) {
 
 }  // namespace
 
-Status Session::Prepare(const std::string& output, bool keep_copy) {
-  v1::TraceHeader& h = header_;
+v1::TraceHeader NewTraceHeader() {
+  v1::TraceHeader h;
   h.set_format_version(1);
   // LDSCOPE_HOST labels the traces of one node (README: many hosts); else the host name.
   const char* label = std::getenv("LDSCOPE_HOST");
@@ -81,6 +81,11 @@ Status Session::Prepare(const std::string& output, bool keep_copy) {
   h.set_writer("ldscope " LDSCOPE_VERSION);
   h.set_pid_namespace(PidNamespace());
   RecordNvidiaDriver(&h);
+  return h;
+}
+
+Status Session::Prepare(const std::string& output, bool keep_copy) {
+  header_ = NewTraceHeader();
   if (keep_copy) writer_.KeepCopy();
   return writer_.Prepare(output);
 }

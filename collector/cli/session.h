@@ -29,6 +29,10 @@ constexpr int kRunDrainCapMs = 3000;
 constexpr int kCollectDrainPollMs = 100;
 constexpr int kCollectDrainCapMs = 1000;
 
+// A trace file's header as this machine and ldscope write it now: host (LDSCOPE_HOST),
+// glibc, clocks, writer, pid namespace, NVIDIA kernel driver.
+v1::TraceHeader NewTraceHeader();
+
 class Session {
  public:
   // Opens output (store::OpenOutput: an existing file keeps what it had until Finish).

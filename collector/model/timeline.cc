@@ -283,6 +283,9 @@ class ProcessBuilder {
         FlushSearch();
         startup_done_ = true;
         break;
+      case v1::Event::kSnapshot:
+        *out_->mutable_snapshot() = e.snapshot();
+        break;
       case v1::Event::kExit:
         FlushSearch();
         FlushCloses(/*at_exit=*/true);
@@ -600,6 +603,18 @@ class ProcessBuilder {
       en->set_seq(pending_.seq);
       en->set_offset_ns(pending_.mono_ns >= start_ns_ ? pending_.mono_ns - start_ns_ : 0);
       pending_.active = false;
+    } else if (out_->start_reason() == v1::START_SNAPSHOT) {
+      // A running process's link map: no search was seen. A start-up object's entry
+      // is known from the list's order (ObjOpen.requested_by); any other's reason is not.
+      if (o.requested_by() != 0) {
+        l->set_requested_name(o.requested());
+        RefById(o.requested_by(), l->mutable_requester());
+        l->set_reason(o.preload() ? v1::LOAD_PRELOAD : v1::LOAD_NEEDED);
+        obj.alias = names_.Id(o.requested());
+        obj.requester = o.requested_by();
+      } else {
+        l->set_reason(v1::LOAD_IN_LINK_MAP);
+      }
     } else {
       // ld.so reports no search for a dlmopen into a new namespace (the caller is in
       // another namespace): the object's name is what was asked for.

@@ -81,8 +81,13 @@ void Padded(std::string& out, std::string_view word, size_t width) {
   if (word.size() < width) out.append(width - word.size(), ' ');
 }
 
-// "needed", "dlopen", ...; "load" when the event did not say.
-std::string ReasonWord(v1::LoadReason r) { return r == v1::LOAD_REASON_UNSPECIFIED ? "load" : EnumWord(r); }
+// "needed", "dlopen", "in link map", ...; "load" when the event did not say.
+std::string ReasonWord(v1::LoadReason r) {
+  if (r == v1::LOAD_REASON_UNSPECIFIED) return "load";
+  std::string w = EnumWord(r);
+  std::replace(w.begin(), w.end(), '-', ' ');
+  return w;
+}
 
 void Tried(std::string& out, const google::protobuf::RepeatedPtrField<v1::Candidate>& tried,
            const TextOptions& opt) {
@@ -264,6 +269,14 @@ void RenderEnd(std::string& out, const v1::ProcessTimeline& p, size_t exit_unloa
         "  not traced: its descriptor limit ({}) leaves no descriptor the program "
         "could not get itself\n",
         p.fd_limit());
+  else if (p.start_reason() == v1::START_SNAPSHOT)
+    out +=
+        p.snapshot().statically_linked()
+            ? std::string("  snapshot: statically linked, no dynamic loader and no link map\n")
+            : fmt::format("  snapshot: {} objects in {} namespace{} ({} read{} of its link maps, via {})\n",
+                          p.loaded_at_end_size(), p.snapshot().namespaces(), p.snapshot().namespaces() == 1 ? "" : "s",
+                          p.snapshot().tries(), p.snapshot().tries() == 1 ? "" : "s: changed while reading, retried",
+                          p.snapshot().found_via());
   else if (p.exited())
     out += fmt::format("  exit: {} objects unloaded at exit\n", exit_unloads);
   else if (p.still_running())
@@ -307,6 +320,12 @@ bool ProcessTextWriter::Part(const v1::ProcessTimeline& p) {
     begun_ = true;
     exit_unloads_ = 0;
     RenderHeader(out_, p);
+  }
+  // A snapshot's objects were seen, not loaded, at the time of its read: no time column.
+  if (p.start_reason() == v1::START_SNAPSHOT && opt_.timestamps) {
+    TextOptions untimed = opt_;
+    untimed.timestamps = false;
+    return RenderEntries(out_, p, untimed, sink_, &exit_unloads_);
   }
   return RenderEntries(out_, p, opt_, sink_, &exit_unloads_);
 }

@@ -84,8 +84,10 @@ inline std::string FoundByWord(const v1::Load& l) {
   return l.tried_size() > 0 ? CandidateWord(l.tried(l.tried_size() - 1)) : std::string();
 }
 
-// "exec", "fork", "reconnect"; "" when no start event was read.
+// "exec", "fork", "reconnect", "snapshot of a running process"; "" when no start
+// event was read.
 inline std::string StartWord(v1::StartReason r) {
+  if (r == v1::START_SNAPSHOT) return "snapshot of a running process";
   return r == v1::START_REASON_UNSPECIFIED ? std::string() : EnumWord(r);
 }
 
