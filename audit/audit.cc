@@ -350,6 +350,12 @@ bool EnsureDescriptor() {
   // ring::kProbeMs finds a dead collector.
   if (g.transport.ring()) {
     if (g.transport.Usable()) return true;
+    // What the reader never took (a collector that died after our last probe) is lost.
+    const uint64_t unread = g.transport.UnreadRecords();
+    if (unread != 0) {
+      g.dropped += unread;
+      g_dirs.Reset();
+    }
     g.transport.Abandon();
     return OpenAndStart(3 /* START_RECONNECT */);
   }

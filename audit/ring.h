@@ -40,7 +40,7 @@ constexpr size_t kMaxRecord = 64 * 1024;
 // the connection's end).
 constexpr size_t kWakeAt = kCapacity / 2;
 constexpr int kReadEveryMs = 10;
-constexpr int kProbeMs = 50;
+constexpr int kProbeMs = 2 * kReadEveryMs;
 
 struct alignas(64) Header {
   uint64_t magic;
@@ -48,10 +48,14 @@ struct alignas(64) Header {
   uint32_t capacity;  // kCapacity; the reader uses its own constant, not this
   alignas(64) uint64_t head;   // written by the writer
   alignas(64) uint64_t tail;   // written by the reader
-  // Counts the reader's visits (at least every kReadEveryMs while it runs). A writer
-  // that sees no visit for kProbeMs of its own time probes the connection once (a
-  // wake-up: a dead collector answers EPIPE, and the writer reconnects to a new one).
-  uint64_t visits;
+  // Records consumed (written by the reader with tail): a writer that gives the ring up
+  // (a dead collector) counts what it wrote beyond as dropped.
+  uint64_t tail_records;
+  // The reader's last visit (CLOCK_MONOTONIC, ns; at least every kReadEveryMs while it
+  // runs). A writer that finds it older than kProbeMs probes the connection (a wake-up:
+  // a dead collector answers EPIPE, and the writer reconnects to a new one), at most
+  // once per kProbeMs.
+  uint64_t visited_ns;
   // 1: the writer sent a wake-up the reader has not answered (it stores 0 after
   // reading). Exchanged by the writer, so that one record sends at most one.
   uint32_t wake;

@@ -241,8 +241,8 @@ bool Transport::OpenRing() {
   ring_ = static_cast<ring::Header*>(p);
   ring_data_ = static_cast<uint8_t*>(p) + ring::kHeaderBytes;
   ring_head_ = 0;
-  ring_visits_ = 0;
-  ring_looked_ns_ = MonoNs();
+  ring_probed_ns_ = MonoNs();
+  ring_records_ = 0;
   return true;
 }
 
@@ -272,17 +272,22 @@ void Transport::Wake() {
 }
 
 void Transport::ProbeIfUnvisited() {
-  const uint64_t visits = __atomic_load_n(&ring_->visits, __ATOMIC_RELAXED);
+  constexpr int64_t kProbeNs = int64_t{ring::kProbeMs} * 1000000;
   const uint64_t now = MonoNs();
-  if (visits != ring_visits_) {
-    ring_visits_ = visits;
-    ring_looked_ns_ = now;
-    return;
-  }
-  if (now - ring_looked_ns_ < static_cast<uint64_t>(ring::kProbeMs) * 1000000ull) return;
-  ring_looked_ns_ = now;
+  // Its clock is ours, unless it runs in another time namespace: then an age that is
+  // negative by more than the probe interval is no age, and probes go at most every
+  // kProbeMs.
+  const int64_t age = static_cast<int64_t>(now - __atomic_load_n(&ring_->visited_ns, __ATOMIC_RELAXED));
+  if ((age <= kProbeNs && age >= -kProbeNs) || static_cast<int64_t>(now - ring_probed_ns_) < kProbeNs) return;
+  ring_probed_ns_ = now;
   __atomic_store_n(&ring_->wake, 0u, __ATOMIC_RELAXED);  // a probe, whatever is pending
   Wake();
+}
+
+uint64_t Transport::UnreadRecords() const {
+  if (ring_ == nullptr) return 0;
+  const uint64_t taken = __atomic_load_n(&ring_->tail_records, __ATOMIC_ACQUIRE);
+  return taken <= ring_records_ ? ring_records_ - taken : 0;
 }
 
 bool Transport::Usable() {
@@ -330,6 +335,7 @@ Transport::Result Transport::RingDeliver(const uint8_t* data, size_t len) {
   std::memcpy(ring_data_ + pos, data, first);
   std::memcpy(ring_data_, data + first, len - first);
   ring_head_ += need;
+  ++ring_records_;
   __atomic_store_n(&ring_->head, ring_head_, __ATOMIC_RELEASE);
   stalled_ = false;
   if (used + need >= ring::kWakeAt) Wake();

@@ -74,6 +74,9 @@ class Transport {
   // has not let it go (it does when our connection ends: a program that closed our
   // descriptor), or, without a ring, the descriptor is still ours (one fstat).
   bool Usable();
+  // Records written into the ring that its reader did not take (0 without a ring): what
+  // giving the ring up loses.
+  uint64_t UnreadRecords() const;
   // A send was dropped for want of room and none has succeeded since: the collector's
   // queue for this connection is full (a stopped or starved collector).
   bool stalled() const { return stalled_; }
@@ -106,7 +109,7 @@ class Transport {
   bool WaitForRoom(uint64_t need);
   // Sends a wake-up datagram (also the probe of a dead collector: EPIPE).
   void Wake();
-  void ProbeIfUnvisited();
+  void ProbeIfUnvisited();  // see ring::Header::visited_ns
   // Moves fd out of the program's way and makes it ours; false when it stays where it
   // is (no_room()) or is not ours (fd_ < 0).
   bool Adopt(int fd);
@@ -126,8 +129,8 @@ class Transport {
   ring::Header* ring_ = nullptr;
   uint8_t* ring_data_ = nullptr;
   uint64_t ring_head_ = 0;  // our own count: the shared one is only ever stored
-  uint64_t ring_visits_ = 0;     // the reader's count when we last looked
-  uint64_t ring_looked_ns_ = 0;  // when it last changed, or we last probed
+  uint64_t ring_probed_ns_ = 0;  // the last probe, or the ring's start
+  uint64_t ring_records_ = 0;
 };
 
 }  // namespace ldscope::audit

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <cerrno>
 #include <cstring>
@@ -36,6 +37,12 @@ RingReader::RingReader(uint8_t* base, bool owned)
 
 RingReader::~RingReader() {
   if (owned_) munmap(header_, ring::kFileBytes);
+}
+
+uint64_t RingReader::NowNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 bool RingReader::Pending() const { return __atomic_load_n(&header_->head, __ATOMIC_ACQUIRE) != tail_; }

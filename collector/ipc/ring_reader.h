@@ -49,16 +49,17 @@ class RingReader {
   const uint8_t* data_;
   bool owned_;
   uint64_t tail_ = 0;  // our own count of consumed bytes
-  uint64_t visits_ = 0;
+  uint64_t records_ = 0;
   std::vector<uint8_t> copy_;
   // The record at tail_ (checked against avail): its length, or 0 when corrupt.
   size_t Next(uint64_t avail);
+  static uint64_t NowNs();
 };
 
 template <typename Take>
 RingReader::Drained RingReader::Drain(size_t max_records, Take&& take, size_t* records) {
   *records = 0;
-  __atomic_store_n(&header_->visits, ++visits_, __ATOMIC_RELAXED);
+  __atomic_store_n(&header_->visited_ns, NowNs(), __ATOMIC_RELAXED);
   const uint64_t head = __atomic_load_n(&header_->head, __ATOMIC_ACQUIRE);
   uint64_t avail = head - tail_;
   if (avail > ring::kCapacity || avail % 8 != 0) return Drained::kCorrupt;
@@ -78,6 +79,8 @@ RingReader::Drained RingReader::Drain(size_t max_records, Take&& take, size_t* r
       break;
     }
   }
+  records_ += *records;
+  __atomic_store_n(&header_->tail_records, records_, __ATOMIC_RELAXED);
   __atomic_store_n(&header_->tail, tail_, __ATOMIC_RELEASE);
   if (avail == 0) __atomic_store_n(&header_->wake, 0u, __ATOMIC_RELAXED);
   return result;

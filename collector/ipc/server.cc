@@ -5,6 +5,7 @@
 
 #include "wire.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
@@ -74,6 +75,10 @@ void Server::Shutdown() {
     close(epoll_fd_);
     epoll_fd_ = -1;
   }
+  if (spare_fd_ >= 0) {
+    close(spare_fd_);
+    spare_fd_ = -1;
+  }
 }
 
 Status Server::Listen(const std::string& socket_path) {
@@ -92,6 +97,7 @@ Status Server::Listen(const std::string& socket_path) {
   if (listen(listen_fd_, 4096) != 0) return Error{fmt::format("listen: {}", std::strerror(errno))};
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   if (epoll_fd_ < 0) return Error{fmt::format("epoll: {}", std::strerror(errno))};
+  spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.fd = listen_fd_;
@@ -401,9 +407,20 @@ bool Server::ReadFrom(int fd) {
     } control;
     msg.msg_control = control.bytes;
     msg.msg_controllen = sizeof control.bytes;
+    // A connection's first datagram may carry its ring's descriptor: room for it, even
+    // at our descriptor limit (the spare is taken back once the ring is mapped).
+    auto first = conns_.find(fd);
+    const bool make_room = first != conns_.end() && !first->second.ring && first->second.stream == 0 &&
+                           spare_fd_ >= 0;
+    if (make_room) {
+      close(spare_fd_);
+      spare_fd_ = -1;
+    }
     const ssize_t r = recvmsg(fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     bool more_fds = false;
     const int passed = r > 0 ? TakePassed(&msg, &more_fds) : -1;
+    if (spare_fd_ < 0 && !(r > 0 && ring::IsControl(buf.data(), static_cast<size_t>(r)) && passed >= 0))
+      spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (r <= 0) {
       if (r < 0 && (errno == EAGAIN || errno == EINTR)) return false;
       // The peer closed (the process exited, or let our descriptor go): everything it
@@ -430,7 +447,9 @@ bool Server::ReadFrom(int fd) {
       }
       const bool well_formed = (msg.msg_flags & MSG_TRUNC) == 0 && !more_fds;
       if (!well_formed && passed >= 0) close(passed);
-      if (!well_formed || !HandleControl(it->second, buf.data(), static_cast<size_t>(r), passed)) {
+      const bool ok = well_formed && HandleControl(it->second, buf.data(), static_cast<size_t>(r), passed);
+      if (spare_fd_ < 0) spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+      if (!ok) {
         Drop(fd, true);
         return false;
       }
