@@ -29,8 +29,8 @@ namespace ldscope::ring {
 
 constexpr uint64_t kMagic = 0x31474e4952534c44ull;  // "LDSRING1"
 constexpr uint32_t kVersion = 1;
-constexpr size_t kHeaderBytes = 4096;                // the header page
-constexpr size_t kCapacity = size_t{1} << 20;        // data bytes after the header
+constexpr size_t kHeaderBytes = 4096;          // the header page
+constexpr size_t kCapacity = size_t{1} << 20;  // data bytes after the header
 constexpr size_t kFileBytes = kHeaderBytes + kCapacity;
 // The largest record: the largest datagram the socket carries (ipc::kMaxDatagram).
 constexpr size_t kMaxRecord = 64 * 1024;
@@ -45,9 +45,9 @@ constexpr int kProbeMs = 2 * kReadEveryMs;
 struct alignas(64) Header {
   uint64_t magic;
   uint32_t version;
-  uint32_t capacity;  // kCapacity; the reader uses its own constant, not this
-  alignas(64) uint64_t head;   // written by the writer
-  alignas(64) uint64_t tail;   // written by the reader
+  uint32_t capacity;          // kCapacity; the reader uses its own constant, not this
+  alignas(64) uint64_t head;  // written by the writer
+  alignas(64) uint64_t tail;  // written by the reader
   // Records consumed (written by the reader with tail): a writer that gives the ring up
   // (a dead collector) counts what it wrote beyond as dropped.
   uint64_t tail_records;

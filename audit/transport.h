@@ -128,7 +128,7 @@ class Transport {
   bool datagrams_ = false;
   ring::Header* ring_ = nullptr;
   uint8_t* ring_data_ = nullptr;
-  uint64_t ring_head_ = 0;  // our own count: the shared one is only ever stored
+  uint64_t ring_head_ = 0;       // our own count: the shared one is only ever stored
   uint64_t ring_probed_ns_ = 0;  // the last probe, or the ring's start
   uint64_t ring_records_ = 0;
 };

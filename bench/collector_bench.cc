@@ -101,17 +101,20 @@ int main(int argc, char** argv) {
       }
       const auto r0 = std::chrono::steady_clock::now();
       size_t records = 0;
-      reader.Drain(1 << 20, [&](const uint8_t* d, size_t size) {
-        if (!ldscope::ipc::SplitFrame(d, size, &slices)) return false;
-        if (store) {
-          for (const auto& sl : slices) {
-            ldscope::v1::Event e;
-            if (ldscope::ipc::ParseFrame(sl.data, sl.size, &e))
-              w.AppendEvent(sl.data, sl.size, 1).IgnoreError();  // /dev/null
-          }
-        }
-        return true;
-      }, &records);
+      reader.Drain(
+          1 << 20,
+          [&](const uint8_t* d, size_t size) {
+            if (!ldscope::ipc::SplitFrame(d, size, &slices)) return false;
+            if (store) {
+              for (const auto& sl : slices) {
+                ldscope::v1::Event e;
+                if (ldscope::ipc::ParseFrame(sl.data, sl.size, &e))
+                  w.AppendEvent(sl.data, sl.size, 1).IgnoreError();  // /dev/null
+              }
+            }
+            return true;
+          },
+          &records);
       read_secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - r0).count();
       events += records;
     }

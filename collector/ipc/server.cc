@@ -221,12 +221,15 @@ bool Server::ReadRing(int fd, bool to_end) {
   size_t total = 0;
   do {
     size_t records = 0;
-    const auto r = c.ring->Drain(limit - total, [&](const uint8_t* data, size_t size) {
-      if (!SplitFrame(data, size, &slices_)) return false;
-      for (const auto& slice : slices_)
-        if (!HandleEvent(c, slice.data, slice.size)) return false;
-      return true;
-    }, &records);
+    const auto r = c.ring->Drain(
+        limit - total,
+        [&](const uint8_t* data, size_t size) {
+          if (!SplitFrame(data, size, &slices_)) return false;
+          for (const auto& slice : slices_)
+            if (!HandleEvent(c, slice.data, slice.size)) return false;
+          return true;
+        },
+        &records);
     total += records;
     stats_.ring_records += records;
     if (r != RingReader::Drained::kOk) {  // the events before the bad one are kept
@@ -410,8 +413,7 @@ bool Server::ReadFrom(int fd) {
     // A connection's first datagram may carry its ring's descriptor: room for it, even
     // at our descriptor limit (the spare is taken back once the ring is mapped).
     auto first = conns_.find(fd);
-    const bool make_room = first != conns_.end() && !first->second.ring && first->second.stream == 0 &&
-                           spare_fd_ >= 0;
+    const bool make_room = first != conns_.end() && !first->second.ring && first->second.stream == 0 && spare_fd_ >= 0;
     if (make_room) {
       close(spare_fd_);
       spare_fd_ = -1;
@@ -489,8 +491,7 @@ std::string Server::ExeOfImage(uint32_t pid, uint64_t image_start_ns) const {
 
 Server::PollResult Server::Poll(int timeout_ms) {
   // Rings are read at each wake-up, and at least every kReadEveryMs while any is open.
-  if (open_rings_ > 0)
-    timeout_ms = timeout_ms < 0 ? ring::kReadEveryMs : std::min(timeout_ms, ring::kReadEveryMs);
+  if (open_rings_ > 0) timeout_ms = timeout_ms < 0 ? ring::kReadEveryMs : std::min(timeout_ms, ring::kReadEveryMs);
   if (accept_paused_)
     timeout_ms = timeout_ms < 0 ? kAcceptRetryMs : std::min(timeout_ms, kAcceptRetryMs);
   freed_ = false;

@@ -27,8 +27,8 @@ namespace ldscope::ipc {
 struct ServerStats {
   uint64_t connections = 0;
   uint64_t datagrams = 0;
-  uint64_t rings = 0;            // connections that handed over a ring
-  uint64_t ring_records = 0;     // records read from rings
+  uint64_t rings = 0;         // connections that handed over a ring
+  uint64_t ring_records = 0;  // records read from rings
   uint64_t events = 0;
   uint64_t event_bytes = 0;
   uint64_t rejected_peers = 0;   // wrong uid

@@ -109,8 +109,8 @@ TEST(Ring, SigkillInTheMiddleOfStartupKeepsItsEvents) {
 TEST(Ring, ThreadsThatDlopenAtOnceLoseNothing) {
   const auto dir = testing::ScratchDir("ring_threads");
   const std::string trace = dir + "/t.ldscope";
-  std::vector<std::string> cmd = {LDSCOPE_BIN, "run", "-q", "--no-report", "-o", trace, "--", DLPROBE,
-                                  "tcycles", "5", "400"};
+  std::vector<std::string> cmd = {LDSCOPE_BIN, "run",   "-q",      "--no-report", "-o", trace,
+                                  "--",        DLPROBE, "tcycles", "5",           "400"};
   for (int i = 0; i < 5; ++i) cmd.push_back(FIXTURES "/lib/threads/libfix_t" + std::to_string(i) + ".so");
   const auto r = RunCmd(cmd, {}, {}, 300);
   ASSERT_EQ(r.code, 0) << r.err;
@@ -142,9 +142,9 @@ TEST(Ring, ProgramThatClosesOurDescriptorIsStillTraced) {
   const auto dir = testing::ScratchDir("ring_closed");
   const std::string trace = dir + "/t.ldscope";
   // Descriptor 512 is ours (transport.cc, kHighFd).
-  const auto r = RunCmd({LDSCOPE_BIN, "run", "-q", "--no-report", "-o", trace, "--", DLPROBE, "open",
-                         FIXTURES "/lib/libfix_a.so", "closefd", "512", "sleep", "50", "open",
-                         FIXTURES "/lib/libfix_orphan.so"});
+  const auto r =
+      RunCmd({LDSCOPE_BIN, "run", "-q", "--no-report", "-o", trace, "--", DLPROBE, "open", FIXTURES "/lib/libfix_a.so",
+              "closefd", "512", "sleep", "50", "open", FIXTURES "/lib/libfix_orphan.so"});
   ASSERT_EQ(r.code, 0) << r.err;
   const auto t = testing::TimelineOf({trace});
   const auto probes = testing::ByExe(t, "/dlprobe");
@@ -261,9 +261,8 @@ TEST(Ring, RogueRingsAreDisconnectedOthersUnharmed) {
     r.Put("xxxxxxxx", 0xfffffff0u);
   });
   // A head more than a ring ahead of what was read.
-  rogue(std::make_unique<RogueRing>(), [](RogueRing& r) {
-    __atomic_store_n(&r.header()->head, uint64_t{1} << 40, __ATOMIC_RELEASE);
-  });
+  rogue(std::make_unique<RogueRing>(),
+        [](RogueRing& r) { __atomic_store_n(&r.header()->head, uint64_t{1} << 40, __ATOMIC_RELEASE); });
   // A zero length word.
   rogue(std::make_unique<RogueRing>(), [](RogueRing& r) {
     r.Put(StartEvent(910003));

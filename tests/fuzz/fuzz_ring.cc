@@ -26,14 +26,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<ldscope::ipc::FrameSlice> slices;
   for (int visit = 0; visit < 2; ++visit) {
     size_t records = 0;
-    const auto r = reader.Drain(4096, [&](const uint8_t* d, size_t n) {
-      if (!ldscope::ipc::SplitFrame(d, n, &slices)) return false;
-      for (const auto& s : slices) {
-        ldscope::v1::Event e;
-        if (!ldscope::ipc::ParseFrame(s.data, s.size, &e)) return false;
-      }
-      return true;
-    }, &records);
+    const auto r = reader.Drain(
+        4096,
+        [&](const uint8_t* d, size_t n) {
+          if (!ldscope::ipc::SplitFrame(d, n, &slices)) return false;
+          for (const auto& s : slices) {
+            ldscope::v1::Event e;
+            if (!ldscope::ipc::ParseFrame(s.data, s.size, &e)) return false;
+          }
+          return true;
+        },
+        &records);
     if (r != ldscope::ipc::RingReader::Drained::kOk) break;
   }
   return 0;
