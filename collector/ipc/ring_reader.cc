@@ -32,8 +32,7 @@ Result<std::unique_ptr<RingReader>> RingReader::Attach(int fd) {
 RingReader::RingReader(uint8_t* base, bool owned)
     : header_(reinterpret_cast<ring::Header*>(base)),
       data_(base + ring::kHeaderBytes),
-      owned_(owned),
-      copy_(ring::kMaxRecord) {}
+      owned_(owned) {}
 
 RingReader::~RingReader() {
   if (owned_) munmap(header_, ring::kFileBytes);
@@ -57,6 +56,9 @@ size_t RingReader::Next(uint64_t avail) {
   std::memcpy(&len, data_ + at, sizeof len);
   if (len == 0 || len > ring::kMaxRecord || ring::RecordBytes(len) > avail) return 0;
   const size_t pos = at + sizeof len;
+  // Grown to the largest record seen (a short-lived process's are a few hundred bytes):
+  // no 64 KiB allocated and cleared per ring.
+  if (copy_.size() < len) copy_.resize(len);
   const size_t first = len < ring::kCapacity - pos ? len : ring::kCapacity - pos;
   std::memcpy(copy_.data(), data_ + pos, first);
   std::memcpy(copy_.data() + first, data_, len - first);

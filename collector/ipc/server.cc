@@ -45,6 +45,11 @@ constexpr int kAcceptRetryMs = 50;
 constexpr long kCoalesceNs = 1000000;
 constexpr uint64_t kCoalesceBelow = 64;  // datagrams read by one wake-up
 
+// Descriptors the collector may hold besides its connections (the listener, epoll, the
+// trace, the command's pipes, the standard streams): with fewer connections than the
+// limit less this, a ring's descriptor always finds a free slot.
+constexpr uint64_t kSpareMargin = 64;
+
 uint64_t DescriptorLimit() {
   rlimit r{};
   return getrlimit(RLIMIT_NOFILE, &r) == 0 ? static_cast<uint64_t>(r.rlim_cur) : 0;
@@ -98,6 +103,7 @@ Status Server::Listen(const std::string& socket_path) {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   if (epoll_fd_ < 0) return Error{fmt::format("epoll: {}", std::strerror(errno))};
   spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  listen_fd_limit_ = DescriptorLimit();
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.fd = listen_fd_;
@@ -411,9 +417,12 @@ bool Server::ReadFrom(int fd) {
     msg.msg_control = control.bytes;
     msg.msg_controllen = sizeof control.bytes;
     // A connection's first datagram may carry its ring's descriptor: room for it, even
-    // at our descriptor limit (the spare is taken back once the ring is mapped).
+    // at our descriptor limit (the spare is taken back once the ring is mapped). Far
+    // from the limit there is room anyway, and the spare stays (an open(2) and a
+    // close(2) per connection saved).
     auto first = conns_.find(fd);
-    const bool make_room = first != conns_.end() && !first->second.ring && first->second.stream == 0 && spare_fd_ >= 0;
+    const bool make_room = first != conns_.end() && !first->second.ring && first->second.stream == 0 &&
+                           spare_fd_ >= 0 && conns_.size() + kSpareMargin >= listen_fd_limit_;
     if (make_room) {
       close(spare_fd_);
       spare_fd_ = -1;

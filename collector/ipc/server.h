@@ -179,6 +179,7 @@ class Server {
 
   int listen_fd_ = -1;
   int spare_fd_ = -1;  // held in reserve for a ring's descriptor (ReadFrom)
+  uint64_t listen_fd_limit_ = 0;  // RLIMIT_NOFILE when listening began
   int epoll_fd_ = -1;
   int extra_fd_ = -1;
   std::string path_;
