@@ -28,8 +28,11 @@
 namespace ldscope::ring {
 
 constexpr uint64_t kMagic = 0x31474e4952534c44ull;  // "LDSRING1"
-constexpr uint32_t kVersion = 1;
-constexpr size_t kHeaderBytes = 4096;          // the header page
+constexpr uint32_t kVersion = 2;
+// The header shares its page with the first data bytes: a process that writes less than a
+// page (most short-lived ones) touches one page of the ring, not two (a page fault, a page
+// zeroed and freed less, on each side).
+constexpr size_t kHeaderBytes = 256;
 constexpr size_t kCapacity = size_t{1} << 20;  // data bytes after the header
 constexpr size_t kFileBytes = kHeaderBytes + kCapacity;
 // The largest record: the largest datagram the socket carries (ipc::kMaxDatagram).
@@ -63,7 +66,8 @@ struct alignas(64) Header {
   // new connection and ring at its next event (a program that closed our descriptor).
   uint32_t detached;
 };
-static_assert(sizeof(Header) <= kHeaderBytes, "the header fits its page");
+static_assert(sizeof(Header) <= kHeaderBytes, "the header fits before the data");
+static_assert(kHeaderBytes % 64 == 0, "the data starts on a cache line of its own");
 
 constexpr size_t RecordBytes(size_t len) { return (4 + len + 7) & ~size_t{7}; }
 
