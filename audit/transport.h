@@ -1,7 +1,7 @@
-// Delivers encoded events from the traced process: to the collector (LDSCOPE_SOCKET)
-// through a shared-memory ring (audit/ring.h) handed over on the connection, with no
-// system call per event; or, where no ring can be made (no memfd, the descriptor limit,
-// LDSCOPE_TRANSPORT=datagram), as SOCK_SEQPACKET datagrams; or as length-prefixed
+// Delivers encoded events from the traced process: to the collector (LDSCOPE_SOCKET) as
+// SOCK_SEQPACKET datagrams, or, with LDSCOPE_TRANSPORT=ring, through a shared-memory ring
+// (audit/ring.h) handed over on the connection, with no system call per event (where no
+// ring can be made, no memfd or the descriptor limit, as datagrams); or as length-prefixed
 // records appended to a per-process file (LDSCOPE_DIR). A record, datagram or write
 // carries one event, or a batch of them (the events of one loader transaction). Never
 // blocks for long, never raises SIGPIPE, and never touches a descriptor that is no
@@ -43,8 +43,8 @@ class Transport {
   enum class Result { kSent, kDropped };
 
   // Reads LDSCOPE_SOCKET / LDSCOPE_DIR. Returns false when neither is set. With
-  // `datagrams` (LDSCOPE_TRANSPORT=datagram), the connection carries the events itself.
-  bool Configure(const char* socket_path, const char* dir, bool datagrams = false);
+  // `datagrams` (unless LDSCOPE_TRANSPORT=ring), the connection carries the events itself.
+  bool Configure(const char* socket_path, const char* dir, bool datagrams = true);
   Mode mode() const { return mode_; }
 
   // The glibc release a trace file's header names (LDSCOPE_DIR); not copied.
@@ -125,7 +125,7 @@ class Transport {
   uint64_t fd_limit_ = 0;
   int error_ = 0;
   const char* glibc_version_ = "";
-  bool datagrams_ = false;
+  bool datagrams_ = true;
   ring::Header* ring_ = nullptr;
   uint8_t* ring_data_ = nullptr;
   uint64_t ring_head_ = 0;       // our own count: the shared one is only ever stored

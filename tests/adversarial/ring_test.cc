@@ -36,6 +36,7 @@ using testing::Collector;
 using testing::RunCmd;
 
 const std::string kHoldAudit = FIXTURES "/audit/libhold_audit.so";
+const std::string kRing = "LDSCOPE_TRANSPORT=ring";  // whichever transport is the default
 
 pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& set) {
   std::vector<std::string> env;
@@ -72,7 +73,7 @@ TEST(Ring, SigkillInTheMiddleOfStartupKeepsItsEvents) {
   ASSERT_TRUE(std::filesystem::exists(c.socket));
   const std::string mark = dir + "/held", go = dir + "/go";
   const pid_t pid = Spawn({DLPROBE, "open", FIXTURES "/lib/libfix_a.so"},
-                          {"LD_AUDIT=" AUDIT_LIB ":" + kHoldAudit, "LDSCOPE_SOCKET=" + c.socket,
+                          {"LD_AUDIT=" AUDIT_LIB ":" + kHoldAudit, "LDSCOPE_SOCKET=" + c.socket, kRing,
                            "HOLD_AUDIT_NAME=libc.so.6", "HOLD_AUDIT_MARK=" + mark, "HOLD_AUDIT_GO=" + go});
   ASSERT_TRUE(WaitForFile(mark));
   kill(pid, SIGKILL);
@@ -112,7 +113,7 @@ TEST(Ring, ThreadsThatDlopenAtOnceLoseNothing) {
   std::vector<std::string> cmd = {LDSCOPE_BIN, "run",   "-q",      "--no-report", "-o", trace,
                                   "--",        DLPROBE, "tcycles", "5",           "400"};
   for (int i = 0; i < 5; ++i) cmd.push_back(FIXTURES "/lib/threads/libfix_t" + std::to_string(i) + ".so");
-  const auto r = RunCmd(cmd, {}, {}, 300);
+  const auto r = RunCmd(cmd, {kRing}, {}, 300);
   ASSERT_EQ(r.code, 0) << r.err;
   ASSERT_EQ(r.out, "tcycles 5: 2000 ok\n");
   const auto t = testing::TimelineOf({trace});
@@ -144,7 +145,8 @@ TEST(Ring, ProgramThatClosesOurDescriptorIsStillTraced) {
   // Descriptor 512 is ours (transport.cc, kHighFd).
   const auto r =
       RunCmd({LDSCOPE_BIN, "run", "-q", "--no-report", "-o", trace, "--", DLPROBE, "open", FIXTURES "/lib/libfix_a.so",
-              "closefd", "512", "sleep", "50", "open", FIXTURES "/lib/libfix_orphan.so"});
+              "closefd", "512", "sleep", "50", "open", FIXTURES "/lib/libfix_orphan.so"},
+             {kRing});
   ASSERT_EQ(r.code, 0) << r.err;
   const auto t = testing::TimelineOf({trace});
   const auto probes = testing::ByExe(t, "/dlprobe");
@@ -293,7 +295,7 @@ TEST(Ring, RogueRingsAreDisconnectedOthersUnharmed) {
   ok.Announce(quiet);
   ok.Put(StartEvent(910009));
   const auto r = RunCmd({DLPROBE, "open", FIXTURES "/lib/libfix_b.so", "close"},
-                        {"LD_AUDIT=" AUDIT_LIB, "LDSCOPE_SOCKET=" + c.socket});
+                        {"LD_AUDIT=" AUDIT_LIB, "LDSCOPE_SOCKET=" + c.socket, kRing});
   EXPECT_EQ(r.code, 0);
   const std::string summary = c.Stop();
   close(quiet);
