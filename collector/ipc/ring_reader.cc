@@ -30,9 +30,7 @@ Result<std::unique_ptr<RingReader>> RingReader::Attach(int fd) {
 }
 
 RingReader::RingReader(uint8_t* base, bool owned)
-    : header_(reinterpret_cast<ring::Header*>(base)),
-      data_(base + ring::kHeaderBytes),
-      owned_(owned) {}
+    : header_(reinterpret_cast<ring::Header*>(base)), data_(base + ring::kHeaderBytes), owned_(owned) {}
 
 RingReader::~RingReader() {
   if (owned_) munmap(header_, ring::kFileBytes);

@@ -178,7 +178,7 @@ class Server {
   void NoteSilentHooks(v1::CollectorNotes* notes) const;
 
   int listen_fd_ = -1;
-  int spare_fd_ = -1;  // held in reserve for a ring's descriptor (ReadFrom)
+  int spare_fd_ = -1;             // held in reserve for a ring's descriptor (ReadFrom)
   uint64_t listen_fd_limit_ = 0;  // RLIMIT_NOFILE when listening began
   int epoll_fd_ = -1;
   int extra_fd_ = -1;
