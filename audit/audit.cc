@@ -212,7 +212,18 @@ uint64_t NowNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-uint32_t Tid() { return static_cast<uint32_t>(sys::Gettid()); }
+// The main thread's thread pointer (0: not known yet): its tid is the pid. Its TCB is
+// ld.so's, never freed or given to another thread while the process lives, so no other
+// thread can have that pointer; a forked child forgets it (HandleFork).
+uintptr_t g_main_thread = 0;
+
+uint32_t Tid() {
+  const uintptr_t tp = sys::ThreadPointer();
+  if (tp != 0 && tp == g_main_thread) return g.pid;
+  const uint32_t tid = static_cast<uint32_t>(sys::Gettid());
+  if (tid == g.pid) g_main_thread = tp;
+  return tid;
+}
 
 // getcwd(3) from the system call: false when there is no usable path (longer than the
 // buffer: *cut, when given, says so; or "(unreachable)", a directory outside this
@@ -322,6 +333,7 @@ bool HandleFork(uint32_t pid) {
   g.transport.Abandon();
   g_buf.batch.Clear();
   g.window = false;
+  g_main_thread = 0;
   g.pid = pid;
   g.image_start_ns = NowNs();
   g.seq = 0;
@@ -333,6 +345,20 @@ bool HandleFork(uint32_t pid) {
 // Runs with g.lock held, right before anything is written. Returns false when
 // nothing can be delivered.
 bool EnsureDescriptor() {
+  // A ring needs no descriptor per event: its reader says when it let it go (our
+  // connection ended: the program closed it), and a probe at most every
+  // ring::kProbeMs finds a dead collector.
+  if (g.transport.ring()) {
+    if (g.transport.Usable()) return true;
+    // What the reader never took (a collector that died after our last probe) is lost.
+    const uint64_t unread = g.transport.UnreadRecords();
+    if (unread != 0) {
+      g.dropped += unread;
+      g_dirs.Reset();
+    }
+    g.transport.Abandon();
+    return OpenAndStart(3 /* START_RECONNECT */);
+  }
   if (g.transport.dead()) {
     // The collector went away (EPIPE): a collector restarted on the same socket takes
     // this process back at its next event. A dead file stays dead.
@@ -444,7 +470,7 @@ void SendStart(uint32_t reason, int32_t parent_pid, uint64_t parent_image_start_
     EncodeProcessStart(w, h, p);
   };
   uint8_t* buf = g_encode.start;
-  if (!hold) {
+  if (!hold || g.transport.ring()) {
     EncodeAndSend<EncodeBuffers::kStart>(encode, buf);
     return;
   }
@@ -538,7 +564,9 @@ void Record(Encode&& encode, Delivery how = Delivery::kNow) {
   // Only events that fit a batch by themselves are ever held.
   constexpr bool kHoldable = N + Transport::kMaxFrameHeader <= Batch::kBytes;
   bool hold = false;
-  if (kHoldable && !g.exited) {
+  // Into a ring nothing is held: an event there costs no system call, and is kept
+  // whatever happens to the process next.
+  if (kHoldable && !g.exited && !g.transport.ring()) {
     if (how == Delivery::kOpenAdd || how == Delivery::kOpenDelete) {
       if (!g.window) {
         g.window = true;
@@ -718,7 +746,12 @@ LDSCOPE_EXPORT unsigned int la_version(unsigned int version) {
   const char* dir = proc::Getenv("LDSCOPE_DIR");
   // Setuid/setgid programs: stay inert (glibc normally keeps us out anyway).
   if (proc::Aux(AT_SECURE) != 0) return 0;
-  if (!g.transport.Configure(sock, dir)) return 0;  // nobody listening: no overhead
+  const char* how = proc::Getenv("LDSCOPE_TRANSPORT");
+  // Datagrams unless asked for the ring: on fork/exec-heavy work (a shell loop, make) a
+  // ring's set-up costs a short-lived process and the collector more than the few
+  // datagrams it saves (bench/RESULTS.md, "The ring against datagrams").
+  const bool datagrams = how == nullptr || std::strcmp(how, "ring") != 0;
+  if (!g.transport.Configure(sock, dir, datagrams)) return 0;  // nobody listening: no overhead
   g.pid = static_cast<uint32_t>(sys::Getpid());
   g.image_start_ns = NowNs();
   g.aux.vdso_ehdr = proc::Aux(AT_SYSINFO_EHDR);

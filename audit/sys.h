@@ -110,6 +110,9 @@ inline long Setsockopt(int fd, int level, int name, const void* v, unsigned len)
 inline long Send(int fd, const void* buf, size_t n, int flags) {
   return Call(SYS_sendto, fd, L(buf), L(n), flags, 0, 0);
 }
+inline long Sendmsg(int fd, const void* msg, int flags) { return Call(SYS_sendmsg, fd, L(msg), flags); }
+inline long MemfdCreate(const char* name, unsigned flags) { return Call(SYS_memfd_create, L(name), flags); }
+inline long Ftruncate(int fd, long len) { return Call(SYS_ftruncate, fd, len); }
 // poll(2) with a timeout in milliseconds (ppoll: aarch64 has no poll).
 inline long Poll(void* fds, unsigned long nfds, int timeout_ms) {
   timespec ts{timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};

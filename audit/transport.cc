@@ -3,6 +3,8 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <linux/memfd.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -91,10 +93,11 @@ uint64_t PidNamespaceIno() {
   return ino;
 }
 
-bool Transport::Configure(const char* socket_path, const char* dir) {
+bool Transport::Configure(const char* socket_path, const char* dir, bool datagrams) {
   if (socket_path != nullptr && *socket_path != '\0' &&
       CopyStr(target_, sizeof target_, socket_path)) {
     mode_ = Mode::kSocket;
+    datagrams_ = datagrams;
     return true;
   }
   if (dir != nullptr && *dir != '\0' && std::strlen(dir) + 64 < sizeof target_ &&
@@ -149,8 +152,12 @@ bool Transport::OpenSocket() {
     return false;
   }
   const int fd = static_cast<int>(sock);
-  const int sndbuf = 1 << 20;
-  sys::Setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
+  // Datagrams of events need a large queue; a ring's connection carries a few small ones
+  // (a ring that cannot be made gets the default queue, a few hundred KiB).
+  if (datagrams_) {
+    const int sndbuf = 1 << 20;
+    sys::Setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
+  }
   // A full accept backlog answers EAGAIN at once on a non-blocking AF_UNIX connect:
   // retry for a bounded 100 ms.
   for (int attempt = 0;; ++attempt) {
@@ -169,7 +176,170 @@ bool Transport::OpenSocket() {
     sys::Close(fd);
     return false;
   }
-  return Adopt(fd);
+  const bool ours = Adopt(fd);
+  if (ours && !datagrams_) OpenRing();  // else datagrams on the connection
+  return ours;
+}
+
+namespace {
+uint64_t MonoNs() {
+  timespec ts{};
+  proc::ClockGettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+}  // namespace
+
+// The memfd is sealed at its size, so that the collector's mapping of it can never lose
+// its pages under it (SIGBUS); it is ours for the few system calls it takes to hand it
+// over (a number the program could get, for that moment only, as the socket's before
+// Adopt), then closed: the mapping and the collector's copy keep it.
+bool Transport::OpenRing() {
+  const long m = sys::MemfdCreate("ldscope-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (m < 0) return false;
+  const int mfd = static_cast<int>(m);
+  void* p = nullptr;
+  bool ok = sys::Ftruncate(mfd, static_cast<long>(ring::kFileBytes)) == 0 &&
+            sys::Fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0;
+  if (ok) {
+    p = sys::Mmap(nullptr, ring::kFileBytes, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+    ok = !sys::MmapFailed(p);
+    if (!ok) p = nullptr;
+  }
+  if (ok) {
+    auto* h = static_cast<ring::Header*>(p);
+    h->magic = ring::kMagic;
+    h->version = ring::kVersion;
+    h->capacity = static_cast<uint32_t>(ring::kCapacity);
+    uint8_t msg[ring::kControlBytes];
+    ring::ControlDatagram(ring::kAnnounce, msg);
+    iovec iov{msg, sizeof msg};
+    union {
+      cmsghdr align;
+      char bytes[CMSG_SPACE(sizeof(int))];
+    } control{};
+    msghdr mh{};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = control.bytes;
+    mh.msg_controllen = sizeof control.bytes;
+    cmsghdr* c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &mfd, sizeof mfd);
+    long r;
+    do {
+      r = sys::Sendmsg(fd_, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    } while (r == -EINTR);
+    ok = r == static_cast<long>(sizeof msg);
+  }
+  sys::Close(mfd);
+  if (!ok) {
+    if (p != nullptr) sys::Munmap(p, ring::kFileBytes);
+    return false;
+  }
+  ring_ = static_cast<ring::Header*>(p);
+  ring_data_ = static_cast<uint8_t*>(p) + ring::kHeaderBytes;
+  ring_head_ = 0;
+  ring_probed_ns_ = MonoNs();
+  ring_records_ = 0;
+  return true;
+}
+
+void Transport::CloseRing() {
+  if (ring_ == nullptr) return;
+  sys::Munmap(ring_, ring::kFileBytes);
+  ring_ = nullptr;
+  ring_data_ = nullptr;
+}
+
+void Transport::Wake() {
+  if (__atomic_exchange_n(&ring_->wake, 1u, __ATOMIC_SEQ_CST) != 0) return;  // one is pending
+  // Never to a descriptor that is no longer ours: then the connection is gone for us,
+  // as for a dead collector (the next event opens a new one).
+  if (!StillOurs()) {
+    dead_ = true;
+    return;
+  }
+  uint8_t msg[ring::kControlBytes];
+  ring::ControlDatagram(ring::kWake, msg);
+  long r;
+  do {
+    r = sys::Send(fd_, msg, sizeof msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  } while (r == -EINTR);
+  // EAGAIN: the collector's queue is full of our wake-ups; it reads the ring anyway.
+  if (r < 0 && r != -EAGAIN && r != -ENOBUFS) dead_ = true;  // EPIPE, ECONNRESET: gone
+}
+
+void Transport::ProbeIfUnvisited() {
+  constexpr int64_t kProbeNs = int64_t{ring::kProbeMs} * 1000000;
+  const uint64_t now = MonoNs();
+  // Its clock is ours, unless it runs in another time namespace: then an age that is
+  // negative by more than the probe interval is no age, and probes go at most every
+  // kProbeMs.
+  const int64_t age = static_cast<int64_t>(now - __atomic_load_n(&ring_->visited_ns, __ATOMIC_RELAXED));
+  if ((age <= kProbeNs && age >= -kProbeNs) || static_cast<int64_t>(now - ring_probed_ns_) < kProbeNs) return;
+  ring_probed_ns_ = now;
+  __atomic_store_n(&ring_->wake, 0u, __ATOMIC_RELAXED);  // a probe, whatever is pending
+  Wake();
+}
+
+uint64_t Transport::UnreadRecords() const {
+  if (ring_ == nullptr) return 0;
+  const uint64_t taken = __atomic_load_n(&ring_->tail_records, __ATOMIC_ACQUIRE);
+  return taken <= ring_records_ ? ring_records_ - taken : 0;
+}
+
+bool Transport::Usable() {
+  if (fd_ < 0 || dead_) return false;
+  if (ring_ == nullptr) return StillOurs();
+  if (__atomic_load_n(&ring_->detached, __ATOMIC_ACQUIRE) != 0) return false;
+  ProbeIfUnvisited();
+  return !dead_;
+}
+
+bool Transport::WaitForRoom(uint64_t need) {
+  if (stalled_) return false;  // already waited once in this stall: drop at once
+  Wake();
+  const uint64_t deadline = MonoNs() + static_cast<uint64_t>(kSendWaitMs) * 1000000ull;
+  while (!dead_) {
+    const uint64_t used = ring_head_ - __atomic_load_n(&ring_->tail, __ATOMIC_ACQUIRE);
+    if (used > ring::kCapacity) return false;
+    if (ring::kCapacity - used >= need) return true;
+    if (__atomic_load_n(&ring_->detached, __ATOMIC_ACQUIRE) != 0 || MonoNs() >= deadline) return false;
+    sys::Poll(nullptr, 0, 1);
+  }
+  return false;
+}
+
+Transport::Result Transport::RingDeliver(const uint8_t* data, size_t len) {
+  if (len > ring::kMaxRecord) return Result::kDropped;
+  const uint64_t need = ring::RecordBytes(len);
+  uint64_t used = ring_head_ - __atomic_load_n(&ring_->tail, __ATOMIC_ACQUIRE);
+  if (used > ring::kCapacity) {
+    dead_ = true;  // no reader's count: a new connection and ring at the next event
+    return Result::kDropped;
+  }
+  if (ring::kCapacity - used < need) {
+    if (!WaitForRoom(need)) {
+      stalled_ = true;
+      return Result::kDropped;
+    }
+    used = ring_head_ - __atomic_load_n(&ring_->tail, __ATOMIC_ACQUIRE);
+  }
+  const size_t at = static_cast<size_t>(ring_head_ % ring::kCapacity);
+  const uint32_t n = static_cast<uint32_t>(len);
+  std::memcpy(ring_data_ + at, &n, sizeof n);
+  const size_t pos = at + sizeof n;  // at is 8-aligned: the length word never wraps
+  const size_t first = len < ring::kCapacity - pos ? len : ring::kCapacity - pos;
+  std::memcpy(ring_data_ + pos, data, first);
+  std::memcpy(ring_data_, data + first, len - first);
+  ring_head_ += need;
+  ++ring_records_;
+  __atomic_store_n(&ring_->head, ring_head_, __ATOMIC_RELEASE);
+  stalled_ = false;
+  if (used + need >= ring::kWakeAt) Wake();
+  return Result::kSent;
 }
 
 bool Transport::OpenFile(uint32_t pid, uint64_t image_start_ns) {
@@ -235,6 +405,7 @@ bool Transport::StillOurs() const {
 }
 
 void Transport::Abandon() {
+  CloseRing();
   if (StillOurs()) sys::Close(fd_);
   fd_ = -1;
 }
@@ -265,6 +436,7 @@ size_t Transport::FrameInBatch(uint8_t* out, size_t event_len) const {
 
 Transport::Result Transport::Deliver(const uint8_t* data, size_t len) {
   if (fd_ < 0 || dead_) return Result::kDropped;
+  if (ring_ != nullptr) return RingDeliver(data, len);
   if (mode_ == Mode::kDir) {
     const long r = sys::Write(fd_, data, len);
     if (r == static_cast<long>(len)) return Result::kSent;

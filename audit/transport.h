@@ -1,13 +1,18 @@
-// Delivers encoded events from the traced process: SOCK_SEQPACKET datagrams to the
-// collector (LDSCOPE_SOCKET), or length-prefixed records appended to a per-process
-// file (LDSCOPE_DIR). A datagram or write carries one event, or a batch of them (the
-// events of one loader transaction). Never blocks for long, never raises SIGPIPE, and
-// never touches a descriptor that is no longer its own.
+// Delivers encoded events from the traced process: to the collector (LDSCOPE_SOCKET) as
+// SOCK_SEQPACKET datagrams, or, with LDSCOPE_TRANSPORT=ring, through a shared-memory ring
+// (audit/ring.h) handed over on the connection, with no system call per event (where no
+// ring can be made, no memfd or the descriptor limit, as datagrams); or as length-prefixed
+// records appended to a per-process file (LDSCOPE_DIR). A record, datagram or write
+// carries one event, or a batch of them (the events of one loader transaction). Never
+// blocks for long, never raises SIGPIPE, and never touches a descriptor that is no
+// longer its own.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <sys/types.h>
+
+#include "ring.h"
 
 namespace ldscope::audit {
 
@@ -37,8 +42,9 @@ class Transport {
   enum class Mode { kNone, kSocket, kDir };
   enum class Result { kSent, kDropped };
 
-  // Reads LDSCOPE_SOCKET / LDSCOPE_DIR. Returns false when neither is set.
-  bool Configure(const char* socket_path, const char* dir);
+  // Reads LDSCOPE_SOCKET / LDSCOPE_DIR. Returns false when neither is set. With
+  // `datagrams` (unless LDSCOPE_TRANSPORT=ring), the connection carries the events itself.
+  bool Configure(const char* socket_path, const char* dir, bool datagrams = true);
   Mode mode() const { return mode_; }
 
   // The glibc release a trace file's header names (LDSCOPE_DIR); not copied.
@@ -62,6 +68,15 @@ class Transport {
   // close it when it is still ours (after fork: the parent keeps its own copy).
   void Abandon();
   bool dead() const { return dead_; }
+  // Events go into a ring (no system call each): nothing needs holding to save sends.
+  bool ring() const { return ring_ != nullptr; }
+  // Whether the next event can be delivered where the last one went: the ring's reader
+  // has not let it go (it does when our connection ends: a program that closed our
+  // descriptor), or, without a ring, the descriptor is still ours (one fstat).
+  bool Usable();
+  // Records written into the ring that its reader did not take (0 without a ring): what
+  // giving the ring up loses.
+  uint64_t UnreadRecords() const;
   // A send was dropped for want of room and none has succeeded since: the collector's
   // queue for this connection is full (a stopped or starved collector).
   bool stalled() const { return stalled_; }
@@ -86,6 +101,15 @@ class Transport {
   Result Deliver(const uint8_t* data, size_t len);
   bool OpenSocket();
   bool OpenFile(uint32_t pid, uint64_t image_start_ns);
+  // Makes a ring and hands it to the collector; false (and no ring) when it cannot.
+  bool OpenRing();
+  void CloseRing();
+  Result RingDeliver(const uint8_t* data, size_t len);
+  // Waits (bounded by kSendWaitMs, once per stall) for `need` bytes of room.
+  bool WaitForRoom(uint64_t need);
+  // Sends a wake-up datagram (also the probe of a dead collector: EPIPE).
+  void Wake();
+  void ProbeIfUnvisited();  // see ring::Header::visited_ns
   // Moves fd out of the program's way and makes it ours; false when it stays where it
   // is (no_room()) or is not ours (fd_ < 0).
   bool Adopt(int fd);
@@ -101,6 +125,12 @@ class Transport {
   uint64_t fd_limit_ = 0;
   int error_ = 0;
   const char* glibc_version_ = "";
+  bool datagrams_ = true;
+  ring::Header* ring_ = nullptr;
+  uint8_t* ring_data_ = nullptr;
+  uint64_t ring_head_ = 0;       // our own count: the shared one is only ever stored
+  uint64_t ring_probed_ns_ = 0;  // the last probe, or the ring's start
+  uint64_t ring_records_ = 0;
 };
 
 }  // namespace ldscope::audit

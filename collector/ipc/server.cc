@@ -5,6 +5,7 @@
 
 #include "wire.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
@@ -44,6 +45,11 @@ constexpr int kAcceptRetryMs = 50;
 constexpr long kCoalesceNs = 1000000;
 constexpr uint64_t kCoalesceBelow = 64;  // datagrams read by one wake-up
 
+// Descriptors the collector may hold besides its connections (the listener, epoll, the
+// trace, the command's pipes, the standard streams): with fewer connections than the
+// limit less this, a ring's descriptor always finds a free slot.
+constexpr uint64_t kSpareMargin = 64;
+
 uint64_t DescriptorLimit() {
   rlimit r{};
   return getrlimit(RLIMIT_NOFILE, &r) == 0 ? static_cast<uint64_t>(r.rlim_cur) : 0;
@@ -64,6 +70,7 @@ Server::~Server() { Shutdown(); }
 void Server::Shutdown() {
   for (auto& [fd, c] : conns_) close(fd);
   conns_.clear();
+  open_rings_ = 0;
   if (listen_fd_ >= 0) {
     close(listen_fd_);
     listen_fd_ = -1;
@@ -72,6 +79,10 @@ void Server::Shutdown() {
   if (epoll_fd_ >= 0) {
     close(epoll_fd_);
     epoll_fd_ = -1;
+  }
+  if (spare_fd_ >= 0) {
+    close(spare_fd_);
+    spare_fd_ = -1;
   }
 }
 
@@ -91,6 +102,8 @@ Status Server::Listen(const std::string& socket_path) {
   if (listen(listen_fd_, 4096) != 0) return Error{fmt::format("listen: {}", std::strerror(errno))};
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   if (epoll_fd_ < 0) return Error{fmt::format("epoll: {}", std::strerror(errno))};
+  spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  listen_fd_limit_ = DescriptorLimit();
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.fd = listen_fd_;
@@ -119,7 +132,7 @@ bool Server::Admit(int fd) {
   ++stats_.connections;
   Conn c;
   c.peer = cred.pid;
-  conns_[fd] = c;
+  conns_[fd] = std::move(c);
   return true;
 }
 
@@ -178,9 +191,67 @@ void Server::Drop(int fd, bool bad) {
   auto it = conns_.find(fd);
   if (it != conns_.end()) {
     if (!bad) NoteEnd(it->second);
+    if (it->second.ring) {
+      it->second.ring->Detach();
+      --open_rings_;
+    }
     conns_.erase(it);
   }
   freed_ = true;
+}
+
+bool Server::HandleControl(Conn& c, const uint8_t* data, size_t size, int passed) {
+  const bool ok = ring::IsControl(data, size);
+  if (ok && data[9] == ring::kWake && passed < 0) return true;  // read below, as every round
+  if (!ok || data[9] != ring::kAnnounce || passed < 0 || c.ring) {
+    if (passed >= 0) close(passed);
+    return false;
+  }
+  auto r = RingReader::Attach(passed);
+  close(passed);  // the mapping keeps the memory
+  if (!r.ok()) return false;
+  c.ring = std::move(*r);
+  ++open_rings_;
+  ++stats_.rings;
+  return true;
+}
+
+bool Server::ReadRing(int fd, bool to_end) {
+  auto it = conns_.find(fd);
+  if (it == conns_.end() || !it->second.ring) return true;
+  Conn& c = it->second;
+  // A ring holds at most kCapacity / 8 records; to its end is bounded too (a writer still
+  // alive could keep writing): four ringfuls.
+  constexpr size_t kPerVisit = 4096;
+  const size_t limit = to_end ? 4 * ring::kCapacity / 8 : kPerVisit;
+  size_t total = 0;
+  do {
+    size_t records = 0;
+    const auto r = c.ring->Drain(
+        limit - total,
+        [&](const uint8_t* data, size_t size) {
+          if (!SplitFrame(data, size, &slices_)) return false;
+          for (const auto& slice : slices_)
+            if (!HandleEvent(c, slice.data, slice.size)) return false;
+          return true;
+        },
+        &records);
+    total += records;
+    stats_.ring_records += records;
+    if (r != RingReader::Drained::kOk) {  // the events before the bad one are kept
+      Drop(fd, true);
+      return false;
+    }
+  } while (to_end && total < limit && c.ring->Pending());
+  return true;
+}
+
+void Server::ReadRings() {
+  if (open_rings_ == 0) return;
+  ring_fds_.clear();
+  for (const auto& [fd, c] : conns_)
+    if (c.ring) ring_fds_.push_back(fd);
+  for (int fd : ring_fds_) ReadRing(fd, false);
 }
 
 bool SplitFrame(const uint8_t* data, size_t size, std::vector<FrameSlice>* out) {
@@ -311,6 +382,27 @@ bool Server::HandleEvent(Conn& c, const uint8_t* data, size_t size) {
   return true;
 }
 
+// The descriptors a datagram carried: the first is returned, any other closed.
+static int TakePassed(msghdr* msg, bool* more) {
+  int passed = -1;
+  *more = false;
+  for (cmsghdr* c = CMSG_FIRSTHDR(msg); c != nullptr; c = CMSG_NXTHDR(msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len < CMSG_LEN(0)) continue;
+    const size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < n; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof fd, sizeof fd);
+      if (passed < 0) {
+        passed = fd;
+      } else {
+        close(fd);
+        *more = true;
+      }
+    }
+  }
+  return passed;
+}
+
 bool Server::ReadFrom(int fd) {
   static std::vector<uint8_t> buf(kMaxDatagram + 1);
   for (int n = 0; n < 128; ++n) {  // bounded, so one busy peer cannot starve others
@@ -318,20 +410,64 @@ bool Server::ReadFrom(int fd) {
     iovec iov{buf.data(), buf.size()};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
-    const ssize_t r = recvmsg(fd, &msg, MSG_DONTWAIT);
-    if (r < 0) {
-      if (errno == EAGAIN || errno == EINTR) return false;
-      Drop(fd, false);
-      return false;
+    union {
+      cmsghdr align;
+      char bytes[CMSG_SPACE(4 * sizeof(int))];
+    } control;
+    msg.msg_control = control.bytes;
+    msg.msg_controllen = sizeof control.bytes;
+    // A connection's first datagram may carry its ring's descriptor: room for it, even
+    // at our descriptor limit (the spare is taken back once the ring is mapped). Far
+    // from the limit there is room anyway, and the spare stays (an open(2) and a
+    // close(2) per connection saved).
+    auto first = conns_.find(fd);
+    const bool make_room = first != conns_.end() && !first->second.ring && first->second.stream == 0 &&
+                           spare_fd_ >= 0 && conns_.size() + kSpareMargin >= listen_fd_limit_;
+    if (make_room) {
+      close(spare_fd_);
+      spare_fd_ = -1;
     }
-    if (r == 0) {  // peer closed (process exited): everything it sent was read
-      Drop(fd, false);
+    const ssize_t r = recvmsg(fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    bool more_fds = false;
+    const int passed = r > 0 ? TakePassed(&msg, &more_fds) : -1;
+    if (spare_fd_ < 0 && !(r > 0 && ring::IsControl(buf.data(), static_cast<size_t>(r)) && passed >= 0))
+      spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (r <= 0) {
+      if (r < 0 && (errno == EAGAIN || errno == EINTR)) return false;
+      // The peer closed (the process exited, or let our descriptor go): everything it
+      // sent was read; what its ring holds is read now, to the end, after telling a
+      // writer still alive to write a new one (so that no record lands after the read).
+      auto it = conns_.find(fd);
+      if (it != conns_.end() && it->second.ring) it->second.ring->Detach();
+      if (ReadRing(fd, true)) Drop(fd, false);
       return false;
     }
     auto it = conns_.find(fd);
-    if (it == conns_.end()) return false;
+    if (it == conns_.end()) {
+      if (passed >= 0) close(passed);
+      return false;
+    }
     ++stats_.datagrams;
-    bool ok = (msg.msg_flags & MSG_TRUNC) == 0 && static_cast<size_t>(r) <= kMaxDatagram &&
+    if (ring::IsControl(buf.data(), static_cast<size_t>(r))) {  // a ring's announce, or a wake-up
+      if ((msg.msg_flags & MSG_CTRUNC) != 0) {
+        // Our descriptor limit lost the ring: no fault of the peer's. Its probe finds
+        // the connection gone and it connects again.
+        if (passed >= 0) close(passed);
+        Drop(fd, false);
+        return false;
+      }
+      const bool well_formed = (msg.msg_flags & MSG_TRUNC) == 0 && !more_fds;
+      if (!well_formed && passed >= 0) close(passed);
+      const bool ok = well_formed && HandleControl(it->second, buf.data(), static_cast<size_t>(r), passed);
+      if (spare_fd_ < 0) spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+      if (!ok) {
+        Drop(fd, true);
+        return false;
+      }
+      continue;
+    }
+    if (passed >= 0) close(passed);
+    bool ok = passed < 0 && (msg.msg_flags & MSG_TRUNC) == 0 && static_cast<size_t>(r) <= kMaxDatagram &&
               SplitDatagram(buf.data(), static_cast<size_t>(r), &converted_, &slices_);
     for (size_t i = 0; ok && i < slices_.size(); ++i)
       ok = HandleEvent(it->second, slices_[i].data, slices_[i].size);
@@ -363,6 +499,8 @@ std::string Server::ExeOfImage(uint32_t pid, uint64_t image_start_ns) const {
 }
 
 Server::PollResult Server::Poll(int timeout_ms) {
+  // Rings are read at each wake-up, and at least every kReadEveryMs while any is open.
+  if (open_rings_ > 0) timeout_ms = timeout_ms < 0 ? ring::kReadEveryMs : std::min(timeout_ms, ring::kReadEveryMs);
   if (accept_paused_)
     timeout_ms = timeout_ms < 0 ? kAcceptRetryMs : std::min(timeout_ms, kAcceptRetryMs);
   freed_ = false;
@@ -373,9 +511,14 @@ Server::PollResult Server::Poll(int timeout_ms) {
   } while (n < 0 && errno == EINTR);
   if (n < 0) return PollResult::kError;
   if (accept_paused_ && (n == 0 || freed_)) ResumeAccept();
-  if (n == 0) return PollResult::kIdle;
+  const uint64_t datagrams_before = stats_.datagrams + stats_.ring_records;
+  if (n == 0) {
+    ReadRings();
+    if (stats_.ring_records + stats_.datagrams == datagrams_before) return PollResult::kIdle;
+    if (writer_ != nullptr) writer_->Flush().IgnoreError();
+    return PollResult::kServed;
+  }
   bool extra = false;
-  const uint64_t datagrams_before = stats_.datagrams;
   for (int i = 0; i < n; ++i) {
     const int fd = evs[i].data.fd;
     if (fd == listen_fd_) {
@@ -386,12 +529,14 @@ Server::PollResult Server::Poll(int timeout_ms) {
       ReadFrom(fd);
     }
   }
+  ReadRings();
   if (accept_paused_ && freed_) ResumeAccept();
   if (writer_ != nullptr) writer_->Flush().IgnoreError();  // the writer's Close() reports it
   if (extra) return PollResult::kExtraReady;
   // No pause with no connection open (nothing to gather: the last one just ended), and
   // none past the extra descriptor (the command's end, which `run` waits for).
-  if (timeout_ms != 0 && !conns_.empty() && stats_.datagrams - datagrams_before < kCoalesceBelow) {
+  if (timeout_ms != 0 && !conns_.empty() &&
+      stats_.datagrams + stats_.ring_records - datagrams_before < kCoalesceBelow) {
     timespec pause{0, kCoalesceNs};
     if (extra_fd_ >= 0) {
       pollfd p{extra_fd_, POLLIN, 0};
@@ -409,8 +554,10 @@ void Server::ReadQueued() {
     std::vector<int> fds;
     for (const auto& [fd, c] : conns_) fds.push_back(fd);
     bool more = false;
-    for (int fd : fds)
+    for (int fd : fds) {
       while (conns_.count(fd) != 0 && ReadFrom(fd)) more = true;
+      ReadRing(fd, true);
+    }
     if (!more) break;
   }
 }
@@ -434,6 +581,10 @@ void Server::CloseConnections(std::vector<int>* open, v1::CollectorNotes* notes)
     }
     epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
     close(fd);
+    if (it->second.ring) {
+      it->second.ring->Detach();
+      --open_rings_;
+    }
     conns_.erase(fd);
   }
   open->clear();
@@ -451,6 +602,7 @@ void Server::ReadBacklog(v1::CollectorNotes* notes) {
     if (!Admit(fd)) continue;
     while (conns_.count(fd) != 0 && ReadFrom(fd)) {
     }
+    ReadRing(fd, true);
     if (conns_.count(fd) != 0) open.push_back(fd);
     CloseConnections(&open, notes);
   }

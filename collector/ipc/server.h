@@ -1,8 +1,11 @@
 // The collector's socket server: a SOCK_SEQPACKET listener served by one epoll loop.
-// A datagram holds one event, or a batch of them (the audit library sends the events of
-// one loader transaction together). Peers of another uid are refused (SO_PEERCRED); a
-// peer that breaks the protocol is disconnected and counted, without disturbing the
-// others.
+// The audit library hands over an event ring (audit/ring.h, ipc/ring_reader.h) on its
+// connection and writes its events there; the connection then carries only wake-ups
+// and, by its end, says that the process is gone (the ring is read to its end then).
+// Without a ring, a datagram holds one event, or a batch of them (the events of one
+// loader transaction). Peers of another uid are refused (SO_PEERCRED); a peer that
+// breaks the protocol (its datagrams or its ring) is disconnected and counted, without
+// disturbing the others.
 #pragma once
 
 #include <sys/types.h>
@@ -10,11 +13,13 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "ipc/ring_reader.h"
 #include "store/trace_file.h"
 
 namespace ldscope::ipc {
@@ -22,6 +27,8 @@ namespace ldscope::ipc {
 struct ServerStats {
   uint64_t connections = 0;
   uint64_t datagrams = 0;
+  uint64_t rings = 0;         // connections that handed over a ring
+  uint64_t ring_records = 0;  // records read from rings
   uint64_t events = 0;
   uint64_t event_bytes = 0;
   uint64_t rejected_peers = 0;   // wrong uid
@@ -122,6 +129,7 @@ class Server {
     uint32_t stream = 0;  // 0 until its ProcessStart arrives
     uint32_t pid = 0;
     pid_t peer = 0;       // the connecting process, in our pid namespace (SO_PEERCRED)
+    std::unique_ptr<RingReader> ring;  // once its announce datagram arrived
   };
   // What the collector knows of one audit-library stream (process image).
   struct Stream {
@@ -152,6 +160,15 @@ class Server {
   void Drop(int fd, bool bad);
   void NoteEnd(const Conn& c);
   bool HandleEvent(Conn& c, const uint8_t* data, size_t size);
+  // A ring's control datagram (ring::IsControl): its announce, or a wake-up. False
+  // when it breaks the protocol. `passed` is the descriptor it carried (-1: none).
+  bool HandleControl(Conn& c, const uint8_t* data, size_t size, int passed);
+  // Reads up to a bounded number of the ring's records (all of them with `to_end`, for a
+  // connection that ended); false when the ring or an event in it broke the protocol
+  // (the connection is dropped then).
+  bool ReadRing(int fd, bool to_end);
+  // Every open ring, a bounded number of records each (the loop's regular visit).
+  void ReadRings();
   // StopRecording's steps (server.cc).
   void ReadQueued();
   void CloseConnections(std::vector<int>* open, v1::CollectorNotes* notes);
@@ -161,6 +178,8 @@ class Server {
   void NoteSilentHooks(v1::CollectorNotes* notes) const;
 
   int listen_fd_ = -1;
+  int spare_fd_ = -1;             // held in reserve for a ring's descriptor (ReadFrom)
+  uint64_t listen_fd_limit_ = 0;  // RLIMIT_NOFILE when listening began
   int epoll_fd_ = -1;
   int extra_fd_ = -1;
   std::string path_;
@@ -176,6 +195,8 @@ class Server {
   std::set<std::string> searched_dirs_;
   std::function<void(const std::string&, const v1::ObjOpen&)> on_new_object_;
   bool freed_ = false;         // a connection closed since the last Poll
+  size_t open_rings_ = 0;
+  std::vector<int> ring_fds_;
   std::vector<FrameSlice> slices_;
   std::vector<std::string> converted_;  // the Python hook's events, as protobuf
   ServerStats stats_;

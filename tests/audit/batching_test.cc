@@ -35,11 +35,14 @@ const std::string kLibA = FIXTURES "/lib/libfix_a.so";
 const std::string kLibB = FIXTURES "/lib/libfix_b.so";
 const std::string kHoldAudit = FIXTURES "/audit/libhold_audit.so";
 
-// A program started in the background with extra environment entries.
+// A program started in the background with extra environment entries. The receiver
+// here reads datagrams: the audit library is told to send its events on the connection
+// (its transport without a ring, ring_test checks the ring's).
 pid_t Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& set) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) env.push_back(*e);
   for (const auto& s : set) env.push_back(s);
+  env.push_back("LDSCOPE_TRANSPORT=datagram");
   const pid_t pid = fork();
   if (pid == 0) {
     std::vector<char*> a, e;

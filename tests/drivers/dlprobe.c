@@ -3,8 +3,11 @@
  *   open PATH | lazy PATH | gopen PATH (RTLD_GLOBAL) | mopen PATH | noload PATH | close |
  *   sleep MS |
  *   threads N PATH... (N threads released at once; thread k dlopens PATH number k) |
+ *   tcycles N M PATH... (N threads released at once; thread k makes M dlopen+dlclose
+ *   cycles of PATH number k; thread 0 forks half-way, and the child makes one more cycle
+ *   and exits; prints the cycles that succeeded in the parent) |
  *   cycles N PATH (N times dlopen+dlclose of PATH; prints how many succeeded) |
- *   mark PATH (creates the file PATH: a signal to a test) |
+ *   mark PATH (creates the file PATH: a signal to a test) | closefd N (closes descriptor N) |
  *   waitfile PATH (waits until the file PATH exists, 20 s at most) |
  *   bgopen PATH (dlopens PATH in a background thread) | join (waits for that thread,
  *   in the process that started it) |
@@ -44,6 +47,37 @@ static void* thread_main(void* arg) {
     if (dlopen(j->paths[i], RTLD_NOW) == NULL) j->failures++;
   /* And once more, now that the others are loading too: found loaded, no search. */
   if (j->npaths > 0 && dlopen(j->paths[0], RTLD_NOW | RTLD_NOLOAD) == NULL) j->failures++;
+  return NULL;
+}
+
+struct cjob {
+  const char* path;
+  int cycles;
+  int fork_half_way;
+  pthread_barrier_t* barrier;
+  int ok;
+};
+
+static void* cycle_main(void* arg) {
+  struct cjob* j = arg;
+  pthread_barrier_wait(j->barrier);
+  for (int k = 0; k < j->cycles; ++k) {
+    if (j->fork_half_way && k == j->cycles / 2) {
+      const pid_t p = fork();
+      if (p == 0) {
+        void* h = dlopen(j->path, RTLD_NOW);
+        if (h != NULL) dlclose(h);
+        exit(h != NULL ? 0 : 1);
+      }
+      int st = 0;
+      if (p > 0) waitpid(p, &st, 0);
+    }
+    void* h = dlopen(j->path, RTLD_NOW);
+    if (h != NULL) {
+      ++j->ok;
+      dlclose(h);
+    }
+  }
   return NULL;
 }
 
@@ -90,6 +124,10 @@ int main(int argc, char** argv) {
       }
       printf("cycles %d: %d ok (pid %d)\n", n, ok, (int)getpid());
       i += 2;
+    } else if (!strcmp(s, "closefd")) {
+      printf("closefd %s: %d\n", a, close(atoi(a)));
+      fflush(stdout);
+      i += 1;
     } else if (!strcmp(s, "mark")) {
       FILE* f = fopen(a, "w");
       if (f != NULL) fclose(f);
@@ -135,6 +173,27 @@ int main(int argc, char** argv) {
         failures += jobs[k].failures;
       }
       printf("threads %d: %d failures\n", n, failures);
+      i = argc;
+    } else if (!strcmp(s, "tcycles")) {
+      int n = atoi(a);
+      const int m = i + 2 < argc ? atoi(argv[i + 2]) : 0;
+      const int npaths = argc - i - 3;
+      pthread_t t[64];
+      struct cjob jobs[64];
+      pthread_barrier_t barrier;
+      if (n > 64) n = 64;
+      if (n < 1 || npaths < 1) return 2;
+      pthread_barrier_init(&barrier, NULL, (unsigned)n);
+      for (int k = 0; k < n; ++k) {
+        jobs[k] = (struct cjob){argv[i + 3 + k % npaths], m, k == 0, &barrier, 0};
+        pthread_create(&t[k], NULL, cycle_main, &jobs[k]);
+      }
+      int ok = 0;
+      for (int k = 0; k < n; ++k) {
+        pthread_join(t[k], NULL);
+        ok += jobs[k].ok;
+      }
+      printf("tcycles %d: %d ok\n", n, ok);
       i = argc;
     } else if (!strcmp(s, "fork")) {
       fflush(stdout);
