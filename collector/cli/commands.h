@@ -192,6 +192,8 @@ Result<std::string> FindPythonHook();
 Result<std::string> SelfExe();
 // $TMPDIR, else /tmp.
 std::string TempRoot();
+// A new trace's default name in the working directory: PREFIX-YYYYmmdd-HHMMSS-PID.ldscope.
+std::string DefaultTraceName(const std::string& prefix);
 // A new 0700 directory parent/prefix-XXXXXX; its path.
 Result<std::string> MakePrivateDir(const std::string& parent, const std::string& prefix);
 

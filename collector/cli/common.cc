@@ -1,4 +1,5 @@
 // Helpers shared by the sub-commands: finding the audit library, complaining.
+#include <ctime>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -68,6 +69,15 @@ Result<std::string> SelfExe() {
   const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) return Error{"cannot read /proc/self/exe to find ldscope's own files"};
   return std::string(self, static_cast<size_t>(n));
+}
+
+std::string DefaultTraceName(const std::string& prefix) {
+  const time_t now = time(nullptr);
+  tm t{};
+  localtime_r(&now, &t);
+  char stamp[32];
+  strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &t);
+  return fmt::format("{}-{}-{}.ldscope", prefix, stamp, getpid());
 }
 
 std::string TempRoot() {

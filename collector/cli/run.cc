@@ -50,15 +50,6 @@ void ForwardInt(int sig, siginfo_t* info, void*) {
   Forward(sig);
 }
 
-std::string DefaultOutput() {
-  const time_t now = time(nullptr);
-  tm t{};
-  localtime_r(&now, &t);
-  char stamp[32];
-  strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &t);
-  return fmt::format("ldscope-{}-{}.ldscope", stamp, getpid());
-}
-
 // LD_AUDIT's entries other than an ldscope audit library (ours, or another copy of it:
 // a nested `ldscope run`, or a user's own LD_AUDIT): each copy would be loaded into a
 // namespace of its own and trace every process once more.
@@ -171,7 +162,7 @@ int FindInputs(const RunOptions& opt, RunInputs* in) {
     return kUsage;
   }
   if (opt.python_hook) in->python_hook = PythonHookDir();
-  in->output = opt.output.empty() ? DefaultOutput() : opt.output;
+  in->output = opt.output.empty() ? DefaultTraceName("ldscope") : opt.output;
   // The inputs: the lock, and the command when it is named by a path.
   std::vector<std::string> inputs = {opt.lock};
   if (opt.command.front().find('/') != std::string::npos) inputs.push_back(opt.command.front());

@@ -31,15 +31,6 @@ uint64_t MonoNs() {
   return static_cast<uint64_t>(t.tv_sec) * 1000000000ull + static_cast<uint64_t>(t.tv_nsec);
 }
 
-std::string DefaultOutput() {
-  const time_t now = time(nullptr);
-  tm t{};
-  localtime_r(&now, &t);
-  char stamp[32];
-  strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &t);
-  return fmt::format("ldscope-snapshot-{}-{}.ldscope", stamp, getpid());
-}
-
 // The processes asked for, each once, in the order given. Explicit pids must all be
 // read; those found by --tree or --all-python may end before they are read.
 struct Targets {
@@ -108,7 +99,7 @@ int Snapshot(const SnapshotOptions& opt) {
                             : "snapshot: no process given (PID..., --tree PID or --all-python)");
     return kUsage;
   }
-  const std::string output = opt.output.empty() ? DefaultOutput() : opt.output;
+  const std::string output = opt.output.empty() ? DefaultTraceName("ldscope-snapshot") : opt.output;
   if (Status s = store::CheckOutputs({{"-o", output}, {"--report", opt.report.output}}, {}); !s.ok()) {
     Complain(s.error());
     return kWriteFailed;
