@@ -1,6 +1,7 @@
 // The Chrome trace-event format (opens in Perfetto's UI and chrome://tracing): one
 // track per process and thread, a span for each dlopen and each Python import with the
-// loads it caused inside it, instant markers for failed dlopens and for findings.
+// loads it caused inside it, instant markers for failed dlopens and for findings. The
+// spans of a track nest (NestSlices); one that would overlap its parent is async.
 //
 // The document is a google::protobuf::Struct printed by protobuf's JSON writer, as the
 // other JSON outputs are: the model's strings are escaped text (text/escape.h), so the
@@ -10,6 +11,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <vector>
 
 #include <fmt/format.h>
 #include <google/protobuf/struct.pb.h>
@@ -177,6 +179,58 @@ void ChromeEvents::AddFinding(const v1::ProcessTimeline& p, const v1::Finding& f
   Add(std::move(ev));
 }
 
+// The complete ("X") slices of each thread's track, nested: Perfetto draws a track's
+// slices as a stack, and a slice that starts inside another and ends after it breaks
+// the stack (a load's end is where the thread's next event is, which can lie past an
+// import's). Such a slice becomes an async pair ("b" and "e", an id of its own) on its
+// process: the same name, times and arguments, on a track of its own.
+void NestSlices(ListValue* events) {
+  struct Slice {
+    double ts, end;
+    int index;
+  };
+  const auto num = [](const Struct& ev, const char* key) {
+    auto it = ev.fields().find(key);
+    return it == ev.fields().end() ? 0.0 : it->second.number_value();
+  };
+  std::map<std::pair<double, double>, std::vector<Slice>> tracks;  // (pid, tid)
+  for (int i = 0; i < events->values_size(); ++i) {
+    const Struct& ev = events->values(i).struct_value();
+    if (ev.fields().at("ph").string_value() != "X") continue;
+    const double ts = num(ev, "ts");
+    tracks[{num(ev, "pid"), num(ev, "tid")}].push_back({ts, ts + num(ev, "dur"), i});
+  }
+  constexpr double kSlack = 1e-6;  // a nanosecond's rounding in microseconds
+  int next_id = 1;
+  std::vector<Struct> ends;
+  for (auto& [track, slices] : tracks) {
+    std::stable_sort(slices.begin(), slices.end(),
+                     [](const Slice& a, const Slice& b) { return a.ts != b.ts ? a.ts < b.ts : a.end > b.end; });
+    std::vector<double> open;  // the ends of the slices that hold the current one
+    for (const Slice& s : slices) {
+      while (!open.empty() && open.back() <= s.ts + kSlack) open.pop_back();
+      if (open.empty() || s.end <= open.back() + kSlack) {
+        open.push_back(s.end);
+        continue;
+      }
+      Struct& ev = *events->mutable_values(s.index)->mutable_struct_value();
+      auto& f = *ev.mutable_fields();
+      f.erase("dur");
+      f["ph"].set_string_value("b");
+      f["id"].set_number_value(next_id);
+      Struct end;
+      auto& e = *end.mutable_fields();
+      for (const char* key : {"cat", "name", "pid", "tid"})
+        if (f.count(key) != 0) e[key] = f[key];
+      e["ph"].set_string_value("e");
+      e["id"].set_number_value(next_id++);
+      e["ts"].set_number_value(Micros(s.end));
+      ends.push_back(std::move(end));
+    }
+  }
+  for (auto& e : ends) *events->add_values()->mutable_struct_value() = std::move(e);
+}
+
 }  // namespace
 
 std::string ChromeTrace(const v1::Timeline& t, const v1::Report& findings) {
@@ -185,6 +239,7 @@ std::string ChromeTrace(const v1::Timeline& t, const v1::Report& findings) {
   Struct doc;
   auto& f = *doc.mutable_fields();
   f["displayTimeUnit"].set_string_value("ms");
+  NestSlices(&events.list());
   *f["traceEvents"].mutable_list_value() = std::move(events.list());
   return ProtoJson(doc);  // keys sorted (see render::ProtoJson)
 }
