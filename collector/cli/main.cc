@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "cli/help.h"
 
 namespace ldscope::cli {
 namespace {
@@ -383,6 +384,9 @@ int main(int argc, char** argv) {
   auto* export_cmd = AddExport(app, exp);
   ImportsOptions imports;
   auto* imports_cmd = AddImports(app, imports);
+  std::string help_topic;
+  auto* help_cmd = AddHelp(app, help_topic);
+  UseWrappingHelp(app);
   const Dashes dashes = SplitAtDashes(argc, argv);
 
   try {
@@ -390,6 +394,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? kOk : kUsage;
   }
+  if (*help_cmd) return PrintHelpCommand(app, help_topic);
   if (*run_cmd) return StartRun(run, *run_cmd, dashes);
   if (dashes.had) {
     Complain("'--' is only meaningful with run");

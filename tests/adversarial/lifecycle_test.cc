@@ -262,5 +262,26 @@ TEST(Imports, MissingModuleOrInterpreterIsSaid) {
   EXPECT_EQ(r.err, "ldscope: imports: the interpreter /nonexistent: No such file or directory\n");
 }
 
+// --help wrapped to the terminal's width (COLUMNS here), flags without CLI11's
+// "{false}", and `ldscope help [COMMAND]` the same text as --help.
+TEST(Help, WrappedAndByCommand) {
+  const auto run = RunCmd({kLdscope, "help", "run"}, {"COLUMNS=60"});
+  EXPECT_EQ(run.code, 0) << run.err;
+  EXPECT_EQ(run.out, RunCmd({kLdscope, "run", "--help"}, {"COLUMNS=60"}).out);
+  EXPECT_NE(run.out.find("Usage: " + kLdscope + " run [OPTIONS]"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("  --no-report "), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("{false}"), std::string::npos) << run.out;
+  std::istringstream lines(run.out);
+  for (std::string line; std::getline(lines, line);)
+    EXPECT_TRUE(line.size() <= 60 || line.find(' ', 31) == std::string::npos) << "too wide: " << line;
+  const auto top = RunCmd({kLdscope, "help"}, {"COLUMNS=60"});
+  EXPECT_EQ(top.code, 0);
+  EXPECT_NE(top.out.find("\n  imports "), std::string::npos) << top.out;
+  EXPECT_EQ(top.out, RunCmd({kLdscope, "--help"}, {"COLUMNS=60"}).out);
+  const auto bad = RunCmd({kLdscope, "help", "nope"});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_EQ(bad.err, "ldscope: help: no command 'nope' (ldscope help lists them)\n");
+}
+
 }  // namespace
 }  // namespace ldscope
