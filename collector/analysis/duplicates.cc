@@ -35,6 +35,13 @@ void DuplicateFixes(const ProcessIndex& pi, const Obj& first, const Obj& second,
             : fmt::format("{} at {}", py.dlopen_call(), render::PyFrameText(py.call_site(), pi.p->cwd()));
     AddFix(f, "load-by-path", fmt::format("make {} load {} (the copy already loaded) instead of {}",
                                           where, one, other));
+  } else if (first.load != nullptr && first.load->reason() == v1::LOAD_PRELOAD) {
+    // The preload is in effect already: the other copy came by its path (a dlopen of a
+    // path, a NEEDED entry with a '/'), which glibc matches by file, never by SONAME.
+    AddFix(f, "load-by-path",
+           fmt::format("make what loads {} by its path load {} instead: {} is preloaded already, and a "
+                       "load by path does not reuse a copy by its SONAME",
+                       other, one, one));
   } else {
     AddFix(f, "preload-by-path",
            fmt::format("LD_PRELOAD={} makes every NEEDED {} reuse that copy", one, first.soname));
