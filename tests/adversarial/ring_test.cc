@@ -163,26 +163,6 @@ TEST(Ring, ProgramThatClosesOurDescriptorIsStillTraced) {
 
 // --- rogue rings ---
 
-int Connect(const std::string& path) {
-  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  std::snprintf(a.sun_path, sizeof a.sun_path, "%s", path.c_str());
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-bool ServerHungUp(int fd) {
-  pollfd p{fd, POLLIN, 0};
-  if (poll(&p, 1, 5000) <= 0) return false;
-  char c;
-  const ssize_t r = recv(fd, &c, 1, MSG_DONTWAIT);
-  return r == 0 || (r < 0 && errno != EAGAIN);
-}
-
 // A ring as the audit library makes it (sealed unless told otherwise), mapped here.
 struct RogueRing {
   int memfd = -1;
@@ -247,7 +227,7 @@ TEST(Ring, RogueRingsAreDisconnectedOthersUnharmed) {
   std::vector<int> bad;
   std::vector<std::unique_ptr<RogueRing>> rings;
   auto rogue = [&](std::unique_ptr<RogueRing> r, const std::function<void(RogueRing&)>& write) {
-    const int fd = Connect(c.socket);
+    const int fd = testing::ConnectSeqpacket(c.socket);
     r->Announce(fd);
     write(*r);
     bad.push_back(fd);
@@ -276,7 +256,7 @@ TEST(Ring, RogueRingsAreDisconnectedOthersUnharmed) {
     r.Put(std::string("\x0a\xff\xff\xff\xff\x0f garbage", 16));
   });
   {  // A second ring on the same connection.
-    const int fd = Connect(c.socket);
+    const int fd = testing::ConnectSeqpacket(c.socket);
     auto first = std::make_unique<RogueRing>();
     first->Announce(fd);
     auto second = std::make_unique<RogueRing>();
@@ -286,11 +266,11 @@ TEST(Ring, RogueRingsAreDisconnectedOthersUnharmed) {
     rings.push_back(std::move(second));
   }
   for (int fd : bad) {
-    EXPECT_TRUE(ServerHungUp(fd));
+    EXPECT_TRUE(testing::ServerHungUp(fd));
     close(fd);
   }
   // A ring whose writer keeps its connection open and writes nothing more: no hang.
-  const int quiet = Connect(c.socket);
+  const int quiet = testing::ConnectSeqpacket(c.socket);
   RogueRing ok;
   ok.Announce(quiet);
   ok.Put(StartEvent(910009));

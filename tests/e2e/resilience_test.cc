@@ -29,27 +29,6 @@ const std::string kLibB = FIXTURES "/lib/libfix_b.so";
 
 using testing::Collector;
 
-int Connect(const std::string& path) {
-  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  std::snprintf(a.sun_path, sizeof a.sun_path, "%s", path.c_str());
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-// True when the server hung up on us within 5 s.
-bool ServerHungUp(int fd) {
-  pollfd p{fd, POLLIN, 0};
-  if (poll(&p, 1, 5000) <= 0) return false;
-  char c;
-  const ssize_t r = recv(fd, &c, 1, MSG_DONTWAIT);
-  return r == 0 || (r < 0 && errno != EAGAIN);  // EOF, or reset by the server
-}
-
 std::string StartEvent(uint32_t pid) {
   v1::Event e;
   e.set_pid(pid);
@@ -170,12 +149,12 @@ TEST(Resilience, RogueClientsAreDisconnectedOthersUnharmed) {
   ASSERT_TRUE(std::filesystem::exists(c.socket));
   std::vector<int> bad;
   {  // random bytes
-    const int fd = Connect(c.socket);
+    const int fd = testing::ConnectSeqpacket(c.socket);
     Send(fd, std::string("\x0a\xff\xff\xff\xff\x0f garbage that is not protobuf", 36));
     bad.push_back(fd);
   }
   {  // oversized frame after a valid start
-    const int fd = Connect(c.socket);
+    const int fd = testing::ConnectSeqpacket(c.socket);
     Send(fd, StartEvent(900001));
     const int big = 200 * 1024;
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
@@ -183,7 +162,7 @@ TEST(Resilience, RogueClientsAreDisconnectedOthersUnharmed) {
     bad.push_back(fd);
   }
   {  // truncated frame
-    const int fd = Connect(c.socket);
+    const int fd = testing::ConnectSeqpacket(c.socket);
     Send(fd, StartEvent(900002));
     v1::Event e;
     e.set_pid(900002);
@@ -193,7 +172,7 @@ TEST(Resilience, RogueClientsAreDisconnectedOthersUnharmed) {
     bad.push_back(fd);
   }
   {  // no ProcessStart first
-    const int fd = Connect(c.socket);
+    const int fd = testing::ConnectSeqpacket(c.socket);
     v1::Event e;
     e.set_pid(900003);
     e.mutable_search()->set_name("x");
@@ -201,17 +180,17 @@ TEST(Resilience, RogueClientsAreDisconnectedOthersUnharmed) {
     bad.push_back(fd);
   }
   {  // another pid on the same connection
-    const int fd = Connect(c.socket);
+    const int fd = testing::ConnectSeqpacket(c.socket);
     Send(fd, StartEvent(900004));
     Send(fd, StartEvent(900005));
     bad.push_back(fd);
   }
   for (int fd : bad) {
-    EXPECT_TRUE(ServerHungUp(fd));
+    EXPECT_TRUE(testing::ServerHungUp(fd));
     close(fd);
   }
   // Valid frames with absurd values: accepted, and survivable downstream.
-  const int odd = Connect(c.socket);
+  const int odd = testing::ConnectSeqpacket(c.socket);
   Send(odd, StartEvent(900006));
   v1::Event e;
   e.set_pid(900006);
@@ -260,10 +239,10 @@ TEST(Security, PrivateDirectoryPeerCredentialsAndSecrets) {
   const pid_t child = fork();
   if (child == 0) {
     if (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0) _exit(3);
-    const int fd = Connect(c.socket);
+    const int fd = testing::ConnectSeqpacket(c.socket);
     if (fd < 0) _exit(4);
     Send(fd, StartEvent(getpid()));
-    _exit(ServerHungUp(fd) ? 0 : 5);
+    _exit(testing::ServerHungUp(fd) ? 0 : 5);
   }
   int st = 0;
   waitpid(child, &st, 0);

@@ -311,4 +311,13 @@ ipc::ServerStats ServeGoodAndBad(const std::string& dir, const std::vector<std::
   return server.stats();
 }
 
+// See test_support.h.
+bool ServerHungUp(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  if (poll(&p, 1, 5000) <= 0) return false;
+  char c;
+  const ssize_t r = recv(fd, &c, 1, MSG_DONTWAIT);
+  return r == 0 || (r < 0 && errno != EAGAIN);  // EOF, or reset by the server
+}
+
 }  // namespace ldscope::testing

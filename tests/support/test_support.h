@@ -87,4 +87,7 @@ std::vector<std::string> Pythons(int min_minor, int max_minor);
 ipc::ServerStats ServeGoodAndBad(const std::string& dir, const std::vector<std::string>& good,
                                  const std::vector<std::string>& bad);
 
+// True when the server hung up on fd within 5 s (EOF, or reset by the server).
+bool ServerHungUp(int fd);
+
 }  // namespace ldscope::testing
