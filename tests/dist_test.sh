@@ -119,8 +119,23 @@ test "$("$v/bin/ldscope" --version)" = "ldscope $version"
 "$v/bin/pip" --isolated uninstall -y -q ldscope
 test ! -e "$v/bin/ldscope" && test ! -e "$site/ldscope"
 
+# The man page and the shell completions: in the tarball and the .deb (the man page
+# gzipped there), the same bytes as the build's, the man page rendering without
+# warnings and bash's completion completing.
+for f in share/man/man1/ldscope.1 share/bash-completion/completions/ldscope share/zsh/vendor-completions/_ldscope; do
+  tar xzOf "$tarball" "ldscope-$version-linux-$arch/$f" | cmp - "$portable/$f"
+done
+dpkg-deb --fsys-tarfile "$deb" | tar xOf - ./usr/share/man/man1/ldscope.1.gz | gunzip | cmp - "$portable/share/man/man1/ldscope.1"
+for f in share/bash-completion/completions/ldscope share/zsh/vendor-completions/_ldscope; do
+  dpkg-deb --fsys-tarfile "$deb" | tar xOf - "./usr/$f" | cmp - "$portable/$f"
+done
+
 # .deb: the control file, then its files under a scratch root.
 dpkg-deb --info "$deb" control >/dev/null
 dpkg-deb -x "$deb" "$scratch/root"
 r=$scratch/root/usr
 traces deb "$r/bin/ldscope" "$r/lib/ldscope/libldscope_audit.so" "$r/share/ldscope/python" "$py"
+MANWIDTH=80 man --warnings -l "$r/share/man/man1/ldscope.1.gz" 2>"$scratch/man.err" | grep -F "ldscope report" >/dev/null
+test ! -s "$scratch/man.err"
+test "$(bash --norc --noprofile -c 'source "$1"; COMP_WORDS=(ldscope rep); COMP_CWORD=1; _ldscope; echo "${COMPREPLY[*]}"' \
+  _ "$r/share/bash-completion/completions/ldscope")" = report
