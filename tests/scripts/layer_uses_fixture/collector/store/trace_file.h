@@ -1,0 +1,1 @@
+#include "ldscope_proto/events.pb.h"

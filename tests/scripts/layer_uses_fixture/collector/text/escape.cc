@@ -1,0 +1,2 @@
+#include "text/escape.h"
+#include <string>
