@@ -13,6 +13,7 @@
 
 #include "analysis/analysis.h"
 #include "analysis/mounts.h"
+#include "analysis/owners.h"
 #include "analysis/record_facts.h"
 #include "cli/commands.h"
 #include "cli/session.h"
@@ -62,7 +63,7 @@ bool Gone(const std::string& error) {
          error.find(": it has ended") != std::string::npos;
 }
 
-// The ELF facts and noexec mounts of every object read, as `run` adds them.
+// The ELF facts, noexec mounts and owners of every object read, as `run` adds them.
 void AddFacts(const std::vector<snapshot::Process>& read, store::TraceWriter& writer) {
   std::set<std::string> paths, dirs;
   for (const auto& p : read)
@@ -87,6 +88,39 @@ void AddFacts(const std::vector<snapshot::Process>& read, store::TraceWriter& wr
     *e.mutable_mount_facts() = m;
     append();
   }
+  for (const auto& o : analysis::RecordOwners(paths)) {
+    *e.mutable_owner_facts() = o;
+    append();
+  }
+}
+
+// Reads every target into *read: kOk, or kUsage (complained) when one could not be read
+// or none was left to read. A process found by --tree or --all-python that ended before
+// it was read is left out, and said so.
+int ReadAll(const Targets& targets, std::vector<snapshot::Process>* read) {
+  std::vector<std::string> failed, gone;
+  for (pid_t pid : targets.pids) {
+    Result<snapshot::Process> p = snapshot::Read(pid);
+    if (p.ok()) {
+      read->push_back(std::move(p).value());
+    } else if (targets.found.count(pid) != 0 && Gone(p.error())) {
+      gone.push_back(p.error());
+    } else {
+      failed.push_back(p.error());
+    }
+  }
+  for (const auto& g : gone) Complain("snapshot: " + g + " (left out)");
+  if (!failed.empty()) {
+    for (const auto& f : failed) Complain("snapshot: " + f);
+    Complain(fmt::format("snapshot: {} of {} process{} could not be read; no trace written", failed.size(),
+                         targets.pids.size(), targets.pids.size() == 1 ? "" : "es"));
+    return kUsage;
+  }
+  if (read->empty()) {
+    Complain("snapshot: every process ended before it was read; no trace written");
+    return kUsage;
+  }
+  return kOk;
 }
 
 }  // namespace
@@ -107,28 +141,7 @@ int Snapshot(const SnapshotOptions& opt) {
   // Every process first: a refusal or a failure leaves no trace at all (and an existing
   // file of that name as it was), never a trace that looks whole without it.
   std::vector<snapshot::Process> read;
-  std::vector<std::string> failed, gone;
-  for (pid_t pid : targets.pids) {
-    Result<snapshot::Process> p = snapshot::Read(pid);
-    if (p.ok()) {
-      read.push_back(std::move(p).value());
-    } else if (targets.found.count(pid) != 0 && Gone(p.error())) {
-      gone.push_back(p.error());
-    } else {
-      failed.push_back(p.error());
-    }
-  }
-  for (const auto& g : gone) Complain("snapshot: " + g + " (left out)");
-  if (!failed.empty()) {
-    for (const auto& f : failed) Complain("snapshot: " + f);
-    Complain(fmt::format("snapshot: {} of {} process{} could not be read; no trace written", failed.size(),
-                         targets.pids.size(), targets.pids.size() == 1 ? "" : "es"));
-    return kUsage;
-  }
-  if (read.empty()) {
-    Complain("snapshot: every process ended before it was read; no trace written");
-    return kUsage;
-  }
+  if (const int rc = ReadAll(targets, &read); rc != kOk) return rc;
   const uint64_t t_read = MonoNs();
   store::TraceWriter writer;
   const bool analyse = opt.analyse || !opt.report.junit.empty();

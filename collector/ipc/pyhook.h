@@ -5,7 +5,7 @@
 // queues tuples of raw facts and sends them as one marshal.dumps(x, 4) per datagram (a
 // single C call in the interpreter); the collector does the encoding. The format is
 // internal to ldscope (the hook and the collector of one build); the trace's events are
-// exactly what the hook used to encode itself. A datagram is
+// exactly those of the schema, as if the hook had encoded them itself. A datagram is
 //
 //   0x00 0x01, then marshal version 4 of  (pid, first_seq, dropped, [event, ...])
 //
@@ -23,14 +23,15 @@
 //   (2, tid, mono_ns, executable, version, (hook_module, ...), forked)          PyStart
 //   (3, tid, mono_ns, name, via, mode or None, ((file, line, function), ...))   PyDlopen
 // Integers are marshal's int or long (non-negative but for first_line and offset, 64
-// bits at most; tid, line, flags and mode 32), a line may be None (0). A string field is a str or bytes: bytes are taken as
-// they are; a str is what marshal writes (UTF-8, lone surrogates encoded as if they were
-// characters) and becomes the bytes os.fsencode gives under UTF-8 (surrogate escapes
-// U+DC80..U+DCFF back to the bytes 0x80..0xFF; a string with any other lone surrogate
-// gets "\udXXX" for each, as Python's "backslashreplace"). A string longer than 4,096
-// bytes is cut there and its event flagged truncated. Only the marshal types above are
-// taken (tuples, lists, ints, longs, None, True, False, str, bytes, references to
-// objects already read), nested no deeper than the format needs.
+// bits at most; tid, line, flags and mode 32), a line may be None (0). A string field
+// is a str or bytes: bytes are taken as they are; a str is what marshal writes (UTF-8,
+// lone surrogates encoded as if they were characters) and becomes the bytes os.fsencode
+// gives under UTF-8 (surrogate escapes U+DC80..U+DCFF back to the bytes 0x80..0xFF; a
+// string with any other lone surrogate gets "\udXXX" for each, as Python's
+// "backslashreplace"). A string longer than 4,096 bytes is cut there and its event
+// flagged truncated. Only the marshal types above are taken (tuples, lists, ints,
+// longs, None, True, False, str, bytes, references to objects already read), nested no
+// deeper than the format needs.
 #pragma once
 
 #include <cstddef>

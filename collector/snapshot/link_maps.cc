@@ -317,6 +317,51 @@ Status ReadDebugChain(Memory& mem, uint64_t r_debug, std::vector<RawRDebug>* out
   return Status::Ok();
 }
 
+// Read again: the same states and the same lists, or the loader changed them meanwhile.
+// Every link_map in one batch: each still links to the next of the first walk.
+bool ListUnchanged(Memory& mem, uint64_t r_debug, const std::vector<RawRDebug>& chain,
+                   const std::vector<Object>& objs) {
+  std::vector<RawRDebug> again;
+  bool same = ReadDebugChain(mem, r_debug, &again).ok() && again.size() == chain.size();
+  for (size_t ns = 0; same && ns < again.size(); ++ns)
+    same = again[ns].r_state == kRtConsistent && again[ns].r_map == chain[ns].r_map;
+  std::vector<std::pair<uint64_t, size_t>> maps_again;
+  for (const auto& o : objs) maps_again.push_back({o.map, sizeof(RawLinkMap)});
+  std::vector<std::string> got;
+  same = same && mem.ReadMany(maps_again, &got);
+  for (size_t i = 0; same && i < objs.size(); ++i) {
+    RawLinkMap lm;
+    std::memcpy(&lm, got[i].data(), sizeof lm);
+    const bool last = i + 1 == objs.size() || objs[i + 1].lmid != objs[i].lmid;
+    same = lm.l_ld == objs[i].l_ld && lm.l_next == (last ? 0 : objs[i + 1].map);
+  }
+  return same;
+}
+
+// Each object's file (the mapping of its dynamic section), facts and build-id.
+void DescribeObjects(Memory& mem, const std::vector<Mapping>& maps, const Auxv& aux, Process* p) {
+  const Mapping* vdso = MappingAt(maps, aux.sysinfo_ehdr);
+  Headers headers;
+  for (const auto& m : maps)
+    if (m.offset == 0 && m.ino != 0) headers[{m.dev, m.ino}].push_back(&m);
+  for (size_t i = 0; i < p->objects.size(); ++i) {
+    Object& o = p->objects[i];
+    o.is_main = i == 0;
+    if (const Mapping* m = MappingAt(maps, o.l_ld)) {
+      o.dev = m->dev;
+      o.ino = m->ino;
+      o.mapped = m->path;
+      o.is_vdso = vdso != nullptr && m->start == vdso->start;
+    } else {
+      p->notes.push_back(fmt::format("{}: its dynamic section ({:#x}) is in no mapping of /proc/{}/maps",
+                                     o.name.empty() ? "the program" : o.name, o.l_ld, p->pid));
+    }
+    o.is_ldso = aux.base != 0 && o.l_addr == aux.base && !o.is_main;
+    ReadBuildId(mem, maps, headers, &o);
+  }
+  ReadDynamicFacts(mem, maps, &p->objects);
+}
+
 }  // namespace
 
 Status ReadLinkMaps(Memory& mem, const std::vector<Mapping>& maps, const Auxv& aux, uint64_t r_debug, Process* p) {
@@ -354,23 +399,7 @@ Status ReadLinkMaps(Memory& mem, const std::vector<Mapping>& maps, const Auxv& a
       continue;
     }
     const uint64_t read_at = Mono();
-    // Read again: the same states and the same lists, or the loader changed them meanwhile.
-    // Every link_map in one batch: each still links to the next of the first walk.
-    std::vector<RawRDebug> again;
-    bool same = ReadDebugChain(mem, r_debug, &again).ok() && again.size() == chain.size();
-    for (size_t ns = 0; same && ns < again.size(); ++ns)
-      same = again[ns].r_state == kRtConsistent && again[ns].r_map == chain[ns].r_map;
-    std::vector<std::pair<uint64_t, size_t>> maps_again;
-    for (const auto& o : objs) maps_again.push_back({o.map, sizeof(RawLinkMap)});
-    std::vector<std::string> got;
-    same = same && mem.ReadMany(maps_again, &got);
-    for (size_t i = 0; same && i < objs.size(); ++i) {
-      RawLinkMap lm;
-      std::memcpy(&lm, got[i].data(), sizeof lm);
-      const bool last = i + 1 == objs.size() || objs[i + 1].lmid != objs[i].lmid;
-      same = lm.l_ld == objs[i].l_ld && lm.l_next == (last ? 0 : objs[i + 1].map);
-    }
-    if (!same) {
+    if (!ListUnchanged(mem, r_debug, chain, objs)) {
       last_why = "the list changed while it was read";
       continue;
     }
@@ -384,27 +413,7 @@ Status ReadLinkMaps(Memory& mem, const std::vector<Mapping>& maps, const Auxv& a
   if (!last_why.empty())
     return Error{fmt::format("pid {}: its link maps changed while being read, retried {} times: {}; no snapshot taken",
                              p->pid, p->tries, last_why)};
-  // Each object's file (the mapping of its dynamic section), facts and build-id.
-  const Mapping* vdso = MappingAt(maps, aux.sysinfo_ehdr);
-  Headers headers;
-  for (const auto& m : maps)
-    if (m.offset == 0 && m.ino != 0) headers[{m.dev, m.ino}].push_back(&m);
-  for (size_t i = 0; i < p->objects.size(); ++i) {
-    Object& o = p->objects[i];
-    o.is_main = i == 0;
-    if (const Mapping* m = MappingAt(maps, o.l_ld)) {
-      o.dev = m->dev;
-      o.ino = m->ino;
-      o.mapped = m->path;
-      o.is_vdso = vdso != nullptr && m->start == vdso->start;
-    } else {
-      p->notes.push_back(fmt::format("{}: its dynamic section ({:#x}) is in no mapping of /proc/{}/maps",
-                                     o.name.empty() ? "the program" : o.name, o.l_ld, p->pid));
-    }
-    o.is_ldso = aux.base != 0 && o.l_addr == aux.base && !o.is_main;
-    ReadBuildId(mem, maps, headers, &o);
-  }
-  ReadDynamicFacts(mem, maps, &p->objects);
+  DescribeObjects(mem, maps, aux, p);
   return Status::Ok();
 }
 

@@ -20,6 +20,7 @@
 
 #include "snapshot/internal.h"
 #include "snapshot/memory.h"
+#include "snapshot/refusal.h"
 #include "snapshot/snapshot.h"
 
 namespace ldscope::snapshot {
@@ -96,62 +97,71 @@ bool HaveCapSysPtrace() {
   return (eff >> 19) & 1;  // CAP_SYS_PTRACE
 }
 
-// Which of the kernel's rules refused reading pid, and how to allow it.
-std::string Refusal(pid_t pid, const std::string& what, int err) {
-  std::string status;
-  (void)ReadProcFile(fmt::format("/proc/{}/status", pid), &status);
-  const std::vector<std::string> uids = Split(StatusField(status, "Uid"), '\t');
-  const uid_t me = geteuid();
-  const bool cap = HaveCapSysPtrace();
-  const std::string head = fmt::format("pid {}: cannot read {} ({})", pid, what, std::strerror(err));
-  bool other_user = false;
-  for (const auto& u : uids)
-    if (!u.empty() && static_cast<uid_t>(std::strtoul(u.c_str(), nullptr, 10)) != me) other_user = true;
-  if (other_user && !cap)
-    return fmt::format(
-        "{}: the process runs as uid {}, ldscope as uid {}; the kernel lets a process read only "
-        "processes of its own user, unless it has CAP_SYS_PTRACE: run ldscope as that user, or as root "
-        "(sudo ldscope snapshot {})",
-        head, uids.empty() ? "?" : uids.front(), me, pid);
-  std::string scope;
-  (void)ReadProcFile("/proc/sys/kernel/yama/ptrace_scope", &scope);
-  scope = scope.substr(0, scope.find('\n'));
-  if (!cap && scope == "1")
-    return fmt::format(
-        "{}: /proc/sys/kernel/yama/ptrace_scope is 1, which lets a process read only its own "
-        "descendants: run ldscope with CAP_SYS_PTRACE (sudo ldscope snapshot {}), or allow reading "
-        "processes of the same user with `sudo sysctl kernel.yama.ptrace_scope=0`",
-        head, pid);
-  if (scope == "2" && !cap)
-    return fmt::format(
-        "{}: /proc/sys/kernel/yama/ptrace_scope is 2, which lets only processes with "
-        "CAP_SYS_PTRACE read others: run ldscope as root (sudo ldscope snapshot {})",
-        head, pid);
-  if (scope == "3")
-    return fmt::format(
-        "{}: /proc/sys/kernel/yama/ptrace_scope is 3: no process may read another until the "
-        "machine restarts",
-        head);
-  struct stat st {};
-  if (stat(fmt::format("/proc/{}", pid).c_str(), &st) == 0 && !cap && st.st_uid != me)
-    return fmt::format(
-        "{}: the process is not dumpable (a set-user-ID or file-capability program, or "
-        "prctl(PR_SET_DUMPABLE, 0)), so only a process with CAP_SYS_PTRACE may read it: run ldscope "
-        "as root (sudo ldscope snapshot {})",
-        head, pid);
-  return fmt::format(
-      "{}: refused although the user and kernel.yama.ptrace_scope allow it: a security module "
-      "(AppArmor, SELinux) or a container boundary (another user namespace) refuses it; run ldscope "
-      "in the process's container, or as its user there",
-      head);
+template <typename Id>
+std::vector<Id> IdsOf(const std::string& field) {
+  std::vector<Id> out;
+  for (const auto& v : Split(field, '\t'))
+    if (!v.empty()) out.push_back(static_cast<Id>(std::strtoul(v.c_str(), nullptr, 10)));
+  return out;
 }
+
+pid_t ParentOf(pid_t pid) {
+  std::string status;
+  if (!ReadProcFile(fmt::format("/proc/{}/status", pid), &status)) return 0;
+  return static_cast<pid_t>(std::strtol(StatusField(status, "PPid").c_str(), nullptr, 10));
+}
+
+std::string Refused(pid_t pid, const std::string& what, int err) { return Refusal(GatherAccessFacts(pid, what, err)); }
+
+}  // namespace
+
+AccessFacts GatherAccessFacts(pid_t pid, const std::string& what, int err) {
+  AccessFacts f;
+  f.pid = pid;
+  f.what = what;
+  f.err = err;
+  std::string status;
+  if (ReadProcFile(fmt::format("/proc/{}/status", pid), &status)) {
+    f.target_uids = IdsOf<uid_t>(StatusField(status, "Uid"));
+    f.target_gids = IdsOf<gid_t>(StatusField(status, "Gid"));
+  }
+  // process_vm_readv is checked with the reader's real ids (PTRACE_MODE_REALCREDS).
+  f.uid = getuid();
+  f.gid = getgid();
+  f.cap_sys_ptrace = HaveCapSysPtrace();
+  std::string map;
+  const bool initial_ns = ReadProcFile("/proc/self/uid_map", &map) &&
+                          map.find_first_not_of(" \t0") != std::string::npos &&
+                          map.substr(map.find_first_not_of(" \t0")).rfind("4294967295", 0) == 0;
+  const std::string mine = Link("/proc/self/ns/user"), theirs = Link(fmt::format("/proc/{}/ns/user", pid));
+  f.outside_user_ns = !initial_ns && !theirs.empty() && theirs != mine;
+  // The files under /proc/PID, not the directory (which keeps the process's owner),
+  // belong to root when the process is not dumpable.
+  struct stat st {};
+  f.proc_known = stat(fmt::format("/proc/{}/status", pid).c_str(), &st) == 0;
+  f.proc_owner = st.st_uid;
+  std::string scope;
+  if (ReadProcFile("/proc/sys/kernel/yama/ptrace_scope", &scope)) f.yama_scope = scope.substr(0, scope.find('\n'));
+  const pid_t self = getpid();
+  pid_t p = pid;
+  for (int depth = 0; depth < 4096 && p > 1; ++depth) {
+    p = ParentOf(p);
+    if (p == self) {
+      f.descendant = true;
+      break;
+    }
+  }
+  return f;
+}
+
+namespace {
 
 Result<Auxv> ReadAuxv(pid_t pid) {
   std::string raw;
   if (!ReadProcFile(fmt::format("/proc/{}/auxv", pid), &raw, 1 << 16)) {
     const int e = errno;
     if (e == ENOENT || e == ESRCH) return Error{fmt::format("pid {}: no such process", pid)};
-    return Error{Refusal(pid, fmt::format("/proc/{}/auxv", pid), e)};
+    return Error{Refused(pid, fmt::format("/proc/{}/auxv", pid), e)};
   }
   if (raw.empty())
     return Error{fmt::format("pid {}: it has no auxiliary vector (a kernel thread, or it has ended)", pid)};
@@ -421,7 +431,7 @@ Result<Process> ReadLive(pid_t pid, const struct stat& st) {
   uint64_t r_debug = 0;
   if (Status s = FindDtDebug(mem, maps, *aux, &dynamic, &r_debug); !s.ok()) {
     const int e = mem.last_errno();
-    if (e == EPERM || e == EACCES) return Error{Refusal(pid, "its memory", e)};
+    if (e == EPERM || e == EACCES) return Error{Refused(pid, "its memory", e)};
     if (e == ESRCH) return Error{fmt::format("pid {}: it ended while it was read", pid)};
     return Error{fmt::format("pid {}: cannot read its program headers: {}", pid, s.error())};
   }

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #ifndef SNAPWAIT_STATIC
@@ -51,6 +52,14 @@ int main(int argc, char** argv) {
       check(dlopen(path, RTLD_NOW | RTLD_GLOBAL), path);
     } else if (strcmp(step, "mopen") == 0) {
       check(dlmopen(LM_ID_NEWLM, path, RTLD_NOW), path);
+    } else if (strcmp(step, "envopen") == 0) {
+      const char* value = getenv(path);
+      if (value != NULL && *value != '\0') check(dlopen(value, RTLD_NOW), value);
+    } else if (strcmp(step, "nodump") == 0) {
+      if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
+        printf("failed: prctl\n");
+        return 1;
+      }
     } else if (strcmp(step, "churn") == 0) {
       churning = pthread_create(&churner, NULL, churn, (void*)path) == 0;
     } else if (strcmp(step, "many") == 0 && i + 1 < argc) {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <regex>
 #include <set>
 
@@ -134,6 +135,35 @@ TEST(Snapshot, OddRankAmongPids) {
   const Proc r = RunCmd(cmd);
   ASSERT_EQ(r.code, 0) << r.err;
   ExpectGolden("snapshot_odd_rank.txt", Tree(NamePids(r.out, names), 0));
+}
+
+// Two ranks of one program started by one parent (the same argv, RANK apart), read with
+// --tree from the parent: both loaded the wheel's libnccl.so.2 first, and rank 1 also
+// a second libnccl.so.2 (a path in its environment, as a plugin variable gives one
+// rank). Rank 1 differs from its sibling: it holds an extra copy.
+TEST(Snapshot, ExtraCopyInOneRank) {
+  const std::string dir = ScratchDir("snapshot_extra_copy");
+  const std::string wheel = kFix + "/classes/siblings/nccl/lib/libnccl.so.2";
+  const std::string old = kFix + "/classes/siblings/old/libnccl.so.2.18.1";
+  // Background commands of a non-interactive shell read /dev/null unless redirected:
+  // the ranks read the test's pipe (descriptor 3), so closing it ends them.
+  const std::string script =
+      "exec 3<&0\n"
+      "RANK=0 \"$0\" open \"$1\" envopen EXTRA_NCCL <&3 >\"$3/r0\" & echo $! >\"$3/pid0\"\n"
+      "RANK=1 EXTRA_NCCL=\"$2\" \"$0\" open \"$1\" envopen EXTRA_NCCL <&3 >\"$3/r1\" & echo $! >\"$3/pid1\"\n"
+      "until grep -q ready \"$3/r0\" 2>/dev/null && grep -q ready \"$3/r1\" 2>/dev/null; do\n"
+      "  if grep -q failed \"$3/r0\" \"$3/r1\" 2>/dev/null; then cat \"$3/r0\" \"$3/r1\"; exit 1; fi\n"
+      "  sleep 0.05\n"
+      "done\n"
+      "echo ready\n"
+      "wait\n";
+  Waiting parent({"/bin/sh", "-c", script, SNAPWAIT, wheel, old, dir});
+  ASSERT_TRUE(parent.ready()) << parent.said();
+  const pid_t rank0 = std::stoi(ReadFile(dir + "/pid0")), rank1 = std::stoi(ReadFile(dir + "/pid1"));
+  const Proc r = RunCmd({LDSCOPE_BIN, "snapshot", "-o", dir + "/t.ldscope", "--tree", std::to_string(parent.pid())});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("snapshot of 3 processes"), std::string::npos) << r.err;
+  ExpectGolden("snapshot_extra_copy.txt", Tree(NamePids(r.out, {{rank0, "RANK0"}, {rank1, "RANK1"}}), 0));
 }
 
 // Every command that reads traces reads a snapshot's.
@@ -270,6 +300,30 @@ TEST(Snapshot, OtherUserRefused) {
     EXPECT_NE(r2.err.find("the process runs as uid 0, ldscope as uid 65534"), std::string::npos) << r2.err;
     EXPECT_FALSE(Exists(trace));
   }
+}
+
+// A process that made itself not dumpable, read by ldscope of the same user without
+// CAP_SYS_PTRACE (as root: both as nobody): the refusal names that rule.
+TEST(Snapshot, NotDumpableRefused) {
+  const std::string dir = ScratchDir("snapshot_nodump");
+  chmod(dir.c_str(), 0777);
+  std::vector<std::string> as_user;
+  if (geteuid() == 0) as_user = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"};
+  std::vector<std::string> argv = as_user;
+  for (const std::string& a : {std::string(SNAPWAIT), std::string("nodump"), std::string("-")}) argv.push_back(a);
+  Waiting target(argv);
+  ASSERT_TRUE(target.ready()) << target.said();
+  std::vector<std::string> cmd = as_user;
+  for (const std::string& a : {std::string(LDSCOPE_BIN), std::string("snapshot"), std::string("-o"), dir + "/t.ldscope",
+                               std::to_string(target.pid())})
+    cmd.push_back(a);
+  const Proc r = RunCmd(cmd);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find(": the process is not dumpable (a set-user-ID or file-capability program, or "
+                       "prctl(PR_SET_DUMPABLE, 0)), so only a process with CAP_SYS_PTRACE may read it"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(Exists(dir + "/t.ldscope"));
 }
 
 // A process that has ended (a zombie) is said to have ended, and one killed while it is
@@ -460,7 +514,7 @@ TEST(Snapshot, PythonPackage) {
 
 // pytest --ldscope (Debian's python3-pytest) on a small suite: the test that failed on a
 // loader error gets the section (the error, then what the snapshot of the test process
-// finds), its JUnit test case the findings' headlines; the test that failed otherwise
+// finds), its JUnit test case the findings' headlines and the section as system-out; the test that failed otherwise
 // gets nothing; the session ends with the process's report. Without --ldscope, nothing.
 TEST(Snapshot, PytestPlugin) {
   const std::string dir = ScratchDir("snapshot_pytest");
@@ -499,11 +553,208 @@ TEST(Snapshot, PytestPlugin) {
                        "are loaded together (namespace 0)\""),
             std::string::npos)
       << junit;
+  EXPECT_NE(junit.find("<system-out>loader error: " + kFix + "/lib/libfix_bad.so: undefined symbol"), std::string::npos)
+      << junit;
   const Proc plain = RunCmd(
       {"/usr/bin/python3", "-m", "pytest", "-p", "ldscope.pytest_plugin", "-rA", "-q", "-p", "no:cacheprovider", suite},
       env);
   EXPECT_EQ(plain.code, 1);
   EXPECT_EQ(plain.out.find("ldscope"), std::string::npos) << plain.out;
+}
+
+// The lines of text from the one starting with `first` up to (without) the next one
+// starting with `end`; empty when there is no such line.
+std::string Block(const std::string& text, const std::string& first, const std::string& end) {
+  const size_t from = text.find("\n" + first);
+  if (from == std::string::npos) return "";
+  const size_t to = text.find("\n" + end, from + 1);
+  return text.substr(from + 1, to == std::string::npos ? std::string::npos : to - from);
+}
+
+// pytest --ldscope -n 2 (Debian's python3-pytest-xdist): the section of the test that
+// failed on a loader error in a worker reaches the controller's -rA output and its JUnit
+// test case (the property and system-out); the session ends with one report on the
+// controller and both workers, which bound different NCCLs (tests/pyfixtures/xdist_suite
+// loads one per worker), so the report names the odd one out.
+TEST(Snapshot, PytestPluginXdist) {
+  const std::string dir = ScratchDir("snapshot_pytest_xdist");
+  const std::string pkg = dir + "/site/ldscope";
+  ASSERT_EQ(RunCmd({"/bin/mkdir", "-p", pkg + "/data/bin"}).code, 0);
+  ASSERT_EQ(symlink(LDSCOPE_BIN, (pkg + "/data/bin/ldscope").c_str()), 0);
+  const Proc made = RunCmd({"/usr/bin/python3", "-c",
+                            "import importlib.machinery as m, sys\n"
+                            "d = m.SourceFileLoader('dist', sys.argv[1]).load_module()\n"
+                            "open(sys.argv[2] + '/__init__.py', 'w').write(d.package_init('0.0.0'))\n"
+                            "open(sys.argv[2] + '/pytest_plugin.py', 'w').write(d.package_file('pytest_plugin.py'))\n",
+                            SOURCE_DIR "/scripts/dist", pkg});
+  ASSERT_EQ(made.code, 0) << made.err;
+  const Proc r = RunCmd(
+      {"/usr/bin/python3", "-m", "pytest", "-p", "xdist.plugin", "-n", "2", "-p", "ldscope.pytest_plugin", "--ldscope",
+       "-rA", "-q", "-p", "no:cacheprovider", "--junitxml", dir + "/junit.xml", PYFIXTURES_DIR "/xdist_suite"},
+      {"PYTHONPATH=" + dir + "/site", "FIXTURES=" + kFix, "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1"});
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  // The processes by role: the pids the end-of-session report lists.
+  std::map<std::string, std::string> pids;
+  const std::regex listed("\n(controller|gw[0-9]+): pid ([0-9]+)");
+  for (std::sregex_iterator m(r.out.begin(), r.out.end(), listed), e; m != e; ++m)
+    pids[(*m)[2].str()] = (*m)[1].str() == "controller" ? "CONTROLLER" : (*m)[1].str() == "gw0" ? "GW0" : "GW1";
+  ASSERT_EQ(pids.size(), 3u) << r.out;
+  auto name = [&](std::string text, bool any_worker) {
+    for (const auto& [pid, role] : pids)
+      text = std::regex_replace(text, std::regex("\\b" + pid + "\\b"),
+                                any_worker && role != "CONTROLLER" ? "WORKER" : role);
+    return text;
+  };
+  // The section: its title line (dashes around " ldscope "), then its text up to the
+  // next line of "=".
+  const size_t title = r.out.rfind('\n', r.out.find("- ldscope -"));
+  ASSERT_NE(title, std::string::npos) << r.out;
+  const std::string section = Block(r.out.substr(title), "-", "=");
+  const std::string body = section.substr(section.find('\n') + 1);
+  const Proc junit = RunCmd({"/usr/bin/python3", "-c",
+                             "import sys, xml.etree.ElementTree as ET\n"
+                             "for c in sorted(ET.parse(sys.argv[1]).iter('testcase'), key=lambda c: c.get('name')):\n"
+                             "    print(c.get('name'))\n"
+                             "    for p in c.iter('property'):\n"
+                             "        print('  property %s: %s' % (p.get('name'), p.get('value')))\n"
+                             "    for o in c.iter('system-out'):\n"
+                             "        print('  system-out is the section:', o.text == sys.argv[2])\n",
+                             dir + "/junit.xml", body});
+  ASSERT_EQ(junit.code, 0) << junit.err;
+  const size_t at = r.out.find("ldscope: the test process and its");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string tail = r.out.substr(at);
+  ExpectGolden("snapshot_pytest_xdist.txt", "-- the failed test's section (-rA), from the worker that ran it:\n" +
+                                                name(section, true) + "-- the JUnit test cases:\n" + junit.out +
+                                                "-- the end of the session:\n" +
+                                                name(tail.substr(0, tail.find("\n=")), false) + "\n");
+}
+
+// The venv's files: each path, its mode, and its content's hash (a link's target).
+std::string Listing(const std::string& root) {
+  const Proc r = RunCmd({"/usr/bin/python3", "-c",
+                         "import hashlib, os, sys\n"
+                         "root = sys.argv[1]\n"
+                         "for d, dirs, files in os.walk(root):\n"
+                         "    dirs.sort()\n"
+                         "    for n in sorted(dirs + files):\n"
+                         "        p = os.path.join(d, n)\n"
+                         "        st = os.lstat(p)\n"
+                         "        if os.path.islink(p):\n"
+                         "            h = os.readlink(p)\n"
+                         "        elif os.path.isfile(p):\n"
+                         "            h = hashlib.sha256(open(p, 'rb').read()).hexdigest()\n"
+                         "        else:\n"
+                         "            h = ''\n"
+                         "        print(os.path.relpath(p, root), oct(st.st_mode), h)\n",
+                         root});
+  EXPECT_EQ(r.code, 0) << r.err;
+  return r.out;
+}
+
+// `ldscope hook install` in a venv (/usr/bin/python3 -m venv): a program ended by an
+// import's undefined symbol prints its traceback exactly as without the hook, then the
+// snapshot's report (golden); the exit status is the same. A healthy program and one
+// ended by another ImportError print exactly what they print without it. Uninstall
+// leaves the venv as it was, file for file, and the program as without the hook.
+TEST(Hook, InstallExplainUninstall) {
+  const std::string dir = ScratchDir("hook_venv");
+  const std::string venv = dir + "/venv";
+  const Proc made = RunCmd({"/usr/bin/python3", "-m", "venv", "--without-pip", venv});
+  ASSERT_EQ(made.code, 0) << made.err;
+  const std::string python = venv + "/bin/python";
+  const std::string program = PYFIXTURES_DIR "/app/hook_import.py";
+  auto run = [&](const std::string& what) { return RunCmd({python, program, kFix, what}, {}, {"PYTHONPATH"}); };
+  const Proc bare_loader = run("loader"), bare_healthy = run("healthy"), bare_other = run("other");
+  ASSERT_EQ(bare_loader.code, 1) << bare_loader.err;
+  ASSERT_NE(bare_loader.err.find("undefined symbol"), std::string::npos) << bare_loader.err;
+  ASSERT_EQ(bare_healthy.code, 0) << bare_healthy.err;
+  ASSERT_EQ(bare_other.code, 1) << bare_other.err;
+  const std::string before = Listing(venv);
+
+  const Proc installed = RunCmd({LDSCOPE_BIN, "hook", "install", "--python", python});
+  ASSERT_EQ(installed.code, 0) << installed.err;
+  EXPECT_NE(installed.err.find("installed "), std::string::npos) << installed.err;
+  const Proc loader = run("loader");
+  EXPECT_EQ(loader.code, bare_loader.code);
+  EXPECT_EQ(loader.out, bare_loader.out);
+  ASSERT_EQ(loader.err.rfind(bare_loader.err, 0), 0u) << "the traceback changed:\n" << loader.err;
+  // What follows the traceback (whose markers vary with Python's version).
+  ExpectGolden("hook_loader_error.txt", loader.err.substr(bare_loader.err.size()));
+  for (const auto& [what, bare] : {std::pair{"healthy", &bare_healthy}, std::pair{"other", &bare_other}}) {
+    const Proc p = run(what);
+    EXPECT_EQ(p.code, bare->code) << what;
+    EXPECT_EQ(p.out, bare->out) << what;
+    EXPECT_EQ(p.err, bare->err) << what;
+  }
+
+  const Proc removed = RunCmd({LDSCOPE_BIN, "hook", "uninstall", "--python", python});
+  ASSERT_EQ(removed.code, 0) << removed.err;
+  EXPECT_NE(removed.err.find("removed "), std::string::npos) << removed.err;
+  EXPECT_EQ(Listing(venv), before);
+  const Proc after = run("loader");
+  EXPECT_EQ(after.code, bare_loader.code);
+  EXPECT_EQ(after.err, bare_loader.err);
+}
+
+// install and uninstall touch only a file install wrote: another ldscope-hook.pth is
+// left as it is (status 2), a second install replaces its own, a second uninstall finds
+// nothing to remove; a Python that cannot be run is an error naming it.
+TEST(Hook, OnlyItsOwnFile) {
+  const std::string dir = ScratchDir("hook_own_file");
+  const std::string pth = dir + "/ldscope-hook.pth";
+  WriteFile(pth, "import os\n");
+  const Proc refused = RunCmd({LDSCOPE_BIN, "hook", "install", "--target", dir});
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_NE(refused.err.find("was not written by ldscope; left as it is"), std::string::npos) << refused.err;
+  EXPECT_EQ(RunCmd({LDSCOPE_BIN, "hook", "uninstall", "--target", dir}).code, 2);
+  EXPECT_EQ(ReadFile(pth), "import os\n");
+  ASSERT_EQ(unlink(pth.c_str()), 0);
+  ASSERT_EQ(RunCmd({LDSCOPE_BIN, "hook", "install", "-q", "--target", dir}).code, 0);
+  const std::string first = ReadFile(pth);
+  const Proc again = RunCmd({LDSCOPE_BIN, "hook", "install", "--target", dir});
+  EXPECT_EQ(again.code, 0) << again.err;
+  EXPECT_NE(again.err.find("replaced "), std::string::npos) << again.err;
+  EXPECT_EQ(ReadFile(pth), first);
+  EXPECT_EQ(RunCmd({LDSCOPE_BIN, "hook", "uninstall", "--target", dir}).code, 0);
+  EXPECT_FALSE(Exists(pth));
+  const Proc none = RunCmd({LDSCOPE_BIN, "hook", "uninstall", "--target", dir});
+  EXPECT_EQ(none.code, 0);
+  EXPECT_NE(none.err.find("nothing to remove"), std::string::npos) << none.err;
+  const Proc no_python = RunCmd({LDSCOPE_BIN, "hook", "install", "--python", dir + "/no-such-python"});
+  EXPECT_EQ(no_python.code, 2);
+  EXPECT_NE(no_python.err.find("cannot run "), std::string::npos) << no_python.err;
+}
+
+// --user: the hook goes into the user site of --python (under $HOME, which must exist),
+// and a Python with that user site explains its loader error; uninstall --user removes
+// it.
+TEST(Hook, UserSite) {
+  const std::string dir = ScratchDir("hook_user");
+  const std::vector<std::string> home = {"HOME=" + dir};
+  const Proc where = RunCmd({"/usr/bin/python3", "-I", "-c", "import site; print(site.getusersitepackages())"}, home);
+  ASSERT_EQ(where.code, 0) << where.err;
+  const std::string site = where.out.substr(0, where.out.find('\n'));
+  ASSERT_EQ(site.rfind(dir + "/", 0), 0u) << site;
+  const Proc missing = RunCmd({LDSCOPE_BIN, "hook", "install", "--user", "--python", "/usr/bin/python3"}, home);
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.err.find("create it first"), std::string::npos) << missing.err;
+  ASSERT_EQ(RunCmd({"/bin/mkdir", "-p", site}).code, 0);
+  const Proc installed = RunCmd({LDSCOPE_BIN, "hook", "install", "--user", "--python", "/usr/bin/python3"}, home);
+  ASSERT_EQ(installed.code, 0) << installed.err;
+  EXPECT_TRUE(Exists(site + "/ldscope-hook.pth"));
+  const std::vector<std::string> argv = {"/usr/bin/python3", PYFIXTURES_DIR "/app/hook_import.py", kFix, "loader"};
+  const Proc explained = RunCmd(argv, home, {"PYTHONPATH", "PYTHONNOUSERSITE"});
+  EXPECT_EQ(explained.code, 1);
+  EXPECT_NE(explained.err.find("\nldscope hook: a loader error ended this program: "), std::string::npos)
+      << explained.err;
+  EXPECT_NE(explained.err.find("\nwarning[duplicate-library]: two copies of libnccl.so.2"), std::string::npos)
+      << explained.err;
+  ASSERT_EQ(RunCmd({LDSCOPE_BIN, "hook", "uninstall", "--user", "--python", "/usr/bin/python3"}, home).code, 0);
+  EXPECT_FALSE(Exists(site + "/ldscope-hook.pth"));
+  const Proc plain = RunCmd(argv, home, {"PYTHONPATH", "PYTHONNOUSERSITE"});
+  EXPECT_EQ(plain.code, 1);
+  EXPECT_EQ(plain.err.find("ldscope hook"), std::string::npos) << plain.err;
 }
 
 // Bad requests: nothing to read, a pid that does not exist.

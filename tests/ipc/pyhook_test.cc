@@ -1,5 +1,5 @@
 // The Python hook's datagram format (ipc/pyhook.h): marshal data that the collector turns
-// into the events the hook used to encode itself. The datagrams here are made by the
+// into the schema's events, exactly as if the hook had encoded them itself. The datagrams here are made by the
 // machine's /usr/bin/python3 with marshal.dumps, as the hook makes them; the expected
 // events by libprotobuf; the expected bytes of odd strings by Python's own encoder.
 // Anything malformed is refused whole, and never crashes the collector.
