@@ -15,13 +15,13 @@
 #include <cstdlib>
 #include <atomic>
 #include <map>
-#include <mutex>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "analysis/analysis.h"
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "ldscope_proto/imports.pb.h"
 #include "model/timeline.h"
 #include "render/render.h"
@@ -150,11 +150,7 @@ std::string JoinWith(const Range& v, const char* sep) {
   return fmt::format("{}", fmt::join(v, sep));
 }
 
-std::string Short(const v1::Finding& f) {
-  const std::string& m = f.message();
-  const auto dot = m.find(". ");
-  return dot == std::string::npos ? m : m.substr(0, dot + 1);
-}
+std::string Short(const v1::Finding& f) { return f.headline() + "."; }
 
 // The modules are named, each a dotted name, and the interpreter exists; false
 // (complained) when not.
@@ -223,28 +219,21 @@ std::vector<OrderRun> RunAll(const ImportsOptions& opt, const std::string& pytho
     r.modules = std::move(order);
     r.trace = fmt::format("{}/{}.ldscope", dir, runs.size() - 1);
   }
-  const bool progress = isatty(STDERR_FILENO) != 0;
+  Progress progress("imports", "orders run");
   std::atomic<size_t> next{0}, done{0};
-  std::mutex mu;
   const auto work = [&] {
     for (size_t i; (i = next++) < runs.size();) {
       OrderRun& r = runs[i];
       std::vector<std::string> argv = {self, "run", "-q", "--no-report", "-o", r.trace, "--", python, "-c", Program()};
       argv.insert(argv.end(), r.modules.begin(), r.modules.end());
       r.ran = Capture(argv, &r.err);
-      const size_t n = ++done;
-      if (progress) {
-        std::lock_guard<std::mutex> lock(mu);
-        std::fprintf(stderr, "\rimports: %zu of %zu orders run", n, runs.size());
-        std::fflush(stderr);
-      }
+      progress.Count(++done, runs.size());
     }
   };
   std::vector<std::thread> threads;
   for (int t = 1; t < opt.jobs && static_cast<size_t>(t) < runs.size(); ++t) threads.emplace_back(work);
   work();
   for (auto& t : threads) t.join();
-  if (progress) std::fputs("\r\033[K", stderr);
   return runs;
 }
 

@@ -55,6 +55,18 @@ TEST(Imports, FailOnAndJobs) {
   const auto untimed = [](const std::string& s) { return std::regex_replace(s, std::regex("\\+[0-9.]+ ms"), "+T ms"); };
   EXPECT_EQ(untimed(four.out), untimed(one.out));
   EXPECT_EQ(four.err, "");  // not a terminal: no progress line
+  // On a terminal: the orders run so far (the first and the last count always shown),
+  // erased before the matrix.
+  const std::vector<std::string> on_tty = {"/bin/sh", "-c", "exec script -qec \"$0\" /dev/null </dev/null",
+                                           "'" LDSCOPE_BIN "' imports --python /usr/bin/python3 -j 1 cupy torch json"};
+  const auto tty = testing::RunCmd(on_tty, {"TERM=xterm", "SHELL=/bin/sh", env[0]});
+  ASSERT_EQ(tty.code, 0) << tty.out << tty.err;
+  const std::string first = "\rimports: 1 of 6 orders run", last = first.substr(0, 10) + "6" + first.substr(11) + "\r" +
+                                                                   std::string(first.size() - 1, ' ') + "\r";
+  EXPECT_EQ(tty.out.find(first), 0u) << tty.out;
+  const size_t end = tty.out.find(last);
+  ASSERT_NE(end, std::string::npos) << tty.out;
+  EXPECT_EQ(untimed(testing::ReplaceAll(tty.out.substr(end + last.size()), "\r\n", "\n")), untimed(one.out));
 }
 
 // Without --python, the python3 first on PATH runs the orders (a venv's, a pyenv
