@@ -6,6 +6,13 @@
 namespace ldscope::model::streams {
 namespace {
 
+// An indexed record decoded alone (store::DecodeAlone), its byte strings escaped.
+v1::Event DecodeText(const store::TraceFile& file, const store::EventStream& stream, uint64_t at) {
+  v1::Event e = store::DecodeAlone(file, stream, at);
+  EscapeByteStrings(&e);
+  return e;
+}
+
 // A noexec mount, once per mount point and options however many traces name it.
 void AddMount(const v1::MountFacts& m, v1::Timeline* tl) {
   v1::Mount* to = nullptr;
@@ -22,9 +29,25 @@ void AddMount(const v1::MountFacts& m, v1::Timeline* tl) {
     if (std::find(to->dirs().begin(), to->dirs().end(), d) == to->dirs().end()) to->add_dirs(d);
 }
 
-// The collector's records: its notes, or a noexec mount.
+// A file's owner, as recorded (escaped already).
+void AddOwner(const v1::OwnerFacts& o, v1::Timeline* tl) {
+  v1::Owner* to = tl->add_owners();
+  for (const auto& p : o.paths()) to->add_paths(p);
+  to->set_manager(o.manager());
+  to->set_name(o.name());
+  to->set_version(o.version());
+  to->set_record(o.record());
+  to->set_unknown(o.unknown());
+  to->set_arch(o.arch());
+  for (const auto& t : o.tags()) to->add_tags(t);
+  for (const auto& r : o.requires_dist()) to->add_requires_dist(r);
+  to->set_root(o.root());
+}
+
+// The collector's records: its notes, a noexec mount, or a file's owner.
 void AddNotes(const v1::Event& e, v1::Timeline* tl, Notes* notes) {
   if (e.has_mount_facts()) return AddMount(e.mount_facts(), tl);
+  if (e.has_owner_facts()) return AddOwner(e.owner_facts(), tl);
   const v1::CollectorNotes& n = e.collector();
   v1::CollectorSummary* c = tl->mutable_collector();
   c->set_still_running(c->still_running() + n.still_running_size());
@@ -37,6 +60,11 @@ void AddNotes(const v1::Event& e, v1::Timeline* tl, Notes* notes) {
   for (const auto& u : n.untraced_after())
     notes->untraced_after[{u.image().pid(), u.image().image_start_ns()}] = u.exe_after();
   for (const auto& r : n.python_hook_silent()) notes->python_hook_silent.insert({r.pid(), r.image_start_ns()});
+  if (n.command_pid() != 0) {
+    notes->command_pid = n.command_pid();
+    notes->command_exit_status = n.command_exit_status();
+    notes->command_signal = n.command_signal();
+  }
 }
 
 }  // namespace
@@ -79,8 +107,8 @@ void StreamEvents::Seal() {
 
 v1::Event StreamEvents::First() const {
   if (!decoded_.empty()) return *decoded_.front();
-  if (groups_.size() == 1) return store::DecodeAlone(*file_, *groups_[0], groups_[0]->records.front());
-  return store::DecodeAlone(*file_, *groups_[merged_.front().first], Rec(merged_.front()));
+  if (groups_.size() == 1) return DecodeText(*file_, *groups_[0], groups_[0]->records.front());
+  return DecodeText(*file_, *groups_[merged_.front().first], Rec(merged_.front()));
 }
 
 std::vector<v1::Event> StreamEvents::Starts() const {
@@ -88,14 +116,13 @@ std::vector<v1::Event> StreamEvents::Starts() const {
   for (const v1::Event* e : decoded_)
     if (e->has_process_start()) out.push_back(*e);
   if (groups_.size() == 1) {
-    for (uint32_t i : groups_[0]->starts)
-      out.push_back(store::DecodeAlone(*file_, *groups_[0], groups_[0]->records[i]));
+    for (uint32_t i : groups_[0]->starts) out.push_back(DecodeText(*file_, *groups_[0], groups_[0]->records[i]));
   } else if (groups_.size() > 1) {
     std::set<std::pair<uint32_t, uint32_t>> starts;
     for (uint32_t g = 0; g < groups_.size(); ++g)
       for (uint32_t i : groups_[g]->starts) starts.emplace(g, i);
     for (const auto& m : merged_)
-      if (starts.count(m) != 0) out.push_back(store::DecodeAlone(*file_, *groups_[m.first], Rec(m)));
+      if (starts.count(m) != 0) out.push_back(DecodeText(*file_, *groups_[m.first], Rec(m)));
   }
   return out;
 }
@@ -114,9 +141,12 @@ Streams ReadStreams(const store::TraceSet& traces, v1::Timeline* tl) {
       tl->set_nvidia_driver_source(f.header.nvidia_driver_source());
       tl->set_nvidia_driver_version(f.header.nvidia_driver_version());
     }
-    for (const auto& e : f.events) {
-      if (e.has_collector() || e.has_mount_facts()) {
+    for (const auto& raw : f.events) {
+      v1::Event& e = s.escaped.emplace_back(raw);
+      EscapeByteStrings(&e);
+      if (e.has_collector() || e.has_mount_facts() || e.has_owner_facts()) {
         AddNotes(e, tl, &s.notes);
+        s.escaped.pop_back();
         continue;
       }
       s.by_stream[e.stream()].Add(&e);
@@ -126,7 +156,7 @@ Streams ReadStreams(const store::TraceSet& traces, v1::Timeline* tl) {
     if (!f.collector.empty()) {
       store::EventStream none;
       for (const auto& [at, stream] : f.collector) {
-        AddNotes(store::DecodeAlone(f, none, at), tl, &s.notes);
+        AddNotes(DecodeText(f, none, at), tl, &s.notes);
       }
     }
     for (const auto& es : f.streams) {
@@ -227,6 +257,10 @@ void StartProcess(const Image& img, const Streams& streams, v1::ProcessTimeline*
   p->set_python_hook_silent(streams.notes.python_hook_silent.count(key) != 0);
   p->set_not_traced(img.not_traced);
   p->set_fd_limit(img.fd_limit);
+  if (streams.notes.command_pid != 0 && img.pid == streams.notes.command_pid) {
+    p->set_exit_status(streams.notes.command_exit_status);
+    p->set_killed_by_signal(streams.notes.command_signal);
+  }
   if (auto u = streams.notes.untraced_after.find(key); u != streams.notes.untraced_after.end()) {
     p->set_untraced_after(true);
     p->set_exe_after(u->second);

@@ -5,6 +5,7 @@
 
 #include "loader/search.h"
 #include "model/python.h"
+#include "model/search_dirs.h"
 #include "model/streams.h"
 #include "text/escape.h"
 #include "text/strings.h"
@@ -129,47 +130,6 @@ struct CloseGroup {
   std::vector<uint64_t> ids;
   std::vector<EventWhen> events;
   bool unrelocated = false;
-};
-
-
-// The glibc-hwcaps subdirectories and the default directories glibc tried, learnt from
-// the candidate paths of the loads (the first search that went through several
-// directories shows the subdirectories), entry by entry: the entries of a streamed
-// image are gone by the end.
-class SearchDirs {
- public:
-  void Add(const v1::Entry& e) {
-    if (!e.has_load()) return;
-    const auto& l = e.load();
-    if (!learnt_ && l.tried_size() > 1 && l.requested_name().find('/') == std::string::npos) {
-      std::vector<std::string> tried;
-      for (const auto& c : l.tried()) tried.push_back(c.path());
-      subdirs_ = loader::SubdirsFromCandidates(tried, l.requested_name());
-      learnt_ = !subdirs_.empty();
-    }
-    // The directories as tried; their subdirectories are cut off at the end (the
-    // subdirectories may be learnt from a later load).
-    for (const auto& c : l.tried()) {
-      if (c.step() != v1::STEP_DEFAULT_DIRS) continue;
-      std::string dir = c.path().substr(0, c.path().rfind('/'));
-      if (std::find(raw_.begin(), raw_.end(), dir) == raw_.end()) raw_.push_back(std::move(dir));
-    }
-  }
-  void Set(v1::ProcessTimeline* p) const {
-    std::vector<std::string> defaults;
-    for (std::string dir : raw_) {
-      for (const auto& sub : subdirs_)
-        if (dir.size() > sub.size() && dir.compare(dir.size() - sub.size(), sub.size(), sub) == 0)
-          dir = dir.substr(0, dir.size() - sub.size() - 1);
-      if (std::find(defaults.begin(), defaults.end(), dir) == defaults.end()) defaults.push_back(dir);
-    }
-    for (const auto& s : subdirs_) p->add_hwcaps_subdirs(s);
-    for (auto& d : defaults) p->add_default_dirs(std::move(d));
-  }
-
- private:
-  bool learnt_ = false;
-  std::vector<std::string> subdirs_, raw_;
 };
 
 // A handed-over image's timeline whose entries and rows live on the builder's arena
@@ -566,6 +526,40 @@ class ProcessBuilder {
     return v1::LOAD_DLOPEN;
   }
 
+  // The load of the object the pending search found: the search's name, requester and
+  // candidates; the requester's path for the Python attribution.
+  void FromSearch(v1::Entry* en, v1::Load* l, Obj* obj, std::string_view* requester_path) {
+    l->set_requested_name(pending_.name);
+    RefById(pending_.requester, l->mutable_requester());
+    if (const Obj* r = Live(pending_.requester)) *requester_path = names_[r->path];
+    l->set_reason(ReasonFor(pending_.name, pending_.requester));
+    for (const auto& c : pending_.tried) *l->add_tried() = c;
+    obj->alias = names_.Id(pending_.name);
+    obj->requester = pending_.requester;
+    if (!pending_.tried.empty()) {
+      obj->has_found_by = true;
+      obj->found_by = pending_.tried.back().step();
+    }
+    // Report the whole search at the time it began.
+    en->set_seq(pending_.seq);
+    en->set_offset_ns(pending_.mono_ns >= start_ns_ ? pending_.mono_ns - start_ns_ : 0);
+    pending_.active = false;
+  }
+
+  // A running process's link map: no search was seen. A start-up object's entry is known
+  // from the list's order (ObjOpen.requested_by); any other's reason is not.
+  void FromLinkMap(const v1::ObjOpen& o, v1::Load* l, Obj* obj) {
+    if (o.requested_by() != 0) {
+      l->set_requested_name(o.requested());
+      RefById(o.requested_by(), l->mutable_requester());
+      l->set_reason(o.preload() ? v1::LOAD_PRELOAD : v1::LOAD_NEEDED);
+      obj->alias = names_.Id(o.requested());
+      obj->requester = o.requested_by();
+    } else {
+      l->set_reason(v1::LOAD_IN_LINK_MAP);
+    }
+  }
+
   void OnOpen(const v1::Event& e) {
     FlushCloses(false);
     const auto& o = e.objopen();
@@ -588,33 +582,9 @@ class ProcessBuilder {
     } else if (o.is_vdso()) {
       l->set_reason(v1::LOAD_VDSO);
     } else if (pending_.active) {
-      l->set_requested_name(pending_.name);
-      RefById(pending_.requester, l->mutable_requester());
-      if (const Obj* r = Live(pending_.requester)) requester_path = names_[r->path];
-      l->set_reason(ReasonFor(pending_.name, pending_.requester));
-      for (const auto& c : pending_.tried) *l->add_tried() = c;
-      obj.alias = names_.Id(pending_.name);
-      obj.requester = pending_.requester;
-      if (!pending_.tried.empty()) {
-        obj.has_found_by = true;
-        obj.found_by = pending_.tried.back().step();
-      }
-      // Report the whole search at the time it began.
-      en->set_seq(pending_.seq);
-      en->set_offset_ns(pending_.mono_ns >= start_ns_ ? pending_.mono_ns - start_ns_ : 0);
-      pending_.active = false;
+      FromSearch(en, l, &obj, &requester_path);
     } else if (out_->start_reason() == v1::START_SNAPSHOT) {
-      // A running process's link map: no search was seen. A start-up object's entry
-      // is known from the list's order (ObjOpen.requested_by); any other's reason is not.
-      if (o.requested_by() != 0) {
-        l->set_requested_name(o.requested());
-        RefById(o.requested_by(), l->mutable_requester());
-        l->set_reason(o.preload() ? v1::LOAD_PRELOAD : v1::LOAD_NEEDED);
-        obj.alias = names_.Id(o.requested());
-        obj.requester = o.requested_by();
-      } else {
-        l->set_reason(v1::LOAD_IN_LINK_MAP);
-      }
+      FromLinkMap(o, l, &obj);
     } else {
       // ld.so reports no search for a dlmopen into a new namespace (the caller is in
       // another namespace): the object's name is what was asked for.
@@ -884,6 +854,54 @@ v1::Timeline BuildTimeline(const store::TraceSet& traces) {
 
 void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out) { BuildTimeline(traces, out, nullptr); }
 
+namespace {
+
+// The images fork children inherit from: (pid, image start).
+std::set<std::pair<uint32_t, uint64_t>> ForkParents(const std::vector<Image>& images) {
+  std::set<std::pair<uint32_t, uint64_t>> parents;
+  for (const Image& img : images)
+    if (const v1::ProcessStart* start = img.start(); start != nullptr && start->reason() == v1::START_FORK)
+      parents.insert({static_cast<uint32_t>(start->parent_pid()), start->parent_image_start_ns()});
+  return parents;
+}
+
+// Feeds the image's events to its builder; false when the builder stopped. Then the
+// process's event counts: the events are in seq order, so the distinct seqs are counted
+// as they change.
+bool FeedEvents(const Image& img, ProcessBuilder* b, v1::ProcessTimeline* p) {
+  uint64_t max_seq = 0, dropped = 0, distinct = 0;
+  bool any = false;
+  img.events->ForEach([&](const v1::Event& e) {
+    if (!any || e.seq() != max_seq) ++distinct;
+    any = true;
+    max_seq = std::max(max_seq, e.seq());
+    dropped = std::max(dropped, e.dropped());
+    b->Add(e);
+    return !b->stopped();
+  });
+  if (b->stopped()) return false;
+  b->Finish(p->still_running());
+  p->set_events(img.events->size());
+  p->set_dropped(dropped);
+  p->set_missing_seqs(max_seq + 1 - distinct);
+  return true;
+}
+
+// A mapped file cut short after it was indexed: what was decoded of it past the cut is
+// zeros.
+void AddCutProblems(const store::TraceSet& traces, v1::Timeline* tl) {
+  for (const auto& f : traces.files) {
+    if (const auto cut = store::CutWhileDecoding(f)) {
+      auto* pr = tl->add_problems();
+      pr->set_file(cut->file);
+      pr->set_offset(cut->offset);
+      pr->set_message(cut->message);
+    }
+  }
+}
+
+}  // namespace
+
 void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out, const ProcessParts& parts,
                    bool with_objects) {
   v1::Timeline& tl = *out;
@@ -895,10 +913,7 @@ void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out, const Proce
   const std::vector<std::vector<const PyStream*>> py_of = streams::PyStreamsOf(images, py_streams);
   std::map<std::pair<uint32_t, uint64_t>, size_t> image_index;  // (pid, start) -> index
   // The images fork children inherit from: (pid, image start).
-  std::set<std::pair<uint32_t, uint64_t>> parents;
-  for (const Image& img : images)
-    if (const v1::ProcessStart* start = img.start(); start != nullptr && start->reason() == v1::START_FORK)
-      parents.insert({static_cast<uint32_t>(start->parent_pid()), start->parent_image_start_ns()});
+  const std::set<std::pair<uint32_t, uint64_t>> parents = ForkParents(images);
   Names names;
   // Kept for fork children (which read only their parent's object table).
   std::vector<std::unique_ptr<ProcessBuilder>> builders;
@@ -953,35 +968,11 @@ void BuildTimeline(const store::TraceSet& traces, v1::Timeline* out, const Proce
         b->Inherit(in);
       }
     }
-    // The events are in seq order: the distinct seqs are counted as they change.
-    uint64_t max_seq = 0, dropped = 0, distinct = 0;
-    bool any = false;
-    img.events->ForEach([&](const v1::Event& e) {
-      if (!any || e.seq() != max_seq) ++distinct;
-      any = true;
-      max_seq = std::max(max_seq, e.seq());
-      dropped = std::max(dropped, e.dropped());
-      b->Add(e);
-      return !b->stopped();
-    });
-    if (b->stopped()) return;
-    b->Finish(p->still_running());
-    p->set_events(img.events->size());
-    p->set_dropped(dropped);
-    p->set_missing_seqs(max_seq + 1 - distinct);
+    if (!FeedEvents(img, b.get(), p)) return;
     builders.push_back(std::move(b));
     if (parts && !parts(*p, true)) return;
   }
-  // A mapped file cut short after it was indexed: what was decoded of it past the cut is
-  // zeros.
-  for (const auto& f : traces.files) {
-    if (const auto cut = store::CutWhileDecoding(f)) {
-      auto* pr = tl.add_problems();
-      pr->set_file(cut->file);
-      pr->set_offset(cut->offset);
-      pr->set_message(cut->message);
-    }
-  }
+  AddCutProblems(traces, &tl);
 }
 
 }  // namespace ldscope::model

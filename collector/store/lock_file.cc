@@ -10,16 +10,28 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <optional>
+#include <regex>
 #include <tuple>
 
 #include <fmt/format.h>
+
+// toml++ compiled into this file alone (no shared library: the portable build links
+// nothing it does not carry), reporting errors as values rather than exceptions, and
+// without its writers (FormatLock writes the layout itself).
+#define TOML_HEADER_ONLY 1
+#define TOML_EXCEPTIONS 0
+#define TOML_ENABLE_FORMATTERS 0
+#include <toml++/toml.h>
 
 #include "text/escape.h"
 
 namespace ldscope::store {
 namespace {
 
-constexpr off_t kMaxLockSize = 64 << 20;
+// The parser's tree takes up to about 40 bytes per byte of TOML (an array of one-digit
+// integers): 16 MiB of lock (80,000 library lines and more) bounds it near 700 MiB.
+constexpr off_t kMaxLockSize = 16 << 20;
 
 const char kHeader[] =
     "# ldscope lock file: the shared libraries each program of a workload loaded.\n"
@@ -51,122 +63,137 @@ std::string FileTable(const v1::LockedFile& f) {
                      Quote(f.file()), Quote(f.version()), Quote(f.build_id()));
 }
 
-// One line of a lock file, read left to right.
-class Cursor {
- public:
-  explicit Cursor(std::string_view s) : s_(s) {}
-  void Blanks() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t')) ++i_;
+// A string of the lock (a key or a value, TOML-decoded) as ldscope's escaped text, in
+// the one spelling text::Escape gives: `\x27` (how the writer spells a `'`, which a
+// literal string cannot hold) is `'`, and a backslash that starts no escape (`"a\\'b"`
+// decodes to a\'b) is one escaped backslash, so that what FormatLock writes of it
+// reads back the same. A control character is an error (escaped text has none).
+Result<std::string> EscapedText(std::string_view raw) {
+  for (char c : raw) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) return Error{"a control character in a string"};
   }
-  bool Eat(char c) {
-    Blanks();
-    if (i_ < s_.size() && s_[i_] == c) {
-      ++i_;
-      return true;
-    }
-    return false;
-  }
-  bool EatWord(std::string_view w) {
-    Blanks();
-    if (s_.substr(i_, w.size()) != w) return false;
-    i_ += w.size();
-    return true;
-  }
-  // A bare key (A-Za-z0-9_-).
-  std::string BareKey() {
-    Blanks();
-    const size_t start = i_;
-    while (i_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[i_])) || s_[i_] == '_' ||
-                              s_[i_] == '-'))
-      ++i_;
-    return std::string(s_.substr(start, i_ - start));
-  }
-  // A literal string; its text with \x27 turned back into `'`.
-  Result<std::string> Literal() {
-    if (!Eat('\'')) {
-      return Error{"expected a '…' string"};
-    }
-    const size_t end = s_.find('\'', i_);
-    if (end == std::string_view::npos) {
-      return Error{"unterminated '…' string"};
-    }
-    const std::string_view raw = s_.substr(i_, end - i_);
-    i_ = end + 1;
-    std::string out;
-    for (size_t k = 0; k < raw.size(); ++k) {
-      const auto u = static_cast<unsigned char>(raw[k]);
-      if (u < 0x20 || u == 0x7f) {
-        return Error{"a control character in a string"};
-      }
-      if (raw[k] == '\\' && k + 1 < raw.size() && raw[k + 1] == '\\') {
-        out += "\\\\";
-        ++k;
-      } else if (raw.substr(k, 4) == "\\x27") {
-        out += '\'';
-        k += 3;
-      } else {
-        out += raw[k];
-      }
-    }
-    return out;
-  }
-  // Only blanks and a comment left.
-  bool AtEnd() {
-    Blanks();
-    return i_ == s_.size() || s_[i_] == '#';
-  }
-  std::string_view Rest() const { return s_.substr(i_); }
+  return text::Escape(text::Unescape(raw));
+}
 
- private:
-  std::string_view s_;
-  size_t i_ = 0;
+// Where a node of the document starts, for an error: its line.
+uint32_t LineOf(const toml::node& n) { return n.source().begin.line; }
+
+struct LineError {
+  uint32_t line;
+  std::string what;
 };
 
-Status FileTableOf(Cursor& c, v1::LockedFile* f) {
-  if (!c.Eat('{')) {
-    return Error{"expected { root = '…', file = '…', version = '…', build-id = '…' }"};
+// A TOML type's word for an error ("expected a table, not an integer").
+std::string_view TypeWord(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a number";
+    case toml::node_type::boolean:
+      return "a boolean";
+    default:
+      return "a date or time";
   }
-  std::set<std::string> seen;
-  for (;;) {
-    const std::string key = c.BareKey();
-    if (key != "root" && key != "file" && key != "version" && key != "build-id") {
-      return Error{key.empty() ? "expected a key (root, file, version, build-id)"
-                           : fmt::format("unknown key '{}' (root, file, version, build-id)", key)};
-    }
-    if (!seen.insert(key).second) {
-      return Error{fmt::format("'{}' given twice", key)};
-    }
-    if (!c.Eat('=')) {
-      return Error{fmt::format("expected = after {}", key)};
-    }
-    Result<std::string> literal = c.Literal();
-    if (!literal.ok()) return literal.status();
-    const std::string value = std::move(literal).value();
-    if (value.empty()) {
-      return Error{fmt::format("{} is empty (write 'unknown' for what was not read)", key)};
-    }
+}
+
+const char kFileTable[] = "{ root = '…', file = '…', version = '…', build-id = '…' }";
+
+// One copy of a library: { root = '…', file = '…', version = '…', build-id = '…' }.
+std::optional<LineError> FileTableOf(const toml::node& n, v1::LockedFile* f) {
+  const toml::table* t = n.as_table();
+  if (t == nullptr) return LineError{LineOf(n), fmt::format("expected {}, not {}", kFileTable, TypeWord(n))};
+  for (auto&& [k, v] : *t) {
+    const std::string_view key = k.str();
+    if (key != "root" && key != "file" && key != "version" && key != "build-id")
+      return LineError{LineOf(v), fmt::format("unknown key '{}' (root, file, version, build-id)", text::Escape(key))};
+    const toml::value<std::string>* s = v.as_string();
+    if (s == nullptr) return LineError{LineOf(v), fmt::format("{} is {}, not a string", key, TypeWord(v))};
+    Result<std::string> value = EscapedText(s->get());
+    if (!value.ok()) return LineError{LineOf(v), value.error()};
+    if (value->empty())
+      return LineError{LineOf(v), fmt::format("{} is empty (write 'unknown' for what was not read)", key)};
     if (key == "root") {
-      if (!IsLockRoot(value)) {
-        return Error{fmt::format("unknown root '{}' (system, site-packages, conda, venv, cuda, /)",
-                             text::Escape(value))};
-      }
-      f->set_root(value);
+      if (!IsLockRoot(*value))
+        return LineError{LineOf(v), fmt::format("unknown root '{}' (system, site-packages, conda, venv, cuda, /)",
+                                                text::Escape(*value))};
+      f->set_root(*value);
     } else if (key == "file") {
-      f->set_file(value);
+      f->set_file(*value);
     } else if (key == "version") {
-      f->set_version(value);
+      f->set_version(*value);
     } else {
-      f->set_build_id(value);
-    }
-    if (c.Eat('}')) break;
-    if (!c.Eat(',')) {
-      return Error{"expected , or }"};
+      f->set_build_id(*value);
     }
   }
-  if (seen.size() != 4) {
-    return Error{"each library needs root, file, version and build-id"};
+  if (t->size() != 4) return LineError{LineOf(n), "each library needs root, file, version and build-id"};
+  return std::nullopt;
+}
+
+// The parsed document as a lock.
+std::optional<LineError> LockOf(const toml::table& doc, v1::Lock* lock) {
+  const toml::node* format = doc.get("format");
+  if (format == nullptr)
+    return LineError{1, doc.empty() ? "empty: no `format = 1` (is this an ldscope lock file?)"
+                                    : "no `format = 1` (is this an ldscope lock file?)"};
+  const toml::value<int64_t>* number = format->as_integer();
+  if (number == nullptr || number->get() != kLockFormat)
+    return LineError{LineOf(*format), number == nullptr
+                                          ? fmt::format("the format is {}, not a number", TypeWord(*format))
+                                          : fmt::format("unsupported lock format {} (this ldscope reads format {})",
+                                                        number->get(), kLockFormat)};
+  lock->set_format(kLockFormat);
+  // Two keys that differ in TOML's spelling only ('a\\x27b' and "a'b") are one name.
+  // (TOML's tables iterate in key order: the later line of the two is the one reported.)
+  std::map<std::string, uint32_t> keys;
+  for (auto&& [k, v] : doc) {
+    if (k.str() != "format" && k.str() != "program")
+      return LineError{LineOf(v), fmt::format("unknown key '{}' (format, program)", text::Escape(k.str()))};
   }
-  return Status::Ok();
+  const toml::node* programs_node = doc.get("program");
+  if (programs_node == nullptr) return std::nullopt;
+  const toml::table* programs = programs_node->as_table();
+  if (programs == nullptr) return LineError{LineOf(*programs_node), "expected [program.'EXECUTABLE'] tables"};
+  for (auto&& [pk, pv] : *programs) {
+    Result<std::string> key = EscapedText(pk.str());
+    if (!key.ok()) return LineError{LineOf(pv), key.error()};
+    if (key->empty()) return LineError{LineOf(pv), "the program's name is empty"};
+    const toml::table* libraries = pv.as_table();
+    if (libraries == nullptr)
+      return LineError{LineOf(pv), fmt::format("program '{}' is {}, not a [program.'EXECUTABLE'] table",
+                                               text::Escape(*key), TypeWord(pv))};
+    if (auto [it, added] = keys.emplace(*key, LineOf(pv)); !added)
+      return LineError{std::max(it->second, LineOf(pv)), fmt::format("program '{}' given twice", text::Escape(*key))};
+    std::map<std::string, uint32_t> names;
+    v1::LockedProgram* program = lock->add_programs();
+    program->set_key(*key);
+    for (auto&& [lk, lv] : *libraries) {
+      Result<std::string> lib = EscapedText(lk.str());
+      if (!lib.ok()) return LineError{LineOf(lv), lib.error()};
+      if (lib->empty()) return LineError{LineOf(lv), "the library's name is empty"};
+      if (auto [it, added] = names.emplace(*lib, LineOf(lv)); !added)
+        return LineError{std::max(it->second, LineOf(lv)), fmt::format("library '{}' given twice in program '{}'",
+                                                                       text::Escape(*lib), text::Escape(*key))};
+      v1::LockedLibrary* l = program->add_libraries();
+      l->set_name(*lib);
+      if (const toml::array* copies = lv.as_array()) {
+        if (copies->empty())
+          return LineError{LineOf(lv), fmt::format("library '{}' has no copies", text::Escape(*lib))};
+        for (const toml::node& c : *copies)
+          if (auto e = FileTableOf(c, l->add_copies())) return e;
+      } else if (auto e = FileTableOf(lv, l->add_copies())) {
+        return e;
+      }
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -219,83 +246,27 @@ std::string FormatLock(const v1::Lock& in) {
 }
 
 Result<v1::Lock> ParseLock(std::string_view text, const std::string& name) {
-  v1::Lock parsed;
-  v1::Lock* lock = &parsed;
-  std::set<std::string> programs;
-  std::set<std::string> libraries;  // of the current program
-  v1::LockedProgram* program = nullptr;
-  bool have_format = false;
-  size_t line_no = 0;
-  size_t pos = 0;
-  auto fail = [&](const std::string& what) -> Result<v1::Lock> {
-    return Error{fmt::format("{}:{}: {}", name, line_no, what)};
-  };
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(pos, end - pos);
-    pos = end + 1;
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    Cursor c(line);
-    if (c.AtEnd()) continue;  // blank, or a comment
-    if (!have_format) {
-      if (!c.EatWord("format") || !c.Eat('='))
-        return fail("expected `format = 1` before anything else (is this an ldscope lock file?)");
-      c.Blanks();
-      const std::string v(c.Rest().substr(0, c.Rest().find_first_of(" \t#")));
-      if (v != std::to_string(kLockFormat))
-        return fail(fmt::format("unsupported lock format {} (this ldscope reads format {})",
-                                text::Escape(v), kLockFormat));
-      c.EatWord(v);
-      if (!c.AtEnd()) return fail("unexpected text after the format");
-      have_format = true;
-      lock->set_format(kLockFormat);
-      continue;
+  toml::parse_result doc = toml::parse(text, name);
+  if (!doc) {
+    const toml::parse_error& e = doc.error();
+    // toml++ writes what it saw escaped already; a control character would still be one.
+    // "cannot redefine existing table 'KEY'": toml++ 3.3 garbles KEY; the line and
+    // column say where.
+    static const std::regex redefine("(cannot redefine existing [a-z-]+) '.*'$");
+    const std::string description =
+        std::regex_replace(std::string(e.description()), redefine, "$1 (each key and table once)");
+    std::string what;
+    for (char c : description) {
+      const auto u = static_cast<unsigned char>(c);
+      what += u < 0x20 || u == 0x7f ? fmt::format("\\x{:02x}", u) : std::string(1, c);
     }
-    if (c.Eat('[')) {
-      if (!c.EatWord("program") || !c.Eat('.'))
-        return fail("expected [program.'EXECUTABLE']");
-      const Result<std::string> literal = c.Literal();
-      if (!literal.ok()) return fail(literal.error());
-      const std::string& key = *literal;
-      if (!c.Eat(']') || !c.AtEnd()) return fail("expected ] ending [program.'EXECUTABLE']");
-      if (key.empty()) return fail("the program's name is empty");
-      if (!programs.insert(key).second)
-        return fail(fmt::format("program '{}' given twice", text::Escape(key)));
-      program = lock->add_programs();
-      program->set_key(key);
-      libraries.clear();
-      continue;
-    }
-    if (program == nullptr) return fail("a library outside a [program.'…'] table");
-    const Result<std::string> literal = c.Literal();
-    if (!literal.ok())
-      return fail("expected 'LIBRARY' = { root = '…', file = '…', version = '…', build-id = '…' }");
-    const std::string& lib = *literal;
-    if (lib.empty()) return fail("the library's name is empty");
-    if (!c.Eat('=')) return fail(fmt::format("expected = after '{}'", text::Escape(lib)));
-    if (!libraries.insert(lib).second)
-      return fail(fmt::format("library '{}' given twice in program '{}'", text::Escape(lib),
-                              text::Escape(program->key())));
-    auto* l = program->add_libraries();
-    l->set_name(lib);
-    if (c.Eat('[')) {
-      do {
-        if (Status t = FileTableOf(c, l->add_copies()); !t.ok()) return fail(t.error());
-      } while (c.Eat(','));
-      if (!c.Eat(']')) return fail("expected ] after the copies");
-    } else if (Status t = FileTableOf(c, l->add_copies()); !t.ok()) {
-      return fail(t.error());
-    }
-    if (!c.AtEnd()) return fail("unexpected text after the library");
+    return Error{fmt::format("{}:{}:{}: {}", name, std::max<uint32_t>(e.source().begin.line, 1),
+                             std::max<uint32_t>(e.source().begin.column, 1), what)};
   }
-  if (!have_format) {
-    line_no = std::max<size_t>(line_no, 1);
-    return fail("empty: no `format = 1` (is this an ldscope lock file?)");
-  }
-  CanonicalLock(lock);
-  return parsed;
+  v1::Lock lock;
+  if (auto e = LockOf(doc.table(), &lock)) return Error{fmt::format("{}:{}: {}", name, e->line, e->what)};
+  CanonicalLock(&lock);
+  return lock;
 }
 
 Result<v1::Lock> ReadLockFile(const std::string& path) {
@@ -310,7 +281,7 @@ Result<v1::Lock> ReadLockFile(const std::string& path) {
   } else if (!S_ISREG(st.st_mode)) {
     problem = "not a regular file";
   } else if (st.st_size > kMaxLockSize) {
-    problem = "larger than 64 MiB";
+    problem = "larger than 16 MiB";
   } else {
     char buf[65536];
     for (;;) {
@@ -323,7 +294,7 @@ Result<v1::Lock> ReadLockFile(const std::string& path) {
       if (n == 0) break;
       text.append(buf, static_cast<size_t>(n));
       if (text.size() > static_cast<size_t>(kMaxLockSize)) {
-        problem = "larger than 64 MiB";
+        problem = "larger than 16 MiB";
         break;
       }
     }

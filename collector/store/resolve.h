@@ -1,7 +1,7 @@
 // What reading a record adds to its decoded event: the audit library's wire economies
 // undone (times, search names, interned candidate directories), within a bound on what
-// resolution may add (docs/ARCHITECTURE.md, "Bounds on reading a trace"), and the byte
-// strings escaped. Internal to the store (trace_file.cc).
+// resolution may add (docs/ARCHITECTURE.md, "Bounds on reading a trace"). Internal to
+// the store (trace_file.cc).
 #pragma once
 
 #include <cstddef>
@@ -24,7 +24,5 @@ struct Resolution {
 // Undoes the audit library's wire economies of one event of a stream; apply a stream's
 // events in seq order, each with its record's size.
 void Apply(Resolution& r, size_t record_size, v1::Event* e);
-// The read boundary of the byte strings: from here on they are escaped text.
-void EscapeStrings(v1::Event* e);
 
 }  // namespace ldscope::store

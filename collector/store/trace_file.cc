@@ -9,13 +9,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <csignal>
 #include <cerrno>
 #include <cstring>
 #include <map>
 #include <optional>
-#include <thread>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -25,6 +22,7 @@
 
 #include "store/resolve.h"
 #include "text/escape.h"
+#include "text/parallel.h"
 #include "wire.h"
 
 namespace ldscope::store {
@@ -173,9 +171,6 @@ size_t DecodeRecord(const uint8_t* data, size_t size, uint64_t at, v1::Event* ou
   return len;
 }
 
-// The records of a file: header, facts, problem, and the event records indexed by
-// stream (not decoded). The CollectorNotes and MountFacts records go to t.collector when indexed, else
-// into their stream like any other. trim: the bytes, when a mapping (see TraceBytes::Trim).
 // What checking one event record found.
 struct Checked {
   enum Kind : uint8_t { kCorrupt, kFacts, kCollector, kEvent } kind = kCorrupt;
@@ -199,7 +194,8 @@ Checked Check(const uint8_t* rec, size_t len, bool indexed, ScratchEvent& scratc
   v1::Event& e = *scratch.Next();
   if (facts.kind == FactsScan::kCorrupt || !e.ParseFromArray(rec, static_cast<int>(len)) || e.pid() == 0)
     return c;
-  c.kind = indexed && (e.has_collector() || e.has_mount_facts()) ? Checked::kCollector : Checked::kEvent;
+  c.kind = indexed && (e.has_collector() || e.has_mount_facts() || e.has_owner_facts()) ? Checked::kCollector
+                                                                                        : Checked::kEvent;
   c.stream = e.stream();
   c.seq = e.seq();
   c.process_start = e.has_process_start();
@@ -213,26 +209,109 @@ struct RecordSpan {
 };
 
 // Checks spans[i] into out[i], on up to 8 threads when there are many (decoding is
-// most of the reading of a big trace); the results are the same however many.
+// most of the reading of a big trace), a piece of kCheckPiece records at a time, each
+// piece with a scratch event of its own; the results are the same however many.
+constexpr size_t kCheckPiece = 1024;
 void CheckAll(const uint8_t* data, const std::vector<RecordSpan>& spans, bool indexed,
               std::vector<Checked>* out) {
   out->assign(spans.size(), Checked{});
-  const auto range = [&](size_t from, size_t to) {
+  const size_t pieces = (spans.size() + kCheckPiece - 1) / kCheckPiece;
+  text::ParallelFor(pieces, 4096 / kCheckPiece, [&](size_t p) {
     ScratchEvent scratch;
-    for (size_t i = from; i < to; ++i)
+    for (size_t i = p * kCheckPiece; i < std::min(spans.size(), (p + 1) * kCheckPiece); ++i)
       (*out)[i] = Check(data + spans[i].body, spans[i].len, indexed, scratch);
-  };
-  const size_t threads = std::min<size_t>({std::max(1u, std::thread::hardware_concurrency()), 8,
-                                           spans.size() / 4096 + 1});
-  if (threads == 1) return range(0, spans.size());
-  std::vector<std::thread> pool;
-  const size_t per = (spans.size() + threads - 1) / threads;
-  for (size_t k = 1; k < threads; ++k)
-    pool.emplace_back(range, std::min(spans.size(), k * per), std::min(spans.size(), (k + 1) * per));
-  range(0, std::min(spans.size(), per));
-  for (auto& th : pool) th.join();
+  });
 }
 
+// A stream as it is indexed, and whether it is in seq order so far (records come in
+// file order).
+struct Building {
+  EventStream s;
+  uint64_t last_seq = 0;
+  bool sorted = true;
+};
+
+// Finds the records from *pos by their length prefixes up to block_end (past it until
+// the header is read), the header into t->header and the others into spans; returns
+// where finding them stopped, if it did at a damaged prefix or header.
+std::optional<ReadProblem> FindRecords(const std::string& shown, const uint8_t* data, size_t size, size_t block_end,
+                                       size_t* pos, bool* have_header, TraceFile* t, std::vector<RecordSpan>* spans) {
+  while (*pos < size && (*pos < block_end || !*have_header)) {
+    const size_t start = *pos;
+    uint64_t len = 0;
+    auto fail = [&](std::string msg) { return ReadProblem{shown, start, std::move(msg)}; };
+    if (!wire::ReadVarint(data, size, pos, &len)) return fail("truncated record length");
+    if (len > kMaxRecord) return fail(fmt::format("record length {} is not plausible (corrupt data)", len));
+    if (len > size - *pos)
+      return fail(fmt::format("truncated record: {} bytes declared, {} present", len, size - *pos));
+    if (!*have_header) {
+      if (!t->header.ParseFromArray(data + *pos, static_cast<int>(len)) || t->header.format_version() == 0)
+        return fail("not an ldscope trace (no valid header)");
+      if (t->header.format_version() != 1)
+        return fail(fmt::format("unsupported trace format version {}", t->header.format_version()));
+      *have_header = true;
+    } else {
+      spans->push_back({start, *pos, static_cast<uint32_t>(len)});
+    }
+    *pos += len;
+  }
+  return std::nullopt;
+}
+
+// Takes the checked records in file order, up to the first that is damaged (then
+// t->problem): facts and collector records into t, events into their streams.
+void TakeRecords(const std::string& shown, const uint8_t* data, const std::vector<RecordSpan>& spans,
+                 const std::vector<Checked>& checked, TraceFile* t, std::map<uint32_t, Building>* streams) {
+  for (size_t i = 0; i < spans.size(); ++i) {
+    const Checked& c = checked[i];
+    const uint64_t start = spans[i].start;
+    if (c.kind == Checked::kCorrupt) {
+      t->problem = ReadProblem{shown, start, "corrupt event record"};
+      return;
+    }
+    if (c.kind == Checked::kFacts) {
+      t->facts.emplace_back(reinterpret_cast<const char*>(data + spans[i].body + c.facts_offset), c.facts_size);
+    } else if (c.kind == Checked::kCollector) {
+      t->collector.emplace_back(start, c.stream);
+    } else {
+      Building& b = (*streams)[c.stream];
+      if (!b.s.records.empty() && c.seq < b.last_seq) b.sorted = false;
+      b.last_seq = c.seq;
+      b.s.records.push_back(start);
+      // Marked here, made indexes once the records are sorted.
+      if (c.process_start) b.s.starts.push_back(static_cast<uint32_t>(b.s.records.size() - 1));
+    }
+  }
+}
+
+// Puts a stream's records in seq order, equal seqs in file order (records are in file
+// order so far), its starts following them; the seqs read back from the records (a
+// mapping's pages trimmed as they are read).
+void SortBySeq(const uint8_t* data, size_t size, const TraceBytes* trim, EventStream* s) {
+  const size_t n = s->records.size();
+  std::vector<uint64_t> seqs(n);
+  for (size_t i = 0; i < n; ++i) {
+    seqs[i] = SeqOfRecord(data, size, s->records[i]);
+    if (trim != nullptr && (i & 0x3ffff) == 0x3ffff) trim->Trim();
+  }
+  std::vector<char> is_start(n, 0);
+  for (uint32_t i : s->starts) is_start[i] = 1;
+  std::vector<uint32_t> order(n);
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return seqs[a] < seqs[b]; });
+  RecordIndex records;
+  s->starts.clear();
+  for (uint32_t i = 0; i < order.size(); ++i) {
+    records.push_back(s->records[order[i]]);
+    if (is_start[order[i]]) s->starts.push_back(i);
+  }
+  records.shrink_to_fit();
+  s->records = std::move(records);
+}
+
+// The records of a file: header, facts, problem, and the event records indexed by
+// stream (not decoded). The CollectorNotes, MountFacts and OwnerFacts records go to t.collector when indexed, else
+// into their stream like any other. trim: the bytes, when a mapping (see TraceBytes::Trim).
 TraceFile Index(const std::string& name, const uint8_t* data, size_t size, bool indexed,
                 const TraceBytes* trim = nullptr) {
   TraceFile t;
@@ -240,13 +319,6 @@ TraceFile Index(const std::string& name, const uint8_t* data, size_t size, bool 
   const std::string shown = text::Escape(name);  // a file name, too
   size_t pos = 0;
   bool have_header = false;
-  // The streams as they are indexed, and whether each is in seq order so far (records
-  // come in file order).
-  struct Building {
-    EventStream s;
-    uint64_t last_seq = 0;
-    bool sorted = true;
-  };
   std::map<uint32_t, Building> streams;
   size_t trimmed = 0;
   // The records are found one after another by their length prefixes, a block of them
@@ -260,99 +332,25 @@ TraceFile Index(const std::string& name, const uint8_t* data, size_t size, bool 
       trimmed = pos;
     }
     spans.clear();
-    std::optional<ReadProblem> damage;  // where finding the records stopped
-    const size_t block_end = std::min(size, pos + (8u << 20));
-    while (pos < size && (pos < block_end || !have_header) && !damage) {
-      const size_t start = pos;
-      uint64_t len = 0;
-      auto fail = [&](std::string msg) { damage = ReadProblem{shown, start, std::move(msg)}; };
-      if (!wire::ReadVarint(data, size, &pos, &len)) {
-        fail("truncated record length");
-        break;
-      }
-      if (len > kMaxRecord) {
-        fail(fmt::format("record length {} is not plausible (corrupt data)", len));
-        break;
-      }
-      if (len > size - pos) {
-        fail(fmt::format("truncated record: {} bytes declared, {} present", len, size - pos));
-        break;
-      }
-      if (!have_header) {
-        if (!t.header.ParseFromArray(data + pos, static_cast<int>(len)) ||
-            t.header.format_version() == 0) {
-          fail("not an ldscope trace (no valid header)");
-          break;
-        }
-        if (t.header.format_version() != 1) {
-          fail(fmt::format("unsupported trace format version {}", t.header.format_version()));
-          break;
-        }
-        have_header = true;
-      } else {
-        spans.push_back({start, pos, static_cast<uint32_t>(len)});
-      }
-      pos += len;
-    }
+    std::optional<ReadProblem> damage =
+        FindRecords(shown, data, size, std::min(size, pos + (8u << 20)), &pos, &have_header, &t, &spans);
     CheckAll(data, spans, indexed, &checked);
-    for (size_t i = 0; i < spans.size(); ++i) {
-      const Checked& c = checked[i];
-      const uint64_t start = spans[i].start;
-      if (c.kind == Checked::kCorrupt) {
-        t.problem = ReadProblem{shown, start, "corrupt event record"};
-        break;
-      }
-      if (c.kind == Checked::kFacts) {
-        t.facts.emplace_back(reinterpret_cast<const char*>(data + spans[i].body + c.facts_offset), c.facts_size);
-      } else if (c.kind == Checked::kCollector) {
-        t.collector.emplace_back(start, c.stream);
-      } else {
-        Building& b = streams[c.stream];
-        if (!b.s.records.empty() && c.seq < b.last_seq) b.sorted = false;
-        b.last_seq = c.seq;
-        b.s.records.push_back(start);
-        // Marked here, made indexes once the records are sorted.
-        if (c.process_start) b.s.starts.push_back(static_cast<uint32_t>(b.s.records.size() - 1));
-      }
-    }
+    TakeRecords(shown, data, spans, checked, &t, &streams);
     if (t.ok() && damage) t.problem = std::move(damage);
   }
   if (t.ok() && !have_header) t.problem = ReadProblem{shown, 0, "empty file: not an ldscope trace"};
-  t.header.set_host(text::Escape(t.header.host()));
   for (auto& entry : streams) {
     EventStream& s = entry.second.s;
     s.file_stream = s.stream = entry.first;
     s.records.shrink_to_fit();
-    if (!entry.second.sorted) {
-      // In seq order, equal seqs in file order (records are in file order so far); the
-      // seqs read back from the records (a mapping's pages trimmed as they are read).
-      const size_t n = s.records.size();
-      std::vector<uint64_t> seqs(n);
-      for (size_t i = 0; i < n; ++i) {
-        seqs[i] = SeqOfRecord(data, size, s.records[i]);
-        if (trim != nullptr && (i & 0x3ffff) == 0x3ffff) trim->Trim();
-      }
-      std::vector<char> is_start(n, 0);
-      for (uint32_t i : s.starts) is_start[i] = 1;
-      std::vector<uint32_t> order(n);
-      for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-      std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return seqs[a] < seqs[b]; });
-      RecordIndex records;
-      s.starts.clear();
-      for (uint32_t i = 0; i < order.size(); ++i) {
-        records.push_back(s.records[order[i]]);
-        if (is_start[order[i]]) s.starts.push_back(i);
-      }
-      records.shrink_to_fit();
-      s.records = std::move(records);
-    }
+    if (!entry.second.sorted) SortBySeq(data, size, trim, &s);
     t.streams.push_back(std::move(s));
   }
   return t;
 }
 
 // Decodes an indexed file's events into t->events, in file order, as they were read
-// before indexing existed: resolved per stream in seq order, then escaped.
+// before indexing existed: resolved per stream in seq order.
 void DecodeAll(TraceFile* t, const uint8_t* data, size_t size) {
   std::vector<std::pair<uint64_t, v1::Event>> all;
   for (const auto& s : t->streams) {
@@ -366,10 +364,7 @@ void DecodeAll(TraceFile* t, const uint8_t* data, size_t size) {
   }
   std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   t->events.reserve(all.size());
-  for (auto& [at, e] : all) {
-    EscapeStrings(&e);
-    t->events.push_back(std::move(e));
-  }
+  for (auto& [at, e] : all) t->events.push_back(std::move(e));
   t->streams.clear();
 }
 
@@ -415,82 +410,6 @@ size_t EventCount(const TraceFile& f) {
   return n;
 }
 
-// A mapped trace that another program truncates while it is read (a new `run -o` on the
-// same path) would kill this process with SIGBUS at the first page past the new end. The
-// mappings are guarded instead: such a fault maps a page of zeros in place (where records
-// then read as damaged) and is noted, the lowest page first, for the reader to report.
-namespace {
-struct Guard {
-  std::atomic<uintptr_t> lo{0}, hi{0};
-  std::atomic<uintptr_t> cut{UINTPTR_MAX};  // the lowest page replaced
-};
-constexpr int kGuards = 64;  // mappings guarded at once (more are read unguarded)
-Guard g_guards[kGuards];
-std::atomic<long> g_page{0};
-
-void OnBus(int, siginfo_t* si, void*) {
-  const uintptr_t at = reinterpret_cast<uintptr_t>(si->si_addr);
-  for (Guard& g : g_guards) {
-    const uintptr_t lo = g.lo.load(), hi = g.hi.load();
-    if (lo == 0 || at < lo || at >= hi) continue;
-    const uintptr_t page = at & ~static_cast<uintptr_t>(g_page.load() - 1);
-    if (mmap(reinterpret_cast<void*>(page), static_cast<size_t>(g_page.load()), PROT_READ,
-             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
-      break;
-    uintptr_t seen = g.cut.load();
-    while (page < seen && !g.cut.compare_exchange_weak(seen, page)) {
-    }
-    return;
-  }
-  signal(SIGBUS, SIG_DFL);  // not a guarded mapping: the fault comes again, as it would have
-}
-
-Guard* GuardMapping(const uint8_t* data, size_t size) {
-  static const bool installed = [] {
-    g_page = sysconf(_SC_PAGESIZE);
-    struct sigaction sa {};
-    sa.sa_sigaction = OnBus;
-    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
-    sigemptyset(&sa.sa_mask);
-    return sigaction(SIGBUS, &sa, nullptr) == 0;
-  }();
-  if (!installed) return nullptr;
-  for (Guard& g : g_guards) {
-    uintptr_t free = 0;
-    if (!g.lo.compare_exchange_strong(free, 1)) continue;  // taken
-    g.cut = UINTPTR_MAX;
-    g.hi = reinterpret_cast<uintptr_t>(data) + size;
-    g.lo = reinterpret_cast<uintptr_t>(data);
-    return &g;
-  }
-  return nullptr;
-}
-}  // namespace
-
-TraceBytes::TraceBytes(const uint8_t* map, size_t size) : data_(map), size_(size), mapped_(true) {
-  guard_ = GuardMapping(map, size);
-}
-
-TraceBytes::~TraceBytes() {
-  if (guard_ != nullptr) static_cast<Guard*>(guard_)->lo = 0;
-  if (mapped_) munmap(const_cast<uint8_t*>(data_), size_);
-}
-
-std::optional<uint64_t> TraceBytes::CutAt() const {
-  if (guard_ == nullptr) return std::nullopt;
-  const uintptr_t cut = static_cast<const Guard*>(guard_)->cut.load();
-  if (cut == UINTPTR_MAX) return std::nullopt;
-  // The page before the first that faulted: a cut file's last page reads as zeros past
-  // its new end without a fault.
-  const uintptr_t start = reinterpret_cast<uintptr_t>(data_);
-  const uintptr_t page = static_cast<uintptr_t>(g_page.load());
-  return cut >= start + page ? cut - page - start : 0;
-}
-
-void TraceBytes::Trim() const {
-  if (mapped_) madvise(const_cast<uint8_t*>(data_), size_, MADV_DONTNEED);
-}
-
 namespace {
 google::protobuf::ArenaOptions KeepingFirstBlock(char* block, size_t size) {
   google::protobuf::ArenaOptions o;
@@ -527,7 +446,6 @@ void EventDecoder::Decode(uint64_t at, v1::Event* out) {
   const size_t len = DecodeRecord(b.data(), b.size(), at, out);
   since_trim_ += len;
   Apply(*resolution_, len, out);
-  EscapeStrings(out);
   out->set_stream(stream_.stream);
   if (since_trim_ > (8u << 20)) {
     since_trim_ = 0;
@@ -543,84 +461,6 @@ v1::Event DecodeAlone(const TraceFile& file, const EventStream& stream, uint64_t
 
 uint64_t SeqAt(const TraceFile& file, uint64_t at) {
   return SeqOfRecord(file.bytes->data(), file.bytes->size(), at);
-}
-
-std::vector<uint64_t> RecordIndex::Whole(const Chunk& c) {
-  std::vector<uint64_t> out;
-  switch (c.form) {
-    case Chunk::kSmall:
-      out.reserve(c.small.capacity());
-      for (size_t j = 0; j < c.small.size(); ++j) out.push_back(c.bases[j >> kBaseShift] + c.small[j]);
-      break;
-    case Chunk::kNarrow:
-      out.reserve(c.narrow.capacity());
-      for (const uint32_t lo : c.narrow) out.push_back(c.segment << 32 | lo);
-      break;
-    case Chunk::kWide: out = c.wide; break;
-  }
-  return out;
-}
-
-void RecordIndex::push_back(uint64_t at) {
-  if ((size_ & kMask) == 0) chunks_.emplace_back();
-  Chunk& c = chunks_.back();
-  const size_t j = size_ & kMask;
-  ++size_;
-  if (c.form == Chunk::kSmall) {
-    if ((j & ((size_t{1} << kBaseShift) - 1)) == 0) c.bases.push_back(at);
-    const uint64_t base = c.bases.back();
-    if (at >= base && at - base <= UINT16_MAX) {
-      c.small.push_back(static_cast<uint16_t>(at - base));
-      return;
-    }
-    // An offset too far from its base: the chunk's offsets 4 bytes each from now on, in
-    // the segment of its first, or whole.
-    std::vector<uint64_t> whole = Whole(c);
-    whole.push_back(at);
-    std::vector<uint64_t>().swap(c.bases);
-    std::vector<uint16_t>().swap(c.small);
-    c.segment = whole.front() >> 32;
-    const bool one_segment =
-        std::all_of(whole.begin(), whole.end(), [&](uint64_t v) { return v >> 32 == c.segment; });
-    if (one_segment) {
-      c.form = Chunk::kNarrow;
-      c.narrow.reserve(std::max<size_t>(whole.capacity(), 16));
-      for (const uint64_t v : whole) c.narrow.push_back(static_cast<uint32_t>(v));
-    } else {
-      c.form = Chunk::kWide;
-      c.wide = std::move(whole);
-    }
-    return;
-  }
-  if (c.form == Chunk::kNarrow) {
-    if (at >> 32 == c.segment) {
-      c.narrow.push_back(static_cast<uint32_t>(at));
-      return;
-    }
-    std::vector<uint64_t> whole = Whole(c);  // the chunk's first offset outside its segment
-    std::vector<uint32_t>().swap(c.narrow);
-    c.form = Chunk::kWide;
-    c.wide = std::move(whole);
-  }
-  c.wide.push_back(at);
-}
-
-void RecordIndex::shrink_to_fit() {
-  chunks_.shrink_to_fit();
-  if (chunks_.empty()) return;
-  Chunk& c = chunks_.back();
-  c.bases.shrink_to_fit();
-  c.small.shrink_to_fit();
-  c.narrow.shrink_to_fit();
-  c.wide.shrink_to_fit();
-}
-
-size_t RecordIndex::bytes() const {
-  size_t n = chunks_.capacity() * sizeof(Chunk);
-  for (const Chunk& c : chunks_)
-    n += c.bases.capacity() * sizeof(uint64_t) + c.small.capacity() * sizeof(uint16_t) +
-         c.narrow.capacity() * sizeof(uint32_t) + c.wide.capacity() * sizeof(uint64_t);
-  return n;
 }
 
 namespace {
@@ -725,7 +565,7 @@ Result<std::vector<std::string>> TraceNamesIn(const std::string& dir) {
 
 namespace {
 
-TraceSet Load(const std::vector<std::string>& paths, bool decoded) {
+TraceSet Load(const std::vector<std::string>& paths, bool decoded, const FilesRead& read = {}) {
   TraceSet set;
   uint32_t next_stream = 1;
   auto add = [&](TraceFile&& f) {
@@ -744,6 +584,8 @@ TraceSet Load(const std::vector<std::string>& paths, bool decoded) {
     next_stream = base + std::max<uint32_t>(max_seen, 1);
     set.files.push_back(std::move(f));
   };
+  // The files, directories listed, before any is read: the count `read` reports.
+  std::vector<std::string> files;
   for (const auto& p : paths) {
     struct stat st;
     if (stat(p.c_str(), &st) != 0) {
@@ -751,7 +593,7 @@ TraceSet Load(const std::vector<std::string>& paths, bool decoded) {
       continue;
     }
     if (!S_ISDIR(st.st_mode)) {
-      add(Read(p, decoded));
+      files.push_back(p);
       continue;
     }
     const Result<std::vector<std::string>> names = TraceNamesIn(p);
@@ -759,7 +601,11 @@ TraceSet Load(const std::vector<std::string>& paths, bool decoded) {
       set.errors.push_back(names.error());
       continue;
     }
-    for (const auto& n : *names) add(Read(p + "/" + n, decoded));
+    for (const auto& n : *names) files.push_back(p + "/" + n);
+  }
+  for (size_t i = 0; i < files.size(); ++i) {
+    add(Read(files[i], decoded));
+    if (read) read(i + 1, files.size());
   }
   return set;
 }
@@ -804,7 +650,9 @@ std::optional<std::string> TooLarge(const std::vector<std::string>& paths) {
 }
 
 TraceSet LoadTraces(const std::vector<std::string>& paths) { return Load(paths, true); }
-TraceSet LoadTracesIndexed(const std::vector<std::string>& paths) { return Load(paths, false); }
+TraceSet LoadTracesIndexed(const std::vector<std::string>& paths, const FilesRead& read) {
+  return Load(paths, false, read);
+}
 
 void DropEvents(TraceSet* set) {
   for (auto& f : set->files) {
@@ -821,148 +669,6 @@ TraceSet LoadTraceImage(const std::string& name, const std::string& bytes) {
   for (auto& e : set.files.back().events)
     if (e.stream() == 0) e.set_stream(1);  // as LoadTraces numbers a single file
   return set;
-}
-
-TraceWriter::~TraceWriter() {
-  if (begun_)
-    Close().IgnoreError();  // an owner that wants the error calls Close() first
-  else
-    Discard();
-}
-
-Status TraceWriter::Prepare(const std::string& path) { return OpenOutput(path, &out_); }
-
-bool TraceWriter::writes_stdout() const {
-  if (out_.fd < 0) return false;
-  if (out_.path == "-") return true;
-  struct stat mine {
-  }, one{};
-  return out_.temp.empty() && fstat(out_.fd, &mine) == 0 && fstat(1, &one) == 0 && mine.st_dev == one.st_dev &&
-         mine.st_ino == one.st_ino;
-}
-
-Status TraceWriter::Begin(const v1::TraceHeader& header) {
-  begun_ = true;
-  const std::string h = header.SerializeAsString();
-  uint8_t prefix[10];
-  const size_t n = static_cast<size_t>(wire::PutVarint(prefix, h.size()) - prefix);
-  Record(prefix, n, reinterpret_cast<const uint8_t*>(h.data()), h.size(), nullptr, 0);
-  if (Status s = Flush(); !s.ok()) return s;
-  // From now on the trace is in place: a killed collector leaves what arrived readable.
-  if (Status s = PublishOutput(&out_); !s.ok()) {
-    error_ = EIO;
-    return s;
-  }
-  return Status::Ok();
-}
-
-Status TraceWriter::WriteError() const {
-  return Error{fmt::format("cannot write {}: {}", out_.path, ErrnoText(error_))};
-}
-
-void TraceWriter::Discard() {
-  DiscardOutput(&out_);
-  buf_.clear();
-  record_ends_.clear();
-}
-
-Status TraceWriter::Open(const std::string& path, const v1::TraceHeader& header) {
-  if (Status s = Prepare(path); !s.ok()) return s;
-  return Begin(header);
-}
-
-void TraceWriter::Record(const uint8_t* head, size_t hn, const uint8_t* body, size_t bn,
-                         const uint8_t* tail, size_t tn) {
-  for (std::string* s : {&buf_, keep_copy_ ? &copy_ : nullptr}) {
-    if (s == nullptr) continue;
-    s->append(reinterpret_cast<const char*>(head), hn);
-    s->append(reinterpret_cast<const char*>(body), bn);
-    if (tn > 0) s->append(reinterpret_cast<const char*>(tail), tn);
-  }
-  ++records_;
-  if (error_ != 0) {  // nothing more reaches the file after a failure
-    buf_.clear();
-    return;
-  }
-  record_ends_.push_back(buf_.size());
-  // A failure is kept in error_; AppendEvent and Close() report it.
-  if (buf_.size() >= (1u << 20)) Flush().IgnoreError();
-}
-
-Status TraceWriter::AppendEvent(const uint8_t* data, size_t size, uint32_t stream) {
-  if (out_.fd < 0 || !begun_) return Error{"the trace file is not open for writing"};
-  constexpr uint64_t kStreamTag = wire::Tag(v1::Event::kStreamFieldNumber, wire::kVarint);
-  static_assert(kStreamTag < 0x80, "a one-byte tag");
-  uint8_t tail[12];
-  tail[0] = kStreamTag;
-  const size_t tn = static_cast<size_t>(wire::PutVarint(tail + 1, stream) - tail);
-  uint8_t prefix[10];
-  const size_t pn = static_cast<size_t>(wire::PutVarint(prefix, size + tn) - prefix);
-  Record(prefix, pn, data, size, tail, tn);
-  return error_ == 0 ? Status::Ok() : WriteError();
-}
-
-// Stops writing at the first error; a regular file is cut back to its last whole
-// record so that it reads back as a clean (if short) trace.
-void TraceWriter::Fail(int err, size_t done) {
-  error_ = err;
-  size_t whole = 0, n = 0;
-  for (size_t end : record_ends_) {
-    if (end > done) break;
-    whole = end;
-    ++n;
-  }
-  records_written_ += n;
-  if (out_.regular && done > whole && ftruncate(out_.fd, static_cast<off_t>(written_ + whole)) == 0)
-    done = whole;
-  written_ += done;
-  buf_.clear();
-  record_ends_.clear();
-}
-
-Status TraceWriter::Flush() {
-  if (error_ != 0) return WriteError();
-  if (out_.fd < 0) return Status::Ok();
-  size_t done = 0;
-  while (done < buf_.size()) {
-    const ssize_t r = write(out_.fd, buf_.data() + done, buf_.size() - done);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      Fail(r < 0 ? errno : EIO, done);
-      return WriteError();
-    }
-    done += static_cast<size_t>(r);
-  }
-  written_ += done;
-  records_written_ += record_ends_.size();
-  buf_.clear();
-  record_ends_.clear();
-  return Status::Ok();
-}
-
-Status TraceWriter::Close() {
-  if (out_.fd < 0) return Status::Ok();
-  if (!begun_) {
-    Discard();
-    return Status::Ok();
-  }
-  Flush().IgnoreError();  // a failure is in error_, reported below with what was lost
-  // What was written whole replaces the file; nothing at all leaves it as it was.
-  Status closed = Status::Ok();
-  if (error_ != 0 && records_written_ == 0)
-    DiscardOutput(&out_);
-  else
-    closed = CommitOutput(&out_);
-  if (error_ != 0) {
-    // The header is record 1; the rest are events.
-    const uint64_t events = records_ > 0 ? records_ - 1 : 0;
-    const uint64_t kept = records_written_ > 0 ? records_written_ - 1 : 0;
-    return Error{fmt::format("writing {} failed after {} bytes: {}; the trace is incomplete: {} of {} "
-                             "events written",
-                             out_.path == "-" ? "standard output" : out_.path, written_,
-                             ErrnoText(error_), kept, events)};
-  }
-  return closed;
 }
 
 HeaderRead ReadTraceHeader(const std::string& path, v1::TraceHeader* out) {

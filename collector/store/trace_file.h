@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <unordered_map>
@@ -14,7 +15,9 @@
 #include <vector>
 
 #include "ldscope_proto/events.pb.h"
-#include "store/output_file.h"
+#include "store/record_index.h"
+#include "store/trace_bytes.h"
+#include "store/trace_writer.h"
 #include "text/result.h"
 
 namespace ldscope::store {
@@ -23,79 +26,6 @@ struct ReadProblem {
   std::string file;
   uint64_t offset = 0;
   std::string message;
-};
-
-// The bytes of a trace file whose events are decoded as they are needed (a copy, or a
-// mapping of the file).
-class TraceBytes {
- public:
-  TraceBytes(std::string copy) : copy_(std::move(copy)), data_(reinterpret_cast<const uint8_t*>(copy_.data())), size_(copy_.size()) {}
-  // A mapping (unmapped when destroyed), guarded: a page past the end of a file another
-  // program truncates meanwhile reads as zeros instead of killing the process (SIGBUS).
-  TraceBytes(const uint8_t* map, size_t size);
-  ~TraceBytes();
-  TraceBytes(const TraceBytes&) = delete;
-  TraceBytes& operator=(const TraceBytes&) = delete;
-  const uint8_t* data() const { return data_; }
-  size_t size() const { return size_; }
-  // A mapping's pages read so far leave this process's memory (they are read again,
-  // from the page cache, when needed): a big file is never resident as a whole.
-  void Trim() const;
-  // Where the mapped file was found cut short while it was read: an offset from which it
-  // read as zeros at the latest (the start of the page before the first that faulted);
-  // none when it was not (or for a copy).
-  std::optional<uint64_t> CutAt() const;
-
- private:
-  std::string copy_;
-  const uint8_t* data_ = nullptr;
-  size_t size_ = 0;
-  bool mapped_ = false;
-  void* guard_ = nullptr;  // the mapping's guard (trace_file.cc)
-};
-
-// Where the event records of one stream lie in the file's bytes (the offset of each
-// one's length prefix), in the stream's order, about 2 bytes a record. The offsets are
-// kept in chunks of 65,536, each in the first form that holds all of its offsets:
-// 2 bytes each above a base per 64 records (a stream's records lie close together in a
-// file), else 4 bytes within one 4 GiB segment of the file, else 8 bytes. A chunk
-// never grows by more than itself, so the index is never copied whole as it grows. A
-// record's sequence number is not kept: SeqAt reads it back from the record.
-class RecordIndex {
- public:
-  size_t size() const { return size_; }
-  bool empty() const { return size_ == 0; }
-  uint64_t operator[](size_t i) const {
-    const Chunk& c = chunks_[i >> kShift];
-    const size_t j = i & kMask;
-    switch (c.form) {
-      case Chunk::kSmall: return c.bases[j >> kBaseShift] + c.small[j];
-      case Chunk::kNarrow: return (c.segment << 32) | c.narrow[j];
-      default: return c.wide[j];
-    }
-  }
-  uint64_t front() const { return (*this)[0]; }
-  void push_back(uint64_t at);
-  // Frees the last chunk's spare room (call when the index is complete).
-  void shrink_to_fit();
-  // The bytes held (for tests and benchmarks).
-  size_t bytes() const;
-
- private:
-  static constexpr unsigned kShift = 16, kBaseShift = 6;
-  static constexpr size_t kMask = (size_t{1} << kShift) - 1;
-  struct Chunk {
-    enum Form : uint8_t { kSmall, kNarrow, kWide } form = kSmall;
-    std::vector<uint64_t> bases;   // kSmall: the first offset of each 64 records
-    std::vector<uint16_t> small;   // kSmall: each offset above its base
-    uint64_t segment = 0;          // kNarrow: the high 32 bits of the offsets
-    std::vector<uint32_t> narrow;  // kNarrow: the low 32 bits
-    std::vector<uint64_t> wide;    // kWide: whole offsets
-  };
-  // The chunk's offsets so far, whole.
-  static std::vector<uint64_t> Whole(const Chunk& c);
-  std::vector<Chunk> chunks_;
-  size_t size_ = 0;
 };
 
 // The event records of one stream of a file (as the file numbers it: the audit
@@ -110,8 +40,9 @@ struct EventStream {
 
 // One trace file's content: what could be read, and where reading stopped and why. A
 // damaged file is not a failure of the reader (everything before the damage is kept),
-// so this is not a Result. The events' byte strings (paths, argv, environment, names)
-// are escaped text (text/escape.h), the problem's file name too; path is as given.
+// so this is not a Result. The events' and the header's byte strings (paths, argv,
+// environment, names: events.proto's `bytes` fields) are the bytes the trace holds;
+// the problem's file name is escaped text (text/escape.h); path is as given.
 //
 // The events are either decoded (`events`, in file order: ParseTrace, tests), or, for a
 // file read by ReadTraceFileIndexed/LoadTracesIndexed, indexed (`streams` into `bytes`) and decoded by
@@ -195,16 +126,16 @@ class EventDecoder {
   EventDecoder(EventDecoder&&) noexcept;
   EventDecoder(const EventDecoder&) = delete;
   EventDecoder& operator=(const EventDecoder&) = delete;
-  // The record's event, resolved and escaped as ParseTrace gives it. The records were
+  // The record's event, resolved as ParseTrace gives it. The records were
   // checked when the file was indexed. What resolving interned strings adds is bounded
-  // by the stream's bytes (trace_file.cc, kResolvedPerByte): past that, a resolved
+  // by the stream's bytes (resolve.cc, kResolvedPerByte): past that, a resolved
   // string is cut and its event marked truncated.
   void Decode(uint64_t at, v1::Event* out);
 
  private:
   const TraceFile& file_;
   const EventStream& stream_;
-  std::unique_ptr<Resolution> resolution_;  // the stream's interned strings (trace_file.cc)
+  std::unique_ptr<Resolution> resolution_;  // the stream's interned strings (resolve.h)
   uint64_t since_trim_ = 0;
 };
 // The event of one record alone, without what earlier records of its stream would add:
@@ -234,8 +165,11 @@ std::optional<std::string> TooLarge(const std::vector<std::string>& paths);
 // per-process files (stream 0) get a stream number of their own per file.
 TraceSet LoadTraces(const std::vector<std::string>& paths);
 // The same with the files' events indexed, not decoded (what show, report and the other
-// commands read: model::BuildTimeline takes either).
-TraceSet LoadTracesIndexed(const std::vector<std::string>& paths);
+// commands read: model::BuildTimeline takes either). `read`, when given, is called
+// after each file with the files read so far and the number of files (directories
+// listed first).
+using FilesRead = std::function<void(size_t done, size_t total)>;
+TraceSet LoadTracesIndexed(const std::vector<std::string>& paths, const FilesRead& read = {});
 // Frees the events (decoded or indexed) and the bytes of every file of a set; the
 // headers, problems and facts stay.
 void DropEvents(TraceSet* set);
@@ -248,55 +182,4 @@ std::map<uint32_t, std::string> TraceFilesByStream(const TraceSet& traces);
 // its output back).
 TraceSet LoadTraceImage(const std::string& name, const std::string& bytes);
 
-// Appends records to a trace file as they arrive. Every write is checked: at the first
-// failure writing stops (a regular file is cut back to its last whole record, so it
-// stays a readable prefix) and Close() names the file, the errno and what was lost.
-class TraceWriter {
- public:
-  TraceWriter() = default;
-  ~TraceWriter();
-  TraceWriter(const TraceWriter&) = delete;
-  TraceWriter& operator=(const TraceWriter&) = delete;
-
-  // Opens path ("-": standard output) as store::OpenOutput does: a regular file keeps
-  // what it had until Begin.
-  Status Prepare(const std::string& path);
-  // Writing starts: the header, and the new file renamed over the name.
-  Status Begin(const v1::TraceHeader& header);
-  // The run never started: closes; the file keeps what it had.
-  void Discard();
-  // Prepare and Begin.
-  Status Open(const std::string& path, const v1::TraceHeader& header);
-  // Also keep every record in memory (copy()), so that the trace can be analysed
-  // without reading the output back (it may be a pipe, a device, or incomplete).
-  void KeepCopy() { keep_copy_ = true; }
-  const std::string& copy() const { return copy_; }
-
-  // Appends one serialized Event, adding `stream` as field 7 (protobuf merges
-  // concatenated fields, so the bytes need no re-encoding). An error once writing
-  // failed: the record is counted, and Close() reports how many were lost.
-  Status AppendEvent(const uint8_t* data, size_t size, uint32_t stream);
-  // Writes what is buffered; an error once writing failed (Close() reports it too).
-  Status Flush();
-  Status Close();  // the error names the file, the errno and what was lost
-  bool failed() const { return error_ != 0; }
-  // The file written is the one descriptor 1 is ("-", /dev/stdout).
-  bool writes_stdout() const;
-
- private:
-  void Record(const uint8_t* head, size_t hn, const uint8_t* body, size_t bn,
-              const uint8_t* tail, size_t tn);
-  void Fail(int err, size_t done);
-  Status WriteError() const;  // "cannot write PATH: errno text" for error_
-
-  Output out_;
-  bool begun_ = false;
-  std::string buf_;                 // whole records not yet written
-  std::vector<size_t> record_ends_; // end offsets of the records in buf_
-  bool keep_copy_ = false;
-  std::string copy_;
-  int error_ = 0;                   // the first write error
-  uint64_t written_ = 0;            // bytes in the file
-  uint64_t records_ = 0, records_written_ = 0;
-};
 }  // namespace ldscope::store

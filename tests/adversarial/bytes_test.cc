@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <random>
 #include <set>
@@ -235,8 +236,8 @@ TEST(Bytes, LdscopeDirTracesReadBack) {
             std::string::npos) << show.out;
 }
 
-// Traces written when these fields were `string` (the same wire format) read as before:
-// the fuzz corpus keeps one from an earlier version (commit 0fb6081).
+// A trace whose byte fields were written as `string` (the same wire format) reads the
+// same: the fuzz corpus keeps one such trace (interned.ldscope).
 TEST(Bytes, TracesOfTheStringSchemaStillRead) {
   const auto set = store::LoadTraces({GOLDEN_DIR "/../fuzz/corpus/trace/interned.ldscope"});
   ASSERT_EQ(set.files.size(), 1u);
@@ -286,6 +287,121 @@ TEST(Bytes, OddSonameInMemoryAndOnDisk) {
   const auto report = RunCmd({LDSCOPE_BIN, "report", trace});
   ExpectNoInjection("report", report.out + report.err);
   EXPECT_EQ(report.err, "");
+}
+
+// A library loaded by a relative name from a working directory whose name is not
+// UTF-8 (its ObjOpen carries that directory): the event is recorded and read back like
+// any other, and the load names the file under that directory.
+TEST(Bytes, RelativeLoadUnderANonUtf8WorkingDirectory) {
+  const auto dir = testing::ScratchDir("bytes_cwd");
+  const std::string cwd = dir + "/w\xff\x1b";
+  Copy(FIXTURES "/lib/libfix_b.so", cwd);
+  const std::string trace = dir + "/t.ldscope";
+  const auto run = RunCmd({LDSCOPE_BIN, "run", "-q", "-o", trace, "--", DLPROBE, "cd", cwd, "open", "./libfix_b.so"},
+                          {}, kNoLoaderEnv);
+  ASSERT_EQ(run.code, 0) << run.err;
+  ExpectNoInjection("run", run.err);
+  const store::TraceFile tf = store::ReadTraceFile(trace);
+  EXPECT_TRUE(tf.ok()) << tf.problem->message << " at " << tf.problem->offset;
+  const auto t = testing::TimelineOf({trace});
+  const auto procs = testing::ByExe(t, "/dlprobe");
+  ASSERT_EQ(procs.size(), 1u);
+  EXPECT_EQ(LoadedPaths(*procs[0], v1::LOAD_DLOPEN), (std::multiset<std::string>{cwd + "/libfix_b.so"}));
+  const auto show = RunCmd({LDSCOPE_BIN, "show", "--no-timestamps", trace});
+  ASSERT_EQ(show.code, 0) << show.err;
+  ExpectNoInjection("show", show.out + show.err);
+  EXPECT_NE(show.out.find(Escape(cwd + "/libfix_b.so")), std::string::npos) << show.out;
+}
+
+// A path of invalid UTF-8, control bytes and a backslash that reads as an escape: the
+// traced program opens it, the facts are read from it and the analysis opens it by its
+// bytes (no file it names is unreadable; once it is gone, the analysis says so, or
+// answers from the facts), and every output names it escaped, never raw.
+TEST(Bytes, OddPathOpenedByItsBytes) {
+  const auto dir = testing::ScratchDir("bytes_real_path");
+  const std::string odd_dir = "p\xff\x01\n\x1b\\x41";
+  const std::string odd = dir + "/" + odd_dir;
+  const std::vector<std::string> files = {odd + "/libfix_b.so", dir + "/plain/libfix_b.so"};
+  for (const auto& f : files) Copy(FIXTURES "/lib/libfix_b.so", fs::path(f).parent_path().string());
+  const std::string bare = dir + "/bare.ldscope", with_facts = dir + "/facts.ldscope";
+  const std::vector<std::string> open = {DLPROBE, "open", files[0], "open", files[1]};
+  std::vector<std::string> run = {LDSCOPE_BIN, "run", "-q", "--no-facts", "-o", bare, "--"};
+  run.insert(run.end(), open.begin(), open.end());
+  ASSERT_EQ(RunCmd(run, {}, kNoLoaderEnv).code, 0);
+  run = {LDSCOPE_BIN, "run", "-q", "-o", with_facts, "--"};
+  run.insert(run.end(), open.begin(), open.end());
+  ASSERT_EQ(RunCmd(run, {}, kNoLoaderEnv).code, 0);
+
+  // The facts record of the odd path was read from the file (its SONAME, its symbols).
+  const store::TraceFile tf = store::ReadTraceFile(with_facts);
+  ASSERT_TRUE(tf.ok());
+  bool found = false;
+  for (const auto& bytes : tf.facts) {
+    v1::ObjectFacts f;
+    ASSERT_TRUE(f.ParseFromString(bytes));
+    if (std::find(f.paths().begin(), f.paths().end(), files[0]) == f.paths().end()) continue;
+    found = true;
+    EXPECT_EQ(f.unreadable(), "");
+    EXPECT_EQ(f.soname(), "libfix_b.so");
+    EXPECT_GT(f.symbols_size(), 0u);
+  }
+  EXPECT_TRUE(found) << "no facts record names " << Escape(files[0]);
+
+  // Every output names the odd directory escaped: as text, and inside JSON and Markdown
+  // (where the backslashes are escaped again).
+  const std::string shown = Escape(odd_dir), quoted = testing::ReplaceAll(shown, "\\", "\\\\");
+  ASSERT_EQ(shown, "p\\xff\\x01\\n\\e\\\\x41");
+  const auto expect_named = [&](const std::string& what, const std::string& out, const std::string& as) {
+    ExpectNoInjection(what, out);
+    EXPECT_EQ(out.find(odd_dir), std::string::npos) << what << ": the raw bytes";
+    EXPECT_EQ(out.find('\xff'), std::string::npos) << what << ": a raw 0xff";
+    EXPECT_EQ(out.find('\x01'), std::string::npos) << what << ": a raw 0x01";
+    EXPECT_NE(out.find(as), std::string::npos) << what << " does not name " << as << ":\n" << out;
+  };
+  for (const auto& trace : {bare, with_facts}) {
+    const auto report = RunCmd({LDSCOPE_BIN, "report", trace});
+    expect_named("report", report.out + report.err, shown);
+    EXPECT_EQ((report.out + report.err).find("could not be read"), std::string::npos) << report.out;
+    const auto rj = RunCmd({LDSCOPE_BIN, "report", "--format", "json", trace});
+    expect_named("report json", rj.out + rj.err, quoted);
+    v1::Report rep;
+    ASSERT_TRUE(testing::ParseJson(rj.out, &rep)) << rj.out;
+    ASSERT_EQ(rep.findings_size(), 1) << rj.out;
+    EXPECT_EQ(rep.findings(0).kind(), v1::DUPLICATE_LIBRARY);
+    std::vector<std::string> paths;
+    for (const auto& o : rep.findings(0).objects()) paths.push_back(Unescape(o.path()));
+    EXPECT_EQ(paths, files);
+  }
+  const auto show = RunCmd({LDSCOPE_BIN, "show", "--no-timestamps", bare});
+  expect_named("show", show.out + show.err, shown);
+  const auto sj = RunCmd({LDSCOPE_BIN, "show", "--format", "json", bare});
+  expect_named("show json", sj.out + sj.err, quoted);
+  const auto jt = ParseTimeline(sj.out);
+  ASSERT_EQ(jt.processes_size(), 1);
+  EXPECT_EQ(LoadedPaths(jt.processes(0), v1::LOAD_DLOPEN), (std::multiset<std::string>{files[0], files[1]}));
+  const std::string summary = dir + "/summary.md", junit = dir + "/junit.xml", chrome = dir + "/c.json",
+                    otlp = dir + "/otlp";
+  const auto gh =
+      RunCmd({LDSCOPE_BIN, "report", "--github", "--junit", junit, bare}, {"GITHUB_STEP_SUMMARY=" + summary});
+  expect_named("report --github", gh.out + gh.err, shown);
+  expect_named("step summary", testing::ReadFile(summary), quoted);
+  expect_named("junit", testing::ReadFile(junit), shown);
+  ASSERT_EQ(RunCmd({LDSCOPE_BIN, "export", "--chrome", bare, "-o", chrome}).code, 0);
+  expect_named("chrome", testing::ReadFile(chrome), quoted);
+  const auto ot = RunCmd({LDSCOPE_BIN, "export", "--otlp", otlp, bare});
+  ASSERT_EQ(ot.code, 0) << ot.err;
+  expect_named("otlp traces", testing::ReadFile(otlp + "/traces.jsonl"), quoted);
+  expect_named("otlp logs", testing::ReadFile(otlp + "/logs.jsonl"), quoted);
+
+  // Once the odd directory is gone, the analysis cannot open its file (so it did open it
+  // above) and says so, naming it escaped; with the facts it answers from them.
+  fs::rename(odd, dir + "/gone");
+  const auto gone = RunCmd({LDSCOPE_BIN, "report", bare});
+  expect_named("report, file gone", gone.out + gone.err, shown);
+  EXPECT_NE((gone.out + gone.err).find("1 object file could not be read"), std::string::npos) << gone.out;
+  const auto from_facts = RunCmd({LDSCOPE_BIN, "report", with_facts});
+  EXPECT_EQ((from_facts.out + from_facts.err).find("could not be read"), std::string::npos) << from_facts.out;
+  EXPECT_NE(from_facts.out.find("duplicate-library"), std::string::npos) << from_facts.out;
 }
 
 // Random byte strings as directory names, argv and environment values.

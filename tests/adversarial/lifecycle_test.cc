@@ -103,8 +103,8 @@ TEST(Signals, CtrlCThroughATerminalReachesTheCommandOnce) {
     }
   });
   EXPECT_EQ(Wait(pid), 0);
+  drain.join();  // the terminal's last user gone, its reads end (EIO)
   close(master);
-  drain.join();
   EXPECT_EQ(ReadFile(dir + "/count"), "SIGINT 1\n");
 }
 
@@ -278,6 +278,14 @@ TEST(Help, WrappedAndByCommand) {
   EXPECT_EQ(top.code, 0);
   EXPECT_NE(top.out.find("\n  imports "), std::string::npos) << top.out;
   EXPECT_EQ(top.out, RunCmd({kLdscope, "--help"}, {"COLUMNS=60"}).out);
+  // A sub-command's sub-command too.
+  const auto nested = RunCmd({kLdscope, "hook", "install", "--help"}, {"COLUMNS=60"});
+  EXPECT_EQ(nested.code, 0) << nested.err;
+  EXPECT_NE(nested.out.find("  --python "), std::string::npos) << nested.out;
+  std::istringstream nested_lines(nested.out);
+  for (std::string line; std::getline(nested_lines, line);)  // (the usage line holds the build's path)
+    EXPECT_TRUE(line.size() <= 60 || line.find(' ', 31) == std::string::npos || line.rfind("Usage: ", 0) == 0)
+        << "too wide: " << line;
   const auto bad = RunCmd({kLdscope, "help", "nope"});
   EXPECT_EQ(bad.code, 2);
   EXPECT_EQ(bad.err, "ldscope: help: no command 'nope' (ldscope help lists them)\n");

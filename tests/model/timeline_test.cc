@@ -4,6 +4,7 @@
 #include <link.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -11,10 +12,13 @@
 #include <gtest/gtest.h>
 
 #include "analysis/context.h"
+#include "model/event_text.h"
 #include "model/timeline.h"
 #include "render/render.h"
 #include "store/trace_file.h"
+#include "text/escape.h"
 #include "support/context_dump.h"
+#include "support/sequence.h"
 #include "support/test_support.h"
 
 #include <google/protobuf/util/message_differencer.h>
@@ -289,7 +293,7 @@ TEST(Timeline, RowsInPartsMakeTheWholeTable) {
 
 // An object that was unloaded is gone: a later event that names its id (only a damaged
 // trace has one, or ids reused after lost events) reaches no object. A reference names
-// the id alone, the requester's NEEDED list no longer makes a load NEEDED, and a second
+// the id alone, the requester's NEEDED list does not make a load NEEDED, and a second
 // close of the id is a row of its own (known only from that close), in the whole
 // timeline as in the parts `report` reads (which forget ended objects).
 TEST(Timeline, AnObjectThatEndedIsGone) {
@@ -455,6 +459,129 @@ TEST(Timeline, TimeColumnIsFmtsRounding) {
     EXPECT_EQ(text.substr(line, text.find('\n', at) + 1 - line), want) << ns;
     ++at;
   }
+}
+
+// The full names of t's string fields (map entries' keys and values too) whose value
+// holds text, and the raw bytes found in any of them.
+void StringsHolding(const google::protobuf::Message& m, const std::string& text, std::set<std::string>* holding,
+                    std::set<std::string>* raw) {
+  const auto* d = m.GetDescriptor();
+  const auto* r = m.GetReflection();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const auto* f = d->field(i);
+    if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) {
+      if (f->is_repeated()) {
+        for (int k = 0; k < r->FieldSize(m, f); ++k) StringsHolding(r->GetRepeatedMessage(m, f, k), text, holding, raw);
+      } else if (r->HasField(m, f)) {
+        StringsHolding(r->GetMessage(m, f), text, holding, raw);
+      }
+      continue;
+    }
+    if (f->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_STRING) continue;
+    const int n = f->is_repeated() ? r->FieldSize(m, f) : 1;
+    for (int k = 0; k < n; ++k) {
+      const std::string v = f->is_repeated() ? r->GetRepeatedString(m, f, k) : r->GetString(m, f);
+      if (v.find(text) != std::string::npos) holding->insert(f->full_name());
+      if (v.find_first_of(std::string("\xff\x01\n", 3)) != std::string::npos)
+        raw->insert(f->full_name() + ": " + text::Escape(v));
+    }
+  }
+}
+
+// Every byte string of every event (events.proto's `bytes` fields) that the model keeps
+// is escaped text in the timeline, found from the schema: the events' byte strings are
+// all invalid UTF-8 and control bytes, and no string of the timeline holds one of them.
+TEST(Timeline, EveryByteStringOfEveryEventIsEscapedInTheModel) {
+  const std::string raw = "a\xff\n\\\x01";
+  const std::string shown = text::Escape(raw);
+  ASSERT_EQ(shown, "a\\xff\\n\\\\\\x01");
+  // The model prints a build-id in hex; the reader joins a search's dir and base into its
+  // candidate; the facts records are the analysis's (elf::FromFacts).
+  const std::set<std::string> keep = {"ldscope.v1.ObjOpen.build_id", "ldscope.v1.Search.dir", "ldscope.v1.Search.base",
+                                      "ldscope.v1.Event.object_facts", "ldscope.v1.Event.snapshot"};
+  store::TraceSet set;
+  set.files.emplace_back();
+  set.files.back().path = "t.ldscope";
+  std::map<uint32_t, uint64_t> seqs;
+  std::vector<std::string> filled;
+  const auto* body = v1::Event::descriptor()->FindOneofByName("body");
+  for (int i = 0; i < body->field_count(); ++i) {
+    const auto* f = body->field(i);
+    if (keep.count(f->full_name()) != 0) continue;
+    // The loader's stream 1, the Python hook's stream 2 (same pid), the collector's 0.
+    const bool py = f->name().rfind("py_", 0) == 0;
+    const bool collector = f->name() == "collector" || f->name() == "mount_facts" || f->name() == "owner_facts";
+    v1::Event& e = set.files.back().events.emplace_back();
+    e.set_stream(py ? 2 : collector ? 0 : 1);
+    e.set_pid(collector ? 99 : 7);
+    e.set_seq(seqs[e.stream()]++);
+    e.set_mono_ns(2000 + set.files.back().events.size());
+    auto* m = e.GetReflection()->MutableMessage(&e, f);
+    testing::FillBytes(m, raw, keep, &filled);
+    if (e.has_process_start()) e.mutable_process_start()->set_image_start_ns(1000);
+    if (e.has_objopen()) e.mutable_objopen()->set_id(2);
+    if (e.has_objclose()) e.mutable_objclose()->set_id(2);
+    if (e.has_collector()) {
+      auto* u = e.mutable_collector()->mutable_untraced_after(0)->mutable_image();
+      u->set_pid(7);
+      u->set_image_start_ns(1000);
+    }
+  }
+  const v1::Timeline t = model::BuildTimeline(set);
+  std::set<std::string> holding, raw_found;
+  StringsHolding(t, shown, &holding, &raw_found);
+  EXPECT_EQ(raw_found, std::set<std::string>{});
+  // And they are there, escaped: every model field that holds a byte string of these
+  // events (a ctypes dlopen without a load and the hook's own modules are not kept).
+  EXPECT_GE(filled.size(), 25u);
+  const std::set<std::string> expected = {"ldscope.v1.Candidate.path",
+                                          "ldscope.v1.Load.needed",
+                                          "ldscope.v1.Load.requested_name",
+                                          "ldscope.v1.Load.rpath",
+                                          "ldscope.v1.Load.runpath",
+                                          "ldscope.v1.Mount.dirs",
+                                          "ldscope.v1.Mount.mount_point",
+                                          "ldscope.v1.Mount.source",
+                                          "ldscope.v1.ObjectRef.path",
+                                          "ldscope.v1.ObjectRef.soname",
+                                          "ldscope.v1.Owner.paths",
+                                          "ldscope.v1.Owner.record",
+                                          "ldscope.v1.Owner.root",
+                                          "ldscope.v1.ProcessTimeline.EnvEntry.key",
+                                          "ldscope.v1.ProcessTimeline.EnvEntry.value",
+                                          "ldscope.v1.ProcessTimeline.argv",
+                                          "ldscope.v1.ProcessTimeline.cwd",
+                                          "ldscope.v1.ProcessTimeline.exe",
+                                          "ldscope.v1.ProcessTimeline.exe_after",
+                                          "ldscope.v1.PyImportSpan.error",
+                                          "ldscope.v1.PyImportSpan.module",
+                                          "ldscope.v1.PythonInfo.executable",
+                                          "ldscope.v1.SourceLine.file",
+                                          "ldscope.v1.SourceLine.function"};
+  EXPECT_EQ(holding, expected);
+}
+
+// The model's escaping of an event, against the schema: every `bytes` field of every
+// body comes out escaped, but for the few the model reads as bytes.
+TEST(Timeline, EveryByteStringOfEveryEventIsEscapedWhenTheModelTakesIt) {
+  const std::set<std::string> keep = {"ldscope.v1.ObjOpen.build_id", "ldscope.v1.Search.dir", "ldscope.v1.Search.base",
+                                      "ldscope.v1.Event.object_facts"};
+  const std::string raw = "a\xff\n\\\x01";
+  const std::string shown = text::Escape(raw);
+  size_t checked = 0;
+  const auto* body = v1::Event::descriptor()->FindOneofByName("body");
+  for (int i = 0; i < body->field_count(); ++i) {
+    if (keep.count(body->field(i)->full_name()) != 0) continue;
+    v1::Event e;
+    std::vector<std::string> filled;
+    testing::FillBytes(e.GetReflection()->MutableMessage(&e, body->field(i)), raw, keep, &filled);
+    model::EscapeByteStrings(&e);
+    for (const auto& name : filled) {
+      EXPECT_EQ(testing::BytesOf(e, name), shown) << name;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 25u);  // the schema's byte strings, not a few of them
 }
 
 }  // namespace
