@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "analysis/context.h"
+#include "analysis/finding_builder.h"
 #include "store/trace_file.h"
 #include "ldscope_proto/report.pb.h"
 
@@ -88,9 +89,8 @@ bool ExplainedBySearchFiles(const Context& ctx, const ProcessIndex& pi, const v1
 // The search behind a failed request of name by requester, as labelled lines: one
 // "tried" line per directory (hwcaps subdirectories folded in), LD_LIBRARY_PATH, the
 // loaders' RUNPATHs that were not searched, ld.so.cache. missing_library.cc
-void AddSearchDetails(Context& ctx, const ProcessIndex& pi, const Obj& requester,
-                      const std::string& name, const v1::SearchResult* s, bool dlopen,
-                      v1::Finding* f);
+void AddSearchDetails(Context& ctx, const ProcessIndex& pi, const Obj& requester, const std::string& name,
+                      const v1::SearchResult* s, bool dlopen, FindingBuilder* f);
 
 // A file the loader's own rules put out of a search's reach: the requester's -z
 // nodefaultlib (the default directories and their ld.so.cache entries skipped), or an

@@ -7,11 +7,14 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <fstream>
 #include <unordered_set>
 
 #include <fmt/format.h>
 
-#include "analysis/parallel.h"
+#include "analysis/finding_builder.h"
+#include "analysis/py_statements.h"
+#include "text/parallel.h"
 #include "render/python_text.h"
 #include "text/escape.h"
 #include "render/words.h"
@@ -38,7 +41,7 @@ void Files::ReadAhead(const std::vector<std::string>& paths) {
     if (!path.empty() && path.front() == '/' && disk.count(path) == 0 && asked.insert(path).second)
       todo.push_back(path);
   std::vector<DiskRead> read(todo.size());
-  ParallelFor(todo.size(), [&](size_t i) {
+  text::ParallelFor(todo.size(), 32, [&](size_t i) {
     Result<std::unique_ptr<elf::ElfInfo>> r = elf::ReadElf(todo[i]);
     if (!r.ok()) {
       read[i].error = r.error();
@@ -176,26 +179,9 @@ std::string Family(const std::string& soname_or_name) {
   return n;
 }
 
-v1::Finding NewFinding(const ProcessIndex& pi, v1::FindingKind kind, v1::Severity sev) {
-  v1::Finding f;
-  f.set_kind(kind);
-  f.set_severity(sev);
-  f.set_pid(pi.p->pid());
-  f.set_exe(pi.p->exe());
-  f.set_stream(pi.p->stream());
-  return f;
-}
-
-void AddDetail(v1::Finding* f, const std::string& label, const std::string& text) {
-  auto* d = f->add_details();
-  d->set_label(label);
-  d->set_text(text);
-}
-
-void AddFix(v1::Finding* f, const std::string& action, const std::string& text) {
-  auto* x = f->add_fixes();
-  x->set_action(action);
-  x->set_text(text);
+std::string LoadedAt(const ProcessIndex& pi, const v1::Library& l, const char* lead) {
+  if (pi.p->start_reason() == v1::START_SNAPSHOT) return "";
+  return fmt::format("{}at +{:.1f} ms", lead, l.at_ms());
 }
 
 namespace {
@@ -219,18 +205,53 @@ bool UserSite(const Obj& o, Site* s) {
   return true;
 }
 
+// The script's lines as they are now (a bounded read), or false.
+bool ScriptLines(const std::string& path, std::vector<std::string>* lines) {
+  constexpr std::uintmax_t kMaxScript = 8u << 20;
+  std::error_code ec;
+  if (path.empty() || path.front() != '/' || !std::filesystem::is_regular_file(path, ec) ||
+      std::filesystem::file_size(path, ec) > kMaxScript || ec)
+    return false;
+  std::ifstream in(path, std::ios::binary);
+  for (std::string l; std::getline(in, l);) lines->push_back(std::move(l));
+  return !in.bad();
+}
+
+// "`what` (file:line)", or, where the statement is longer than the line, "the statement
+// at file:first-last (holding `what`, line n)".
+std::string StatementText(const Site& s, uint32_t first, uint32_t last, const std::string& cwd) {
+  if (first == s.frame.line() && last == first)
+    return fmt::format("`{}` ({})", s.what, render::PyFrameText(s.frame, cwd));
+  v1::SourceLine at = s.frame;
+  at.set_line(first);
+  return fmt::format("the statement at {}-{} (holding `{}`, line {})", render::PyFrameText(at, cwd), last, s.what,
+                     s.frame.line());
+}
+
 }  // namespace
 
-void AddSwapFix(const ProcessIndex& pi, const Obj& late, const Obj& early, v1::Finding* f) {
+// The fix moves whole statements: a line in a block (a `try:` body) moves with its block,
+// at the indentation of the other line (py_statements.h). Where the script cannot be read
+// now, the line itself; where no move keeps the script valid, no fix.
+void AddSwapFix(const ProcessIndex& pi, const Obj& late, const Obj& early, FindingBuilder* f) {
   Site mine, theirs;
   if (!UserSite(late, &mine) || !UserSite(early, &theirs)) return;
   if (mine.frame.file() != theirs.frame.file() || mine.frame.line() <= theirs.frame.line()) return;
   const std::string cwd = pi.p->cwd();
-  AddFix(f, mine.import && theirs.import ? "swap-imports" : "swap-loads",
-         fmt::format("move `{}` ({}) above `{}` ({}), so that {} is loaded before {}", mine.what,
-                     render::PyFrameText(mine.frame, cwd), theirs.what,
-                     render::PyFrameText(theirs.frame, cwd), BaseName(late.path),
-                     BaseName(early.path)));
+  v1::LineMove move;
+  const std::string& file = mine.frame.file();
+  move.set_file(file.empty() || file.front() == '/' || cwd.empty() ? file : NormalPath(cwd + "/" + file));
+  StatementMove m{mine.frame.line(), mine.frame.line(), theirs.frame.line(), theirs.frame.line()};
+  if (std::vector<std::string> lines;
+      ScriptLines(move.file(), &lines) && !MoveAbove(lines, mine.frame.line(), theirs.frame.line(), &m))
+    return;
+  move.set_line(m.first);
+  move.set_last(m.last);
+  move.set_above(m.above);
+  f->Fix(mine.import && theirs.import ? v1::FIX_SWAP_IMPORTS : v1::FIX_SWAP_LOADS,
+         fmt::format("move {} above {}, so that {} is loaded before {}", StatementText(mine, m.first, m.last, cwd),
+                     StatementText(theirs, m.above, m.above_last, cwd), BaseName(late.path), BaseName(early.path)),
+         std::move(move));
 }
 
 std::vector<const Obj*> ProcessIndex::AliveAt(int64_t lmid, uint64_t seq) const {
@@ -609,6 +630,20 @@ Context::Context(v1::Timeline* t, const elf::TraceFacts* facts, Files* files)
 
 Context::~Context() = default;
 
+const v1::Owner* Context::OwnerOf(const std::string& path) {
+  if (!owners_indexed_) {
+    owners_indexed_ = true;
+    for (const auto& o : t_.owners())
+      for (const auto& p : o.paths()) {
+        owners_[p] = &o;
+        owners_.emplace(NormalPath(p), &o);
+      }
+  }
+  auto it = owners_.find(path);
+  if (it == owners_.end()) it = owners_.find(NormalPath(path));
+  return it == owners_.end() ? nullptr : it->second;
+}
+
 bool Context::AddPart(const v1::ProcessTimeline& part, bool complete) {
   if (reading_ == nullptr) reading_ = std::make_unique<ProcessReader>(*this, parts_of_->add_processes());
   v1::ProcessTimeline* kept = parts_of_->mutable_processes(parts_of_->processes_size() - 1);
@@ -740,7 +775,7 @@ v1::Library Context::Describe(const ProcessIndex& pi, const Obj& o) {
   l.set_lmid(o.lmid);
   l.set_loaded_by(HowLoaded(pi, o));
   l.set_seq(o.open_seq);
-  l.set_at_ms(o.at_ms);
+  if (pi.p->start_reason() != v1::START_SNAPSHOT) l.set_at_ms(o.at_ms);  // when a snapshot read it, not when loaded
   if (o.load != nullptr) l.set_found_by(render::FoundByWord(*o.load));
   if (o.load != nullptr && o.load->has_python()) *l.mutable_python() = o.load->python();
   return l;

@@ -357,6 +357,10 @@ class Context {
   // One object per distinct file (the device and inode the trace recorded, else
   // SameFile), the first loaded first.
   std::vector<const Obj*> DistinctFiles(std::vector<const Obj*> objs);
+  // The package that installed the file at path (escaped text), as the trace recorded
+  // it where it was taken (events.proto's OwnerFacts); nullptr: not recorded, unknown.
+  // Never looked up on this machine.
+  const v1::Owner* OwnerOf(const std::string& path);
 
  private:
   class ProcessReader;
@@ -394,6 +398,8 @@ class Context {
   const Identity& IdentityOf(const std::string& path);    // looked at once per path
   std::map<std::string, std::string> versions_;
   std::map<uint32_t, std::shared_ptr<const ObjectTable::Inherited>> inherited_;
+  std::unordered_map<std::string, const v1::Owner*> owners_;  // by path, made at the first OwnerOf
+  bool owners_indexed_ = false;
 };
 
 // The family of a library: its SONAME (or file name) up to ".so", without a wheel's
@@ -403,14 +409,15 @@ using text::BaseName;  // text/strings.h
 // /a/b/../c -> /a/c (lexically: symlinks are left alone, as the loader leaves them).
 std::string NormalPath(const std::string& path);
 
-// A finding shell with the process filled in.
-v1::Finding NewFinding(const ProcessIndex& pi, v1::FindingKind kind, v1::Severity sev);
-// One labelled line of evidence; one concrete fix (action: a stable keyword).
-void AddDetail(v1::Finding* f, const std::string& label, const std::string& text);
-void AddFix(v1::Finding* f, const std::string& action, const std::string& text);
+// When l was loaded, for a finding's text: lead + "at +T ms" (T since the process image
+// started); "" in a snapshot of a running process, which sees what is loaded, not when it
+// was (its objects carry no time).
+std::string LoadedAt(const ProcessIndex& pi, const v1::Library& l, const char* lead);
+
+class FindingBuilder;  // finding_builder.h
 // In traced Python, when one file holds the two lines that loaded `early` and then
 // `late` (two imports, or two ctypes loads): the fix of swapping them.
-void AddSwapFix(const ProcessIndex& pi, const Obj& late, const Obj& early, v1::Finding* f);
+void AddSwapFix(const ProcessIndex& pi, const Obj& late, const Obj& early, FindingBuilder* f);
 
 }  // namespace ldscope::analysis
 

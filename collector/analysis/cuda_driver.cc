@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "analysis/analysis.h"
+#include "analysis/env_change.h"
 #include "analysis/families.h"
 #include "text/escape.h"
 #include "render/words.h"
@@ -125,79 +126,85 @@ class Pass {
     return !r.empty() && r != p ? fmt::format("{} -> {} ({})", p, r, how) : fmt::format("{} ({})", p, how);
   }
 
-  v1::Finding Start(v1::Severity sev, const std::vector<const Obj*>& objs) {
-    auto f = NewFinding(pi_, v1::CUDA_DRIVER, sev);
+  FindingBuilder Start(v1::Severity sev, const std::vector<const Obj*>& objs) {
+    FindingBuilder f(pi_, v1::CUDA_DRIVER, sev);
     for (const Obj* o : objs) {
-      *f.add_objects() = ctx_.Describe(pi_, *o);
-      f.add_evidence(o->open_seq);
+      *f.proto().add_objects() = ctx_.Describe(pi_, *o);
+      f.proto().add_evidence(o->open_seq);
     }
     return f;
   }
 
-  void Emit(v1::Finding f) {
-    layout::Compose(&f);
-    *out_->add_findings() = std::move(f);
-  }
-
   // How to stop finding `o` the way it was found; keep: the copy to load instead.
-  void AvoidFix(v1::Finding* f, const Obj& o, const std::string& instead, const Obj* keep = nullptr) {
+  void AvoidFix(FindingBuilder* f, const Obj& o, const std::string& instead, const Obj* keep = nullptr) {
     const std::string dir = DirName(NormalPath(o.path));
     const std::string step = Step(o);
     if (o.load != nullptr && o.load->reason() == v1::LOAD_PRELOAD) {
-      layout::Fix(f, "set-variable", fmt::format("remove {} from LD_PRELOAD{}", NormalPath(o.path), instead));
+      // LD_PRELOAD without the entry that loaded it (as the variable names it).
+      std::string text = fmt::format("remove {} from LD_PRELOAD{}", NormalPath(o.path), instead);
+      bool dropped = false;
+      std::string kept = LdPreloadWithout(pi_, o.load->requested_name(), &dropped);
+      if (!dropped) kept = LdPreloadWithout(pi_, NormalPath(o.path), &dropped);
+      if (dropped)
+        f->Fix(v1::FIX_DROP_FROM_LD_PRELOAD, std::move(text), "LD_PRELOAD", kept);
+      else
+        f->Fix(v1::FIX_DROP_FROM_LD_PRELOAD, std::move(text));
     } else if (step == "LD_LIBRARY_PATH") {
-      layout::Fix(f, "drop-from-ld-library-path", fmt::format("remove {} from LD_LIBRARY_PATH{}", dir, instead));
+      DropFromLdLibraryPathFix(pi_, dir, fmt::format("remove {} from LD_LIBRARY_PATH{}", dir, instead), f);
     } else if (step == "RPATH" || step == "RUNPATH") {
       auto req = pi_.objects.find(o.requester);
-      layout::Fix(f, "relink", fmt::format("relink {} without {} in its {}{}",
-                                           req == pi_.objects.end() ? std::string("the requester")
-                                                                    : NormalPath(req->second.path),
-                                           dir, step, instead));
+      f->Fix(v1::FIX_RELINK,
+             fmt::format("relink {} without {} in its {}{}",
+                         req == pi_.objects.end() ? std::string("the requester") : NormalPath(req->second.path), dir,
+                         step, instead));
     } else if (step == "ld.so.cache" || step == "default dirs") {
-      layout::Fix(f, "edit-ld-so-conf", fmt::format("remove {} from /etc/ld.so.conf.d/ and run ldconfig{}", dir,
-                                                    instead));
+      f->Fix(v1::FIX_EDIT_LD_SO_CONF,
+             fmt::format("remove {} from /etc/ld.so.conf.d/ and run ldconfig{}", dir, instead));
     } else if (keep != nullptr) {
-      layout::Fix(f, "load-by-path", fmt::format("make the code that loads {} ({}) load {} instead",
-                                                 NormalPath(o.path), ctx_.HowLoaded(pi_, o), NormalPath(keep->path)));
+      f->Fix(v1::FIX_LOAD_BY_PATH, fmt::format("make the code that loads {} ({}) load {} instead", NormalPath(o.path),
+                                               ctx_.HowLoaded(pi_, o), NormalPath(keep->path)));
     } else {
-      layout::Fix(f, "load-by-name", fmt::format("load libcuda.so.1 by name, not by the path {}{}",
-                                                 NormalPath(o.path), instead));
+      f->Fix(v1::FIX_LOAD_BY_NAME,
+             fmt::format("load libcuda.so.1 by name, not by the path {}{}", NormalPath(o.path), instead));
     }
   }
 
   void Stub(const Obj& o) {
     auto f = Start(v1::ERROR, {&o});
-    f.set_headline(fmt::format("{} is a CUDA toolkit stub: every CUDA driver call fails", BaseName(o.path)));
-    layout::Detail(&f, "loaded", Where(o));
-    layout::Detail(&f, "why", "a toolkit's stubs directory holds a placeholder to link against on machines "
-                              "without a driver; at run time its functions return CUDA_ERROR_STUB_LIBRARY (34)");
-    layout::Detail(&f, "kernel driver", KernelText());
+    f.Headline(fmt::format("{} is a CUDA toolkit stub: every CUDA driver call fails", BaseName(o.path)));
+    f.Detail("loaded", Where(o));
+    f.Detail("why",
+             "a toolkit's stubs directory holds a placeholder to link against on machines "
+             "without a driver; at run time its functions return CUDA_ERROR_STUB_LIBRARY (34)");
+    f.Detail("kernel driver", KernelText());
     AvoidFix(&f, o, ": the stubs are for linking (-L), never for running");
     if (source_ == "none")
-      layout::Fix(&f, "install", "install the NVIDIA driver: its libcuda.so.1 comes with the kernel module, "
-                                 "and no kernel driver was loaded when this trace was taken");
+      f.Fix(v1::FIX_INSTALL,
+            "install the NVIDIA driver: its libcuda.so.1 comes with the kernel module, "
+            "and no kernel driver was loaded when this trace was taken");
     else
-      layout::Fix(&f, "install", "let the driver's own libcuda.so.1 be found (installed with the kernel "
-                                 "module, listed by ldconfig -p)");
-    Emit(std::move(f));
+      f.Fix(v1::FIX_INSTALL,
+            "let the driver's own libcuda.so.1 be found (installed with the kernel "
+            "module, listed by ldconfig -p)");
+    std::move(f).AddTo(out_);
   }
 
   void TwoCopies(const std::vector<const Obj*>& copies) {
     auto f = Start(v1::WARNING, copies);
-    f.set_headline(fmt::format("{} copies of the CUDA driver library (libcuda) are loaded together",
-                               copies.size() == 2 ? "two" : std::to_string(copies.size())));
+    f.Headline(fmt::format("{} copies of the CUDA driver library (libcuda) are loaded together",
+                           copies.size() == 2 ? "two" : std::to_string(copies.size())));
     // The copy to keep: the one of the kernel driver's version, else the first.
     const Obj* keep = copies.front();
     for (const Obj* o : copies)
       if (!kernel_.empty() && FileVersion(o->path) == kernel_) keep = o;
-    for (const Obj* o : copies)
-      layout::Detail(&f, "copy", fmt::format("{}, version {}", Where(*o), FileVersion(o->path)));
-    layout::Detail(&f, "kernel driver", KernelText());
-    layout::Detail(&f, "why", "each copy keeps its own driver state: contexts, memory and streams made through "
-                              "one are unknown to the other");
+    for (const Obj* o : copies) f.Detail("copy", fmt::format("{}, version {}", Where(*o), FileVersion(o->path)));
+    f.Detail("kernel driver", KernelText());
+    f.Detail("why",
+             "each copy keeps its own driver state: contexts, memory and streams made through "
+             "one are unknown to the other");
     for (const Obj* o : copies)
       if (o != keep) AvoidFix(&f, *o, fmt::format(", so that {} serves every user", NormalPath(keep->path)), keep);
-    Emit(std::move(f));
+    std::move(f).AddTo(out_);
   }
 
   void Compat(const Obj& o) {
@@ -208,34 +215,39 @@ class Pass {
       const int cmp = CompareVersions(compat, kernel_);
       if (cmp == 0) return;  // the compat copy matches the kernel driver: what cuda-compat is for
       auto f = Start(v1::WARNING, {&o});
-      f.set_headline(fmt::format("cuda-compat libcuda {} (via {}) with kernel driver {}", compat, found, kernel_));
-      layout::Detail(&f, "loaded", Where(o));
-      layout::Detail(&f, "kernel driver", KernelText());
+      f.Headline(fmt::format("cuda-compat libcuda {} (via {}) with kernel driver {}", compat, found, kernel_));
+      f.Detail("loaded", Where(o));
+      f.Detail("kernel driver", KernelText());
       if (cmp < 0)
-        layout::Detail(&f, "why", "a compat libcuda older than the kernel driver is unsupported: cuInit fails "
-                                  "with CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (803)");
+        f.Detail("why",
+                 "a compat libcuda older than the kernel driver is unsupported: cuInit fails "
+                 "with CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (803)");
       else
-        layout::Detail(&f, "why", "forward compatibility works only on data-center GPUs and kernel driver "
-                                  "branches this compat release supports; elsewhere cuInit fails (803, or 804 "
-                                  "on unsupported GPUs)");
+        f.Detail("why",
+                 "forward compatibility works only on data-center GPUs and kernel driver "
+                 "branches this compat release supports; elsewhere cuInit fails (803, or 804 "
+                 "on unsupported GPUs)");
       AvoidFix(&f, o, fmt::format(", so that the kernel driver's own libcuda.so.1 ({}) is used", kernel_));
       if (cmp > 0)
-        layout::Fix(&f, "pin-version", fmt::format("or keep it only where forward compatibility is supported "
-                                                   "(a data-center GPU on a driver branch cuda-compat {} lists)",
-                                                   compat));
-      Emit(std::move(f));
+        f.Fix(v1::FIX_PIN_VERSION, fmt::format("or keep it only where forward compatibility is supported "
+                                               "(a data-center GPU on a driver branch cuda-compat {} lists)",
+                                               compat));
+      std::move(f).AddTo(out_);
       return;
     }
     auto f = Start(v1::INFO, {&o});
-    f.set_headline(fmt::format("libcuda is a cuda-compat copy ({}, via {}); its match with the kernel driver is "
-                               "unknown", compat == "unknown" ? "version unknown" : compat, found));
-    layout::Detail(&f, "loaded", Where(o));
-    layout::Detail(&f, "compat version", compat == "unknown" ? "unknown (its file name does not say)" : compat);
-    layout::Detail(&f, "kernel driver", KernelText());
-    layout::Fix(&f, "check-version", fmt::format("compare with the kernel driver (cat /proc/driver/nvidia/version): "
-                                                 "a compat libcuda must not be older; if it is, remove {} from "
-                                                 "the search path", DirName(NormalPath(o.path))));
-    Emit(std::move(f));
+    f.Headline(
+        fmt::format("libcuda is a cuda-compat copy ({}, via {}); its match with the kernel driver is "
+                    "unknown",
+                    compat == "unknown" ? "version unknown" : compat, found));
+    f.Detail("loaded", Where(o));
+    f.Detail("compat version", compat == "unknown" ? "unknown (its file name does not say)" : compat);
+    f.Detail("kernel driver", KernelText());
+    f.Fix(v1::FIX_CHECK_VERSION, fmt::format("compare with the kernel driver (cat /proc/driver/nvidia/version): "
+                                             "a compat libcuda must not be older; if it is, remove {} from "
+                                             "the search path",
+                                             DirName(NormalPath(o.path))));
+    std::move(f).AddTo(out_);
   }
 
   Context& ctx_;

@@ -1,4 +1,5 @@
-// The analysis driver: the list of passes, one commented call each.
+// The analysis driver: the passes of the registry (registry.h) over one context, then
+// the findings one explains that another tells again dropped, and the notes.
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -9,7 +10,10 @@
 #include <fmt/format.h>
 
 #include "analysis/analysis.h"
+#include "analysis/finding_builder.h"
+#include "analysis/registry.h"
 #include "text/strings.h"
+#include "text/timer.h"
 
 namespace ldscope::analysis {
 namespace {
@@ -158,6 +162,44 @@ void DropMissingExplainedByFailedDlopen(v1::Report* r) {
             fs->end());
 }
 
+// The same information in several processes (each of a shell script's commands probing
+// for the same plugin) is one finding that lists the processes: the first one's, with
+// the others' pids. Warnings and errors stay one per process: each is its own failure.
+void FoldInfoAcrossProcesses(v1::Report* r) {
+  const auto key = [](const v1::Finding& f) {
+    std::string k = fmt::format("{}\n{}\n{}", static_cast<int>(f.kind()), f.exe(), f.headline());
+    for (const auto& d : f.details()) k += fmt::format("\n{}: {}", d.label(), d.text());
+    for (const auto& x : f.fixes()) k += fmt::format("\nfix {}: {}", static_cast<int>(x.action()), x.text());
+    return k;
+  };
+  auto* fs = r->mutable_findings();
+  std::map<std::string, int> first;  // key -> index of the kept finding
+  std::map<int, std::vector<uint32_t>> others;
+  for (int i = 0; i < fs->size();) {
+    const v1::Finding& f = fs->Get(i);
+    if (f.severity() != v1::INFO || !f.host().empty()) {
+      ++i;
+      continue;
+    }
+    auto [it, fresh] = first.try_emplace(key(f), i);
+    if (fresh || fs->Get(it->second).stream() == f.stream()) {
+      ++i;
+      continue;
+    }
+    others[it->second].push_back(f.pid());
+    fs->DeleteSubrange(i, 1);
+  }
+  for (const auto& [i, pids] : others) {
+    FindingBuilder f(std::move(*fs->Mutable(i)));
+    std::vector<std::string> each;
+    // A few by pid (a parent's hundreds of fork children are counted, not listed).
+    for (size_t k = 0; k < pids.size() && k < 8; ++k) each.push_back(fmt::format("process {}", pids[k]));
+    if (pids.size() > 8) each.push_back("...");
+    f.Detail("also in", fmt::format("{} ({} more of {})", fmt::join(each, ", "), pids.size(), f.proto().exe()));
+    *fs->Mutable(i) = std::move(f).Finish();
+  }
+}
+
 }  // namespace
 
 std::string UnreadableFilesNote(const Files& files) { return UnreadableFilesNote(files.errors()); }
@@ -202,6 +244,7 @@ v1::Report Analyze(Context& ctx) {
   // The files the passes look into, read side by side first (each once, however many
   // objects it has: a churn's million objects are a few files).
   {
+    text::PhaseTimer timer("files");
     std::unordered_set<const std::string*> seen;
     std::vector<std::string> paths;
     for (const auto& pi : ctx.processes())
@@ -210,39 +253,17 @@ v1::Report Analyze(Context& ctx) {
           paths.push_back(o.path);
     ctx.files().ReadAhead(paths);
   }
-  // Symbols no object in scope defines: why a dlopen or import failed.
-  FindMissingSymbols(ctx, &r);
-  // NEEDED libraries found nowhere: a program that could not start, a failed dlopen.
-  FindMissingLibraries(ctx, &r);
-  // Import-order effects: NEEDED names satisfied by an earlier object, search order.
-  FindShadowing(ctx, &r);
-  // Several copies of one library in one process.
-  FindDuplicates(ctx, &r);
-  // A NEEDED that fell through to another installation (a failure, a split family).
-  FindFallThrough(ctx, &r);
-  // One runtime (OpenMP, BLAS, libstdc++, CUDA) from several files, across SONAMEs.
-  FindRuntimeFamilies(ctx, &r);
-  // Symbols bound to the executable, a preload or an RTLD_GLOBAL dlopen over the own copy.
-  FindInterposition(ctx, &r);
-  // Failed dlopens explained: a plugin rejected, absent, not found because a RUNPATH is
-  // not inherited, or failed on a symbol that a loaded object outside its scope defines.
-  FindFailedDlopens(ctx, &r);
-  // Searches that reached files they could not use (a GNU ld script, a noexec mount,
-  // another ELF class), ignored preloads, empty path elements (the current directory).
-  FindSearchFiles(ctx, &r);
-  // Objects built for a newer glibc than the machine's (a GLIBC_2.x version node it lacks).
-  FindNewerGlibc(ctx, &r);
-  // Initial-exec TLS of late objects against glibc's static TLS surplus, traced and not.
-  FindStaticTls(ctx, &r);
-  // A dlopen glibc 2.41+ refused: the object asks for an executable stack.
-  FindExecStack(ctx, &r);
-  // The CUDA driver library: a stub, two copies, a compat copy against the kernel driver.
-  FindCudaDriver(ctx, &r);
-  // Processes of one program (ranks, workers) that disagree about a library's file.
-  FindSiblingMismatch(ctx, &r);
+  // The passes (registry.cc), in the table's order.
+  for (const RegisteredPass& p : Passes()) {
+    if (p.run == nullptr) continue;
+    text::PhaseTimer timer(PassPhase(p));
+    p.run(ctx, &r);
+  }
+  text::PhaseTimer timer("notes");
   DropShadowingExplainedByMissingSymbols(&r);
   DropMissingExplainedByFallThrough(&r);
   DropMissingExplainedByFailedDlopen(&r);
+  FoldInfoAcrossProcesses(&r);
   NoteSnapshots(ctx, &r);
   NoteChangedFiles(ctx, &r);
   std::stable_sort(r.mutable_findings()->begin(), r.mutable_findings()->end(),

@@ -10,6 +10,7 @@
 
 #include "analysis/analysis.h"
 #include "analysis/families.h"
+#include "analysis/owners.h"
 #include "render/python_text.h"
 
 namespace ldscope::analysis {
@@ -24,7 +25,7 @@ bool Counts(const Obj& o) {
 std::string Key(const Obj& o) { return o.soname; }
 
 // One copy for every user: load the first one where the second is loaded now.
-void DuplicateFixes(const ProcessIndex& pi, const Obj& first, const Obj& second, v1::Finding* f) {
+void DuplicateFixes(Context& ctx, const ProcessIndex& pi, const Obj& first, const Obj& second, FindingBuilder* f) {
   const std::string one = NormalPath(first.path), other = NormalPath(second.path);
   const bool dlopen = second.load != nullptr && second.load->reason() == v1::LOAD_DLOPEN;
   if (dlopen) {
@@ -33,21 +34,31 @@ void DuplicateFixes(const ProcessIndex& pi, const Obj& first, const Obj& second,
         py.dlopen_call().empty()
             ? "the dlopen of " + second.load->requested_name()
             : fmt::format("{} at {}", py.dlopen_call(), render::PyFrameText(py.call_site(), pi.p->cwd()));
-    AddFix(f, "load-by-path", fmt::format("make {} load {} (the copy already loaded) instead of {}",
-                                          where, one, other));
+    f->Fix(v1::FIX_LOAD_BY_PATH,
+           fmt::format("make {} load {} (the copy already loaded) instead of {}", where, one, other));
   } else if (first.load != nullptr && first.load->reason() == v1::LOAD_PRELOAD) {
     // The preload is in effect already: the other copy came by its path (a dlopen of a
     // path, a NEEDED entry with a '/'), which glibc matches by file, never by SONAME.
-    AddFix(f, "load-by-path",
+    f->Fix(v1::FIX_LOAD_BY_PATH,
            fmt::format("make what loads {} by its path load {} instead: {} is preloaded already, and a "
                        "load by path does not reuse a copy by its SONAME",
                        other, one, one));
   } else {
-    AddFix(f, "preload-by-path",
-           fmt::format("LD_PRELOAD={} makes every NEEDED {} reuse that copy", one, first.soname));
+    f->Fix(v1::FIX_PRELOAD_BY_PATH,
+           fmt::format("LD_PRELOAD={} makes every NEEDED {} reuse that copy", one, first.soname), "LD_PRELOAD", one);
   }
-  AddFix(f, "pin-version", fmt::format("or install one version of {} for both users (they load {} and {})",
-                                       first.soname, one, other));
+  // Each copy's package, and the command that installs its version (the pin the other
+  // user can follow), or that no package owns it.
+  auto whose = [&](const std::string& path) {
+    const v1::Owner* o = ctx.OwnerOf(path);
+    const std::string pin = PinCommand(o);
+    if (!pin.empty()) return fmt::format("{} comes from the {} (`{}`)", path, OwnerText(o), pin);
+    if (o != nullptr && o->manager() == v1::OwnerFacts::MANAGER_NONE)
+      return fmt::format("{} is not owned by any package (remove it or replace it by hand)", path);
+    return fmt::format("{}'s package is {}", path, OwnerText(o));
+  };
+  f->Fix(v1::FIX_PIN_VERSION,
+         fmt::format("or install one version of {} for both users: {}; {}", first.soname, whose(one), whose(other)));
 }
 
 using NsKey = std::pair<int64_t, std::string>;  // (namespace, SONAME or family)
@@ -130,30 +141,22 @@ void FindCopies(Context& ctx, const ProcessIndex& pi, const NsKey& key, const Ob
                 v1::Report* out) {
   const Objs together = AliveTogether(ctx.DistinctFiles(objs));  // only copies alive together conflict
   if (together.size() < 2) return;
-  auto f = NewFinding(pi, v1::DUPLICATE_LIBRARY, v1::WARNING);
-  std::string list;
+  FindingBuilder f(pi, v1::DUPLICATE_LIBRARY, v1::WARNING);
   for (const Obj* o : together) {
-    const v1::Library l = ctx.Describe(pi, *o);
-    *f.add_objects() = l;
-    f.add_evidence(o->open_seq);
-    list += fmt::format("{}{}, loaded at +{:.1f} ms {}", list.empty() ? "" : "; and ",
-                        Label(l), l.at_ms(), l.loaded_by());
+    *f.proto().add_objects() = ctx.Describe(pi, *o);
+    f.proto().add_evidence(o->open_seq);
   }
-  f.set_message(fmt::format(
-      "{} copies of {} are loaded in process {} (namespace {}): {}. They share a SONAME, so "
-      "each symbol they both define binds to whichever copy a lookup scope reaches first, "
-      "and state (communicators, handles) can end up split between them.",
-      together.size() == 2 ? "Two" : std::to_string(together.size()), key.second, pi.p->pid(),
-      key.first, list));
-  f.set_headline(fmt::format("{} copies of {} are loaded together (namespace {})",
-                             together.size() == 2 ? "two" : std::to_string(together.size()),
-                             key.second, key.first));
-  for (const auto& l : f.objects())
-    AddDetail(&f, "copy", fmt::format("{}, loaded {}, at +{:.1f} ms", Label(l), l.loaded_by(), l.at_ms()));
-  AddDetail(&f, "why", "they share a SONAME: each symbol both define binds to whichever copy a "
-                       "lookup scope reaches first, and state (communicators, handles) can split");
-  DuplicateFixes(pi, *together[0], *together[1], &f);
-  *out->add_findings() = std::move(f);
+  f.Headline(fmt::format("{} copies of {} are loaded together (namespace {})",
+                         together.size() == 2 ? "two" : std::to_string(together.size()), key.second, key.first));
+  for (const auto& l : f.proto().objects())
+    f.Detail("copy", fmt::format("{}, loaded {}{}", Label(l), l.loaded_by(), LoadedAt(pi, l, ", ")));
+  for (const Obj* o : together)
+    f.Detail("owner", fmt::format("{}: {}", NormalPath(o->path), OwnerText(ctx.OwnerOf(o->path))));
+  f.Detail("why",
+           "they share a SONAME: each symbol both define binds to whichever copy a "
+           "lookup scope reaches first, and state (communicators, handles) can split");
+  DuplicateFixes(ctx, pi, *together[0], *together[1], &f);
+  std::move(f).AddTo(out);
 }
 
 // Information: libraries in several namespaces (deliberate with dlmopen), one
@@ -170,26 +173,23 @@ void FindNamespaceSets(Context& ctx, const ProcessIndex& pi,
     if (namespaces.size() >= 2) by_ns_set[namespaces].push_back({soname, objs});
   }
   for (const auto& [namespaces, libs] : by_ns_set) {
-    auto f = NewFinding(pi, v1::DUPLICATE_INFO, v1::INFO);
+    FindingBuilder f(pi, v1::DUPLICATE_INFO, v1::INFO);
     std::vector<std::string> sonames;
     for (const auto& [soname, objs] : libs) {
       sonames.push_back(soname);
       for (const Obj* o : objs) {
-        *f.add_objects() = ctx.Describe(pi, *o);
-        f.add_evidence(o->open_seq);
+        *f.proto().add_objects() = ctx.Describe(pi, *o);
+        f.proto().add_evidence(o->open_seq);
       }
     }
     const std::string names = fmt::format("{}", fmt::join(sonames, ", "));
     const std::string ns_list = fmt::format("{}", fmt::join(namespaces, ", "));
-    f.set_message(fmt::format("{} {} loaded in each of the link-map namespaces {} of process {}; "
-                              "namespaces do not share symbols, so this is deliberate isolation "
-                              "(dlmopen), not a conflict.",
-                              names, libs.size() == 1 ? "is" : "are", ns_list, pi.p->pid()));
-    f.set_headline(fmt::format("{} loaded in each of namespaces {} (dlmopen isolation)", names, ns_list));
-    AddDetail(&f, "namespaces", ns_list);
-    AddDetail(&f, "why", "namespaces do not share symbols: deliberate isolation (dlmopen), not a "
-                         "conflict; nothing to do");
-    *out->add_findings() = std::move(f);
+    f.Headline(fmt::format("{} loaded in each of namespaces {} (dlmopen isolation)", names, ns_list));
+    f.Detail("namespaces", ns_list);
+    f.Detail("why",
+             "namespaces do not share symbols: deliberate isolation (dlmopen), not a "
+             "conflict; nothing to do");
+    std::move(f).AddTo(out);
   }
 }
 
@@ -202,25 +202,18 @@ void FindFamilySonames(Context& ctx, const ProcessIndex& pi, const NsKey& key, c
   if (sonames.size() < 2) return;
   // Runtimes (OpenMP, BLAS, libstdc++, CUDA) are the runtime-family pass's.
   if (Classify(key.second, nullptr).runtime != Runtime::kNone) return;
-  auto f = NewFinding(pi, v1::DUPLICATE_INFO, v1::INFO);
-  std::string list;
+  FindingBuilder f(pi, v1::DUPLICATE_INFO, v1::INFO);
   for (const Obj* o : ctx.DistinctFiles(objs)) {
-    const v1::Library l = ctx.Describe(pi, *o);
-    *f.add_objects() = l;
-    f.add_evidence(o->open_seq);
-    list += fmt::format("{}{} (soname {})", list.empty() ? "" : ", ", Label(l), Key(*o));
+    *f.proto().add_objects() = ctx.Describe(pi, *o);
+    f.proto().add_evidence(o->open_seq);
   }
-  f.set_message(fmt::format("Several libraries of the {} family are loaded in process {} "
-                            "(namespace {}) under different sonames: {}. Different sonames do "
-                            "not replace each other; check that they are meant to coexist.",
-                            key.second, pi.p->pid(), key.first, list));
-  f.set_headline(fmt::format("{} is loaded under {} sonames (namespace {})", key.second,
-                             sonames.size(), key.first));
-  for (const auto& l : f.objects())
-    AddDetail(&f, "copy", fmt::format("{} (soname {}), loaded {}", Label(l), l.soname(), l.loaded_by()));
-  AddDetail(&f, "why", "different sonames do not replace each other: both stay loaded, and "
-                       "symbols they share bind to whichever a lookup scope reaches first");
-  *out->add_findings() = std::move(f);
+  f.Headline(fmt::format("{} is loaded under {} sonames (namespace {})", key.second, sonames.size(), key.first));
+  for (const auto& l : f.proto().objects())
+    f.Detail("copy", fmt::format("{} (soname {}), loaded {}", Label(l), l.soname(), l.loaded_by()));
+  f.Detail("why",
+           "different sonames do not replace each other: both stay loaded, and "
+           "symbols they share bind to whichever a lookup scope reaches first");
+  std::move(f).AddTo(out);
 }
 
 }  // namespace

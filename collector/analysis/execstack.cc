@@ -85,35 +85,32 @@ class Pass {
                                                        s.requested_name()) != r.load->needed().end();
     if (needed && before_dlopen) return;  // start-up: glibc makes the stack executable
     const std::string path = NormalPath(file), base = BaseName(path);
-    auto f = NewFinding(pi, v1::EXECSTACK_REFUSED, v1::ERROR);
-    *f.add_objects() = ctx_.Describe(pi, r);
-    f.add_evidence(entry.seq());
-    f.set_headline(
+    FindingBuilder f(pi, v1::EXECSTACK_REFUSED, v1::ERROR);
+    *f.proto().add_objects() = ctx_.Describe(pi, r);
+    f.proto().add_evidence(entry.seq());
+    f.Headline(
         fmt::format("{} failed to load: it asks for an executable stack, which glibc {} refuses to "
                     "enable after start-up",
                     base, pi.p->glibc_version()));
     const std::string py = render::PyCauseText(s.python(), pi.p->cwd());
-    layout::Detail(&f, "requested by",
-                   fmt::format("{} {} {} {} (loaded {}){}", needed ? "NEEDED" : "dlopen of", s.requested_name(),
-                               needed ? "of" : "from", NormalPath(r.path), ctx_.HowLoaded(pi, r),
-                               py.empty() ? "" : ", for " + py));
-    layout::Detail(&f, "object", fmt::format("{}: {}", path, StackWords(*e)));
-    layout::Detail(&f, "glibc",
-                   fmt::format("{}: since 2.41 a dlopen no longer makes the stack executable for an "
-                               "object that asks for it, and fails instead; the program's stack was "
-                               "not executable at start-up",
-                               pi.p->glibc_version()));
-    layout::Detail(&f, "loader says", "cannot enable executable stack as shared object requires: Invalid argument");
-    layout::Fix(&f, "rebuild-noexecstack",
-                fmt::format("rebuild {} with -Wl,-z,noexecstack (and assembly files with .note.GNU-stack): it almost "
-                            "never needs an executable stack",
-                            base));
-    layout::Fix(&f, "clear-execstack",
-                fmt::format("or, as a stop-gap, clear the flag in the file (patchelf 0.18 or later): "
-                            "patchelf --clear-execstack {}",
-                            path));
-    layout::Compose(&f);
-    *out_->add_findings() = std::move(f);
+    f.Detail("requested by", fmt::format("{} {} {} {} (loaded {}){}", needed ? "NEEDED" : "dlopen of",
+                                         s.requested_name(), needed ? "of" : "from", NormalPath(r.path),
+                                         ctx_.HowLoaded(pi, r), py.empty() ? "" : ", for " + py));
+    f.Detail("object", fmt::format("{}: {}", path, StackWords(*e)));
+    f.Detail("glibc", fmt::format("{}: since 2.41 a dlopen no longer makes the stack executable for an "
+                                  "object that asks for it, and fails instead; the program's stack was "
+                                  "not executable at start-up",
+                                  pi.p->glibc_version()));
+    f.Detail("loader says", "cannot enable executable stack as shared object requires: Invalid argument");
+    f.Fix(v1::FIX_REBUILD_NOEXECSTACK,
+          fmt::format("rebuild {} with -Wl,-z,noexecstack (and assembly files with .note.GNU-stack): it almost "
+                      "never needs an executable stack",
+                      base));
+    f.Fix(v1::FIX_CLEAR_EXECSTACK,
+          fmt::format("or, as a stop-gap, clear the flag in the file (patchelf 0.18 or later): "
+                      "patchelf --clear-execstack {}",
+                      path));
+    std::move(f).AddTo(out_);
   }
 
   Context& ctx_;

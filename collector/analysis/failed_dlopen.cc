@@ -198,14 +198,14 @@ class Pass {
       if (l.symbol.empty()) shown.push_back(l);
     if (shown.empty()) shown = lacks;
     const Lack& l0 = shown.front();
-    auto f = NewFinding(pi, v1::DLOPEN_REJECTED, v1::WARNING);
-    *f.add_objects() = ctx_.Describe(pi, root);
-    if (l0.object != &root) *f.add_objects() = ctx_.Describe(pi, *l0.object);
-    *f.add_objects() = ctx_.Describe(pi, *l0.bound);
-    f.add_evidence(root.open_seq);
-    f.add_evidence(e.seq());
+    FindingBuilder f(pi, v1::DLOPEN_REJECTED, v1::WARNING);
+    *f.proto().add_objects() = ctx_.Describe(pi, root);
+    if (l0.object != &root) *f.proto().add_objects() = ctx_.Describe(pi, *l0.object);
+    *f.proto().add_objects() = ctx_.Describe(pi, *l0.bound);
+    f.proto().add_evidence(root.open_seq);
+    f.proto().add_evidence(e.seq());
     for (const Lack& l : lacks) {
-      auto* m = f.add_missing();
+      auto* m = f.proto().add_missing();
       m->set_name(l.symbol);
       m->set_version(l.version);
       m->set_needed_by(l.object->path);
@@ -214,36 +214,32 @@ class Pass {
     std::vector<std::string> what;
     for (const Lack& l : shown)
       if (l.needed_name == l0.needed_name && what.size() < 4) what.push_back(LackText(l));
-    f.set_headline(fmt::format("plugin {} rejected: its {} lacks {}", BaseName(root.path), l0.needed_name,
-                               Join(what)));
-    layout::Detail(&f, "chain", Chain(pi, e, root, l0));
-    layout::Detail(&f, "plugin", fmt::format("{}, loaded {}", PathFound(root), ctx_.HowLoaded(pi, root)));
+    f.Headline(fmt::format("plugin {} rejected: its {} lacks {}", BaseName(root.path), l0.needed_name, Join(what)));
+    f.Detail("chain", Chain(pi, e, root, l0));
+    f.Detail("plugin", fmt::format("{}, loaded {}", PathFound(root), ctx_.HowLoaded(pi, root)));
     if (l0.object != &root)
-      layout::Detail(&f, "requires", fmt::format("{} (needs {} from {})", NormalPath(l0.object->path),
-                                                 Join(what), l0.needed_name));
-    layout::Detail(&f, "bound to", fmt::format("{}, loaded {}", NormalPath(l0.bound->path), ctx_.HowLoaded(pi, *l0.bound)));
+      f.Detail("requires",
+               fmt::format("{} (needs {} from {})", NormalPath(l0.object->path), Join(what), l0.needed_name));
+    f.Detail("bound to", fmt::format("{}, loaded {}", NormalPath(l0.bound->path), ctx_.HowLoaded(pi, *l0.bound)));
     if (const elf::ElfInfo* b = ctx_.files().Get(l0.bound->path)) {
       std::vector<std::string> offers;
       for (const auto& v : b->verdefs)
         if (v != b->soname && v != BaseName(l0.bound->path)) offers.push_back(v);
-      layout::Detail(&f, "offers", offers.empty() ? std::string("no symbol versions")
-                                                  : fmt::format("versions {}", Join(offers)));
+      f.Detail("offers", offers.empty() ? std::string("no symbol versions") : fmt::format("versions {}", Join(offers)));
     }
-    layout::Detail(&f, "elsewhere", fmt::format("no other file on {}'s search path offers {}",
-                                                BaseName(l0.object->path), LackText(l0)));
-    layout::Detail(&f, "effect", fmt::format("the dlopen failed and its {} object{} {} unloaded again: "
-                                             "the plugin is not in use",
-                                             batch.size(), batch.size() == 1 ? "" : "s",
-                                             batch.size() == 1 ? "was" : "were"));
-    layout::Fix(&f, "install", fmt::format("upgrade {} ({}) to a release that offers {}", l0.needed_name,
-                                           NormalPath(l0.bound->path), LackText(l0)));
-    layout::Fix(&f, "install", fmt::format("or install a build of {} made against the {} that is installed",
-                                           BaseName(l0.object->path), l0.needed_name));
-    layout::Fix(&f, "remove", fmt::format("or, if the program is meant to run without the plugin, remove {} "
-                                          "so that nothing tries to load it",
-                                          NormalPath(root.path)));
-    layout::Compose(&f);
-    *out_->add_findings() = std::move(f);
+    f.Detail("elsewhere",
+             fmt::format("no other file on {}'s search path offers {}", BaseName(l0.object->path), LackText(l0)));
+    f.Detail("effect", fmt::format("the dlopen failed and its {} object{} {} unloaded again: "
+                                   "the plugin is not in use",
+                                   batch.size(), batch.size() == 1 ? "" : "s", batch.size() == 1 ? "was" : "were"));
+    f.Fix(v1::FIX_INSTALL, fmt::format("upgrade {} ({}) to a release that offers {}", l0.needed_name,
+                                       NormalPath(l0.bound->path), LackText(l0)));
+    f.Fix(v1::FIX_INSTALL, fmt::format("or install a build of {} made against the {} that is installed",
+                                       BaseName(l0.object->path), l0.needed_name));
+    f.Fix(v1::FIX_REMOVE, fmt::format("or, if the program is meant to run without the plugin, remove {} "
+                                      "so that nothing tries to load it",
+                                      NormalPath(root.path)));
+    std::move(f).AddTo(out_);
   }
 
   // glibc's lookup scope for a failing object of the dlopen whose root is root
@@ -334,13 +330,13 @@ class Pass {
     for (const auto& x : found)
       if (x.provider == &p) names.push_back(x.sym.version.empty() ? std::string(x.sym.name) : fmt::format("{}@{}", x.sym.name, x.sym.version));
     const std::string base = BaseName(o.path), pbase = BaseName(p.path);
-    auto f = NewFinding(pi, v1::DLOPEN_OUT_OF_SCOPE, v1::ERROR);
-    *f.add_objects() = ctx_.Describe(pi, o);
-    *f.add_objects() = ctx_.Describe(pi, p);
-    f.add_evidence(o.open_seq);
-    f.add_evidence(p.open_seq);
+    FindingBuilder f(pi, v1::DLOPEN_OUT_OF_SCOPE, v1::ERROR);
+    *f.proto().add_objects() = ctx_.Describe(pi, o);
+    *f.proto().add_objects() = ctx_.Describe(pi, p);
+    f.proto().add_evidence(o.open_seq);
+    f.proto().add_evidence(p.open_seq);
     for (const auto& x : found) {
-      auto* m = f.add_missing();
+      auto* m = f.proto().add_missing();
       m->set_name(std::string(x.sym.name));
       m->set_version(std::string(x.sym.version));
       m->set_needed_by(o.path);
@@ -348,56 +344,55 @@ class Pass {
     }
     const std::string shown = names.size() <= 3 ? Join(names)
                                                 : fmt::format("{}, {} and {} more", names[0], names[1], names.size() - 2);
-    f.set_headline(fmt::format("{} failed to load: {} is in {}, outside its lookup scope", base,
-                               names.size() == 1 ? names[0] : fmt::format("{} symbols", names.size()), pbase));
-    layout::Detail(&f, "failed", fmt::format("{}, loaded {}", NormalPath(o.path), ctx_.HowLoaded(pi, o)));
-    layout::Detail(&f, "needs", fmt::format("{} (undefined in {}; none of its NEEDED libraries defines {})", shown,
-                                            base, names.size() == 1 ? "it" : "them"));
-    layout::Detail(&f, "defined by", fmt::format("{}, loaded {}, +{:.1f} ms", NormalPath(p.path), ctx_.HowLoaded(pi, p),
-                                                 p.at_ms));
+    f.Headline(fmt::format("{} failed to load: {} is in {}, outside its lookup scope", base,
+                           names.size() == 1 ? names[0] : fmt::format("{} symbols", names.size()), pbase));
+    f.Detail("failed", fmt::format("{}, loaded {}", NormalPath(o.path), ctx_.HowLoaded(pi, o)));
+    f.Detail("needs", fmt::format("{} (undefined in {}; none of its NEEDED libraries defines {})", shown, base,
+                                  names.size() == 1 ? "it" : "them"));
+    f.Detail("defined by",
+             fmt::format("{}, loaded {}, +{:.1f} ms", NormalPath(p.path), ctx_.HowLoaded(pi, p), p.at_ms));
     ScopeDetails(pi, e, root, p, names.size(), &f);
     OutOfScopeFixes(pi, o, p, &f);
-    layout::Compose(&f);
-    *out_->add_findings() = std::move(f);
+    std::move(f).AddTo(out_);
   }
 
   // The provider's dlopen mode, when known, and the lookup scope's members.
-  void ScopeDetails(const ProcessIndex& pi, const v1::Entry& e, const Obj& root, const Obj& p,
-                    size_t names, v1::Finding* f) {
+  void ScopeDetails(const ProcessIndex& pi, const v1::Entry& e, const Obj& root, const Obj& p, size_t names,
+                    FindingBuilder* f) {
     const Obj* proot = DlopenRoot(pi, p);
     if (proot != nullptr && proot->load->has_dlopen_mode())
-      layout::Detail(f, "mode", fmt::format("{} (read by ldscope's Python hook): its symbols stay private to "
-                                            "that dlopen's own objects",
-                                            (proot->load->dlopen_mode() & kRtldGlobal) ? "RTLD_GLOBAL" : "RTLD_LOCAL"));
+      f->Detail("mode", fmt::format("{} (read by ldscope's Python hook): its symbols stay private to "
+                                    "that dlopen's own objects",
+                                    (proot->load->dlopen_mode() & kRtldGlobal) ? "RTLD_GLOBAL" : "RTLD_LOCAL"));
     else
-      layout::Detail(f, "mode", fmt::format("unknown (the trace has the mode of Python's ctypes calls and imports "
-                                            "only); {} is in the global scope only if that dlopen was RTLD_GLOBAL, "
-                                            "and then this lookup would have found {}",
-                                            BaseName(p.path), names == 1 ? "it" : "them"));
+      f->Detail("mode", fmt::format("unknown (the trace has the mode of Python's ctypes calls and imports "
+                                    "only); {} is in the global scope only if that dlopen was RTLD_GLOBAL, "
+                                    "and then this lookup would have found {}",
+                                    BaseName(p.path), names == 1 ? "it" : "them"));
     std::vector<std::string> members;
     for (const Obj* s : Scope(pi, root, e.seq()))
       if (s->load == nullptr || s->load->reason() != v1::LOAD_VDSO) members.push_back(BaseName(s->path));
-    layout::Detail(f, "lookup scope", fmt::format("{} (the global scope and {}'s own NEEDED closure)",
-                                                  Join(members), BaseName(root.path)));
+    f->Detail("lookup scope",
+              fmt::format("{} (the global scope and {}'s own NEEDED closure)", Join(members), BaseName(root.path)));
   }
 
   // Load the provider RTLD_GLOBAL, or make o need it.
-  void OutOfScopeFixes(const ProcessIndex& pi, const Obj& o, const Obj& p, v1::Finding* f) {
+  void OutOfScopeFixes(const ProcessIndex& pi, const Obj& o, const Obj& p, FindingBuilder* f) {
     const bool python = o.load->has_python() || (p.load != nullptr && p.load->has_python());
-    layout::Fix(f, "load-rtld-global",
-                fmt::format("load {} with RTLD_GLOBAL where it is loaded now ({}){}", NormalPath(p.path),
-                            ctx_.HowLoaded(pi, p),
-                            python ? ": ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)" : ": dlopen(path, RTLD_NOW | RTLD_GLOBAL)"));
+    f->Fix(v1::FIX_LOAD_RTLD_GLOBAL,
+           fmt::format(
+               "load {} with RTLD_GLOBAL where it is loaded now ({}){}", NormalPath(p.path), ctx_.HowLoaded(pi, p),
+               python ? ": ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)" : ": dlopen(path, RTLD_NOW | RTLD_GLOBAL)"));
     const std::string pname = p.soname.empty() ? BaseName(p.path) : p.soname;
     const loader::Result own = loader::Search(pname, pi.AsRequester(o, ctx_.files()), pi.LoaderChain(o, ctx_.files()),
                                               pi.env);
-    layout::Fix(f, "add-needed",
-                fmt::format("or link {} against {} (a DT_NEEDED entry: patchelf --add-needed {} {}){}", BaseName(o.path),
-                            pname, pname, NormalPath(o.path),
-                            !own.path.empty() && ctx_.SameFile(own.path, p.path)
-                                ? ""
-                                : fmt::format(", with a RUNPATH that finds it (patchelf --add-rpath {} {})",
-                                              DirName(NormalPath(p.path)), NormalPath(o.path))));
+    f->Fix(v1::FIX_ADD_NEEDED,
+           fmt::format("or link {} against {} (a DT_NEEDED entry: patchelf --add-needed {} {}){}", BaseName(o.path),
+                       pname, pname, NormalPath(o.path),
+                       !own.path.empty() && ctx_.SameFile(own.path, p.path)
+                           ? ""
+                           : fmt::format(", with a RUNPATH that finds it (patchelf --add-rpath {} {})",
+                                         DirName(NormalPath(p.path)), NormalPath(o.path))));
   }
 
   // Does a file that o's own search finds for one of its NEEDED names (any match along
@@ -474,24 +469,68 @@ class Pass {
       if (stat(text::Unescape(p).c_str(), &st) == 0) return;
     }
     if (name.find('/') == std::string::npos && NotInherited(pi, e, r)) return;
-    auto f = NewFinding(pi, v1::DLOPEN_NOT_FOUND, v1::INFO);
-    *f.add_objects() = ctx_.Describe(pi, r);
-    f.add_evidence(e.seq());
+    const bool fatal = EndedAfter(pi, e);
+    FindingBuilder f(pi, v1::DLOPEN_NOT_FOUND, fatal ? v1::ERROR : v1::INFO);
+    *f.proto().add_objects() = ctx_.Describe(pi, r);
+    f.proto().add_evidence(e.seq());
     const std::string py = render::PyCauseText(s.python(), pi.p->cwd());
-    f.set_headline(fmt::format("dlopen of {} from {} failed: not found", name, BaseName(r.path)));
-    layout::Detail(&f, "requested by", fmt::format("{}, loaded {}{}", NormalPath(r.path), ctx_.HowLoaded(pi, r),
-                                                   py.empty() ? "" : ", for " + py));
+    f.Headline(fmt::format("dlopen of {} from {} failed: not found{}", name, BaseName(r.path),
+                           fatal ? ", and the program ended" : ""));
+    f.Detail("requested by", fmt::format("{}, loaded {}{}", NormalPath(r.path), ctx_.HowLoaded(pi, r),
+                                         py.empty() ? "" : ", for " + py));
     AddSearchDetails(ctx_, pi, r, name, &s, /*dlopen=*/true, &f);
-    layout::Detail(&f, "note", "packages probe for optional plugins this way on every start: if the program "
-                               "works without it, nothing needs doing");
-    layout::Fix(&f, "install", fmt::format("if the program should use {}, install the package that provides it", name));
-    if (name.find('/') == std::string::npos)
-      layout::Fix(&f, "set-variable",
-                  fmt::format("or, if {} is installed in a directory of its own, add that directory to "
-                              "LD_LIBRARY_PATH or to {}'s RUNPATH (patchelf --add-rpath DIR {})",
-                              name, BaseName(r.path), NormalPath(r.path)));
-    layout::Compose(&f);
-    *out_->add_findings() = std::move(f);
+    if (fatal)
+      f.Detail("ended", fmt::format("the process {} right after it, with no dlopen since: the program did not "
+                                    "go on without {}",
+                                    pi.p->killed_by_signal() != 0
+                                        ? fmt::format("was killed by signal {}", pi.p->killed_by_signal())
+                                        : fmt::format("exited with status {}", pi.p->exit_status()),
+                                    name));
+    else
+      f.Detail("note",
+               "packages probe for optional plugins this way on every start: if the program "
+               "works without it, nothing needs doing");
+    f.Fix(v1::FIX_INSTALL, fmt::format("{} {}, install the package that provides it",
+                                       fatal ? "the program needs" : "if the program should use", name));
+    // A ctypes call's requester is the interpreter's _ctypes module: the fix is in the
+    // code that made the call, not in that module.
+    const v1::PyCause& cause = s.python();
+    if (!cause.dlopen_call().empty() && !cause.call_site().file().empty()) {
+      const std::string site = render::PyFrameText(cause.call_site(), pi.p->cwd());
+      if (name.find('/') == std::string::npos)
+        f.Fix(v1::FIX_DLOPEN_BY_PATH,
+              fmt::format("or, if {} is installed in a directory of its own, load it by its full path at {} "
+                          "(DIR/{} in {}), or add DIR to LD_LIBRARY_PATH",
+                          name, site, name, cause.dlopen_call()));
+      else
+        f.Fix(v1::FIX_LOAD_BY_PATH, fmt::format("or, if {} is installed elsewhere, load it from there at {} (in {})",
+                                                BaseName(name), site, cause.dlopen_call()));
+    } else if (name.find('/') == std::string::npos) {
+      f.Fix(v1::FIX_SET_VARIABLE, fmt::format("or, if {} is installed in a directory of its own, add that directory to "
+                                              "LD_LIBRARY_PATH or to {}'s RUNPATH (patchelf --add-rpath DIR {})",
+                                              name, BaseName(r.path), NormalPath(r.path)));
+    }
+    std::move(f).AddTo(out_);
+  }
+
+  // Whether the process ended unsuccessfully after the dlopen at e failed, with no other
+  // dlopen after it: a failure the program did not survive. Only the command `run`
+  // started has a known exit status; the others' failures are not judged.
+  static bool EndedAfter(const ProcessIndex& pi, const v1::Entry& e) {
+    const v1::ProcessTimeline& p = *pi.p;
+    if (!p.has_exit_status() || (p.exit_status() == 0 && p.killed_by_signal() == 0)) return false;
+    if (!p.exited() && p.killed_by_signal() == 0) return false;  // replaced by an exec, or lost events
+    const std::string& name = e.search().requested_name();
+    for (const v1::Entry* later : pi.entries) {
+      if (later->seq() <= e.seq()) continue;
+      const std::string& other = later->has_search()          ? later->search().requested_name()
+                                 : later->has_failed_dlopen() ? later->failed_dlopen().requested_name()
+                                                              : name;
+      if (other != name) return false;
+    }
+    for (const auto& [id, o] : pi.objects)
+      if (o.open_seq > e.seq() && o.load != nullptr && o.load->reason() == v1::LOAD_DLOPEN) return false;
+    return true;
   }
 
   // Packages probe for many optional libraries (cupy for cuTENSOR on every use, cuDNN
@@ -503,7 +542,7 @@ class Pass {
     std::vector<std::string> order;
     std::map<std::string, int> times;
     for (int i = first; i < fs->size();) {
-      if (fs->Get(i).kind() != v1::DLOPEN_NOT_FOUND) {
+      if (fs->Get(i).kind() != v1::DLOPEN_NOT_FOUND || fs->Get(i).severity() != v1::INFO) {
         ++i;
         continue;
       }
@@ -518,19 +557,18 @@ class Pass {
       fs->DeleteSubrange(i, 1);
     }
     if (keep < 0 || (order.size() == 1 && times[order[0]] == 1)) return;
-    v1::Finding& f = *fs->Mutable(keep);
+    FindingBuilder f(std::move(*fs->Mutable(keep)));
     int total = 0;
     for (const auto& [k, n] : times) total += n;
-    f.set_headline(fmt::format("{} dlopen{} of optional libraries failed: not found ({} name{})", total,
-                               total == 1 ? "" : "s", order.size(), order.size() == 1 ? "" : "s"));
+    f.Headline(fmt::format("{} dlopen{} of optional libraries failed: not found ({} name{})", total,
+                           total == 1 ? "" : "s", order.size(), order.size() == 1 ? "" : "s"));
     // The list, then the first one's search in full.
-    std::vector<v1::Detail> details(f.details().begin(), f.details().end());
-    f.clear_details();
+    std::vector<v1::Detail> details(f.proto().details().begin(), f.proto().details().end());
+    f.proto().clear_details();
     for (const auto& k : order)
-      layout::Detail(&f, "not found", fmt::format("dlopen of {}{}", k,
-                                                  times[k] > 1 ? fmt::format(" ({} times)", times[k]) : ""));
-    for (const auto& d : details) *f.add_details() = d;
-    layout::Compose(&f);
+      f.Detail("not found", fmt::format("dlopen of {}{}", k, times[k] > 1 ? fmt::format(" ({} times)", times[k]) : ""));
+    for (const auto& d : details) f.Detail(d.label(), d.text());
+    *fs->Mutable(keep) = std::move(f).Finish();
   }
 
   // Whether the executable's start-up had finished at seq (a dlopen, not a preload).
@@ -556,31 +594,32 @@ class Pass {
       if (found.path.empty() || found.step != v1::STEP_RUNPATH) continue;
       const std::string file = NormalPath(found.path);
       const std::string lbase = BaseName(l.path), rbase = BaseName(r.path);
-      auto f = NewFinding(pi, v1::RUNPATH_NOT_INHERITED, v1::WARNING);
-      *f.add_objects() = ctx_.Describe(pi, r);
-      f.add_evidence(e.seq());
-      f.set_headline(fmt::format("dlopen of {} from {} failed: only {}'s RUNPATH holds it", name, rbase, lbase));
-      layout::Detail(&f, "requested by", fmt::format("{}, loaded {}", NormalPath(r.path), ctx_.HowLoaded(pi, r)));
+      FindingBuilder f(pi, v1::RUNPATH_NOT_INHERITED, v1::WARNING);
+      *f.proto().add_objects() = ctx_.Describe(pi, r);
+      f.proto().add_evidence(e.seq());
+      f.Headline(fmt::format("dlopen of {} from {} failed: only {}'s RUNPATH holds it", name, rbase, lbase));
+      f.Detail("requested by", fmt::format("{}, loaded {}", NormalPath(r.path), ctx_.HowLoaded(pi, r)));
       AddSearchDetails(ctx_, pi, r, name, &e.search(), /*dlopen=*/true, &f);
-      layout::Detail(&f, "would be found", fmt::format("{}, in {}'s RUNPATH ({})", file, lbase, l.runpath));
-      layout::Detail(&f, "rule", fmt::format("a dlopen searches the RUNPATH of the object that calls it ({}) only; "
-                                             "a RUNPATH is not inherited by the objects it loads (an RPATH is, when "
-                                             "the caller has no RUNPATH)", rbase));
+      f.Detail("would be found", fmt::format("{}, in {}'s RUNPATH ({})", file, lbase, l.runpath));
+      f.Detail("rule", fmt::format("a dlopen searches the RUNPATH of the object that calls it ({}) only; "
+                                   "a RUNPATH is not inherited by the objects it loads (an RPATH is, when "
+                                   "the caller has no RUNPATH)",
+                                   rbase));
       const loader::Object self = pi.AsRequester(r, ctx_.files());
-      layout::Fix(&f, "set-runpath",
-                  fmt::format("give {} a RUNPATH of its own that holds {}: patchelf --add-rpath {} {}", rbase, name,
-                              DirName(file) == DirName(NormalPath(r.path)) ? std::string("'$ORIGIN'") : DirName(file),
-                              NormalPath(r.path)));
-      layout::Fix(&f, "dlopen-by-path", fmt::format("or have {} dlopen {} by its full path", rbase, file));
+      f.Fix(v1::FIX_SET_RUNPATH,
+            fmt::format("give {} a RUNPATH of its own that holds {}: patchelf --add-rpath {} {}", rbase, name,
+                        DirName(file) == DirName(NormalPath(r.path)) ? std::string("'$ORIGIN'") : DirName(file),
+                        NormalPath(r.path)));
+      f.Fix(v1::FIX_DLOPEN_BY_PATH, fmt::format("or have {} dlopen {} by its full path", rbase, file));
       // glibc's RPATH walk follows l_loader, which a dlopen leaves empty (dl-load.c
       // clears the loader for __RTLD_CALLMAP): only a chain of NEEDED entries from l to
       // the caller, or the executable's own RPATH, reaches the caller's dlopen.
       if (self.runpath.empty() && ReachesByNeeded(pi, r, l))
-        layout::Fix(&f, "link-rpath", fmt::format("or link {} with an RPATH instead of a RUNPATH (-Wl,--disable-new-dtags), "
-                                                  "which objects it loads inherit",
-                                                  lbase));
-      layout::Compose(&f);
-      *out_->add_findings() = std::move(f);
+        f.Fix(v1::FIX_LINK_RPATH,
+              fmt::format("or link {} with an RPATH instead of a RUNPATH (-Wl,--disable-new-dtags), "
+                          "which objects it loads inherit",
+                          lbase));
+      std::move(f).AddTo(out_);
       return true;
     }
     return false;

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "analysis/analysis.h"
+#include "analysis/env_change.h"
 #include "analysis/families.h"
 #include "render/words.h"
 
@@ -67,29 +68,29 @@ void Failure(Context& ctx, const ProcessIndex& pi, const FallThrough& ft,
   const Obj& o = *ft.object;
   const Obj& r = *ft.requester;
   const std::string name = o.load->requested_name();
-  auto f = NewFinding(pi, v1::FALL_THROUGH, v1::ERROR);
-  *f.add_objects() = ctx.Describe(pi, r);
-  *f.add_objects() = ctx.Describe(pi, o);
-  f.add_evidence(r.open_seq);
-  f.add_evidence(o.open_seq);
-  f.set_headline(fmt::format("{} failed: its {} fell through to {} and lacks {}", BaseName(r.path), name,
-                             render::StepWord(ft.step), lacking.front()));
-  layout::Detail(&f, "needed by", fmt::format("{} ({})", NormalPath(r.path), ctx.HowLoaded(pi, r)));
-  layout::Detail(&f, "own directories", OwnDirsText(ft, ctx, pi) + fmt::format(" (none holds {})", name));
-  layout::Detail(&f, "bound to", fmt::format("{} (found via {})", NormalPath(o.path), render::StepWord(ft.step)));
-  layout::Detail(&f, "lacks", Join(lacking));
+  FindingBuilder f(pi, v1::FALL_THROUGH, v1::ERROR);
+  *f.proto().add_objects() = ctx.Describe(pi, r);
+  *f.proto().add_objects() = ctx.Describe(pi, o);
+  f.proto().add_evidence(r.open_seq);
+  f.proto().add_evidence(o.open_seq);
+  f.Headline(fmt::format("{} failed: its {} fell through to {} and lacks {}", BaseName(r.path), name,
+                         render::StepWord(ft.step), lacking.front()));
+  f.Detail("needed by", fmt::format("{} ({})", NormalPath(r.path), ctx.HowLoaded(pi, r)));
+  f.Detail("own directories", OwnDirsText(ft, ctx, pi) + fmt::format(" (none holds {})", name));
+  f.Detail("bound to", fmt::format("{} (found via {})", NormalPath(o.path), render::StepWord(ft.step)));
+  f.Detail("lacks", Join(lacking));
   const std::string dest = ft.own_dirs.empty() ? std::string("the requester's directory") : ft.own_dirs.front();
-  layout::Fix(&f, "install", fmt::format("install the {} that {} was built with into {}, where its {} looks first",
-                                         name, BaseName(r.path), dest,
-                                         pi.AsRequester(r, ctx.files()).runpath.empty() ? "RPATH" : "RUNPATH"));
+  f.Fix(v1::FIX_INSTALL,
+        fmt::format("install the {} that {} was built with into {}, where its {} looks first", name, BaseName(r.path),
+                    dest, pi.AsRequester(r, ctx.files()).runpath.empty() ? "RPATH" : "RUNPATH"));
+  const std::string odir = DirName(NormalPath(o.path));
   if (ft.step == v1::STEP_LD_LIBRARY_PATH)
-    layout::Fix(&f, "drop-from-ld-library-path",
-                fmt::format("or remove {} from LD_LIBRARY_PATH if another copy should serve it", DirName(NormalPath(o.path))));
+    DropFromLdLibraryPathFix(
+        pi, odir, fmt::format("or remove {} from LD_LIBRARY_PATH if another copy should serve it", odir), &f);
   else
-    layout::Fix(&f, "install", fmt::format("or upgrade the system's {} ({}) to one that offers {}", name,
-                                           NormalPath(o.path), lacking.front()));
-  layout::Compose(&f);
-  *out->add_findings() = std::move(f);
+    f.Fix(v1::FIX_INSTALL, fmt::format("or upgrade the system's {} ({}) to one that offers {}", name,
+                                       NormalPath(o.path), lacking.front()));
+  std::move(f).AddTo(out);
 }
 
 void Split(Context& ctx, const ProcessIndex& pi, const FallThrough& ft, const Obj& sibling, v1::Report* out) {
@@ -97,36 +98,37 @@ void Split(Context& ctx, const ProcessIndex& pi, const FallThrough& ft, const Ob
   const Obj& r = *ft.requester;
   const std::string name = o.load->requested_name();
   const std::string odir = DirName(NormalPath(o.path));
-  auto f = NewFinding(pi, v1::FALL_THROUGH, v1::WARNING);
-  *f.add_objects() = ctx.Describe(pi, o);
-  *f.add_objects() = ctx.Describe(pi, sibling);
-  *f.add_objects() = ctx.Describe(pi, r);
-  f.add_evidence(o.open_seq);
-  f.add_evidence(sibling.open_seq);
-  f.set_headline(fmt::format("{} fell through to {}: its family is split across two installations", name,
-                             render::StepWord(ft.step)));
-  layout::Detail(&f, "needed by", fmt::format("{} ({})", NormalPath(r.path), ctx.HowLoaded(pi, r)));
-  layout::Detail(&f, "own directories", OwnDirsText(ft, ctx, pi) + fmt::format(" (none holds {})", name));
-  layout::Detail(&f, "bound to", fmt::format("{} (found via {})", NormalPath(o.path), render::StepWord(ft.step)));
-  layout::Detail(&f, "same family", &sibling == &r ? fmt::format("{} (the requester itself)", NormalPath(sibling.path))
-                                                  : fmt::format("{} ({})", NormalPath(sibling.path), ctx.HowLoaded(pi, sibling)));
+  FindingBuilder f(pi, v1::FALL_THROUGH, v1::WARNING);
+  *f.proto().add_objects() = ctx.Describe(pi, o);
+  *f.proto().add_objects() = ctx.Describe(pi, sibling);
+  *f.proto().add_objects() = ctx.Describe(pi, r);
+  f.proto().add_evidence(o.open_seq);
+  f.proto().add_evidence(sibling.open_seq);
+  f.Headline(fmt::format("{} fell through to {}: its family is split across two installations", name,
+                         render::StepWord(ft.step)));
+  f.Detail("needed by", fmt::format("{} ({})", NormalPath(r.path), ctx.HowLoaded(pi, r)));
+  f.Detail("own directories", OwnDirsText(ft, ctx, pi) + fmt::format(" (none holds {})", name));
+  f.Detail("bound to", fmt::format("{} (found via {})", NormalPath(o.path), render::StepWord(ft.step)));
+  f.Detail("same family", &sibling == &r
+                              ? fmt::format("{} (the requester itself)", NormalPath(sibling.path))
+                              : fmt::format("{} ({})", NormalPath(sibling.path), ctx.HowLoaded(pi, sibling)));
   if (!sibling.soname.empty() && access((odir + "/" + sibling.soname).c_str(), F_OK) == 0)
-    layout::Detail(&f, "other installation", fmt::format("{} holds its own {} too", odir, sibling.soname));
+    f.Detail("other installation", fmt::format("{} holds its own {} too", odir, sibling.soname));
   // Where the family's other member lives among the requester's directories (the
   // wheel's nvidia/cu13/lib, not the first RPATH entry).
   const std::string sdir = DirName(NormalPath(sibling.path));
   const std::string dest = ft.own_dirs.empty() || std::find(ft.own_dirs.begin(), ft.own_dirs.end(), sdir) != ft.own_dirs.end()
                                ? sdir
                                : ft.own_dirs.front();
-  layout::Fix(&f, "install", fmt::format("restore {} in {} (reinstall the package that put {} there, at the "
-                                         "same version)", name, dest, BaseName(sibling.path)));
+  f.Fix(v1::FIX_INSTALL, fmt::format("restore {} in {} (reinstall the package that put {} there, at the "
+                                     "same version)",
+                                     name, dest, BaseName(sibling.path)));
   if (ft.step == v1::STEP_LD_LIBRARY_PATH)
-    layout::Fix(&f, "drop-from-ld-library-path", fmt::format("or remove {} from LD_LIBRARY_PATH", odir));
+    DropFromLdLibraryPathFix(pi, odir, fmt::format("or remove {} from LD_LIBRARY_PATH", odir), &f);
   else
-    layout::Fix(&f, "preload-by-path", fmt::format("or load {} and {} from one installation (both from {})",
-                                                   BaseName(sibling.path), name, odir));
-  layout::Compose(&f);
-  *out->add_findings() = std::move(f);
+    f.Fix(v1::FIX_PRELOAD_BY_PATH,
+          fmt::format("or load {} and {} from one installation (both from {})", BaseName(sibling.path), name, odir));
+  std::move(f).AddTo(out);
 }
 
 }  // namespace

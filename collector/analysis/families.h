@@ -49,25 +49,4 @@ struct FallThrough {
 };
 std::vector<FallThrough> FallThroughs(Context& ctx, const ProcessIndex& pi);
 
-// The finding layout (headline, labelled details, fixes), with `message` composed from
-// them for the renderers that print one paragraph.
-namespace layout {
-inline void Detail(v1::Finding* f, const std::string& label, const std::string& text) {
-  auto* d = f->add_details();
-  d->set_label(label);
-  d->set_text(text);
-}
-inline void Fix(v1::Finding* f, const std::string& action, const std::string& text) {
-  auto* x = f->add_fixes();
-  x->set_action(action);
-  x->set_text(text);
-}
-inline void Compose(v1::Finding* f) {
-  std::string m = f->headline() + ".";
-  for (const auto& d : f->details()) m += " " + d.label() + ": " + d.text() + ".";
-  for (const auto& x : f->fixes()) m += " Fix: " + x.text() + ".";
-  f->set_message(m);
-}
-}  // namespace layout
-
 }  // namespace ldscope::analysis

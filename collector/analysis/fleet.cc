@@ -254,28 +254,24 @@ v1::Finding Fleet::Mismatch(uint32_t program, size_t processes, size_t hosts,
                             const std::vector<Disagreement>& ds) const {
   const Disagreement& d0 = ds.front();
   const Proc& first = *d0.odd.front();
-  v1::Finding f;
-  f.set_kind(v1::HOST_MISMATCH);
-  f.set_severity(v1::WARNING);
-  f.set_pid(first.pid);
-  f.set_exe(S(first.exe));
-  f.set_host(hosts_[first.host]);
+  FindingBuilder f(v1::HOST_MISMATCH, v1::WARNING);
+  f.proto().set_pid(first.pid);
+  f.proto().set_exe(S(first.exe));
+  f.proto().set_host(hosts_[first.host]);
   for (const Disagreement& d : ds) {
-    *f.add_objects() = LibraryOf(choices_[d.ref_choice]);
+    *f.proto().add_objects() = LibraryOf(choices_[d.ref_choice]);
     std::set<uint32_t> odd_choices;
     for (const Proc* p : d.odd)
       for (const auto& [s, c] : p->libs)
-        if (s == d.soname && odd_choices.insert(c).second) *f.add_objects() = LibraryOf(choices_[c]);
+        if (s == d.soname && odd_choices.insert(c).second) *f.proto().add_objects() = LibraryOf(choices_[c]);
   }
-  f.set_headline(MismatchHeadline(ds, hosts));
-  layout::Detail(&f, "program",
-                 fmt::format("{}{} ({} processes on {} hosts)", S(first.exe), KeyArguments(S(program)),
-                             processes, hosts));
+  f.Headline(MismatchHeadline(ds, hosts));
+  f.Detail("program",
+           fmt::format("{}{} ({} processes on {} hosts)", S(first.exe), KeyArguments(S(program)), processes, hosts));
   for (const Disagreement& d : ds) AddChoiceDetails(&f, d);
   AddEnvironmentDetails(&f, d0);
   AddMismatchFixes(&f, ds);
-  layout::Compose(&f);
-  return f;
+  return std::move(f).Finish();
 }
 
 std::string Fleet::MismatchHeadline(const std::vector<Disagreement>& ds, size_t hosts) const {
@@ -293,7 +289,7 @@ std::string Fleet::MismatchHeadline(const std::vector<Disagreement>& ds, size_t 
 }
 
 // The reference file and its users, then each odd process's file (kListed of them).
-void Fleet::AddChoiceDetails(v1::Finding* f, const Disagreement& d) const {
+void Fleet::AddChoiceDetails(FindingBuilder* f, const Disagreement& d) const {
   const Choice& r = choices_[d.ref_choice];
   const std::vector<std::string> ref_hosts = HostsOf(d.reference);
   std::string users;
@@ -305,27 +301,25 @@ void Fleet::AddChoiceDetails(v1::Finding* f, const Disagreement& d) const {
     users = fmt::format("{} processes on {} host{} ({})", d.reference.size(), ref_hosts.size(),
                         ref_hosts.size() == 1 ? "" : "s", Listed(ref_hosts));
   }
-  layout::Detail(f, d.majority ? "the others" : "reference",
-                 fmt::format("{}: {}{}, used by {}{}", S(d.soname), r.path,
-                             r.version.empty() ? "" : fmt::format(" ({})", r.version), users,
-                             d.majority ? "" : " (no majority: the lowest rank's, or the first host's)"));
+  f->Detail(d.majority ? "the others" : "reference",
+            fmt::format("{}: {}{}, used by {}{}", S(d.soname), r.path,
+                        r.version.empty() ? "" : fmt::format(" ({})", r.version), users,
+                        d.majority ? "" : " (no majority: the lowest rank's, or the first host's)"));
   size_t shown = 0;
   for (const Proc* p : d.odd) {
     if (++shown > kListed) break;
     const Choice& c = ChoiceOf(*p, d.soname);
-    layout::Detail(f, "odd one out",
-                   fmt::format("{}: {}{}, loaded {}", Who(*p, true), c.path,
-                               c.version.empty() ? "" : fmt::format(" ({})", c.version), c.loaded_by));
+    f->Detail("odd one out", fmt::format("{}: {}{}, loaded {}", Who(*p, true), c.path,
+                                         c.version.empty() ? "" : fmt::format(" ({})", c.version), c.loaded_by));
   }
   if (d.odd.size() > kListed) {
     std::vector<const Proc*> rest(d.odd.begin() + kListed, d.odd.end());
-    layout::Detail(f, "odd ones out",
-                   fmt::format("{} more on {}", rest.size(), Listed(HostsOf(rest))));
+    f->Detail("odd ones out", fmt::format("{} more on {}", rest.size(), Listed(HostsOf(rest))));
   }
 }
 
 // The environment that set them apart, where the traces recorded it.
-void Fleet::AddEnvironmentDetails(v1::Finding* f, const Disagreement& d0) const {
+void Fleet::AddEnvironmentDetails(FindingBuilder* f, const Disagreement& d0) const {
   const Proc& ref = *d0.reference.front();
   size_t env_lines = 0;
   for (const auto& [var, field] : {std::pair<const char*, uint32_t Proc::*>{"LD_PRELOAD", &Proc::ld_preload},
@@ -337,15 +331,15 @@ void Fleet::AddEnvironmentDetails(v1::Finding* f, const Disagreement& d0) const 
       auto shown = [&](const Proc& q, const char* name, uint32_t Proc::*member) {
         return S(q.*member).empty() ? std::string(name) + " unset" : std::string(name) + "=" + S(q.*member);
       };
-      layout::Detail(f, "environment", fmt::format("{}: {}; {}: {}", Who(*p, false), shown(*p, var, field),
-                                                   Who(ref, false), shown(ref, var, field)));
+      f->Detail("environment", fmt::format("{}: {}; {}: {}", Who(*p, false), shown(*p, var, field), Who(ref, false),
+                                           shown(ref, var, field)));
     }
   }
 }
 
 // Per odd process (kListed at most): a variable to set or unset, else one
 // pin-version fix per (SONAME, file the hosts have).
-void Fleet::AddMismatchFixes(v1::Finding* f, const std::vector<Disagreement>& ds) const {
+void Fleet::AddMismatchFixes(FindingBuilder* f, const std::vector<Disagreement>& ds) const {
   const Proc& ref = *ds.front().reference.front();
   std::set<std::string> fixed;
   // Hosts with another install of the file: one fix per (SONAME, file they have).
@@ -356,14 +350,15 @@ void Fleet::AddMismatchFixes(v1::Finding* f, const std::vector<Disagreement>& ds
       if (fixed.size() >= kListed) break;
       const Choice& c = ChoiceOf(*p, d.soname);
       const std::string who = Who(*p, false);
-      std::string key, text, action;
+      std::string key, text;
+      v1::FixAction action = v1::FIX_ACTION_UNSPECIFIED;
       if (c.preload && p->ld_preload != ref.ld_preload) {
-        action = "set-variable";
+        action = v1::FIX_SET_VARIABLE;
         key = who + " LD_PRELOAD";
         text = fmt::format("start {} without {} in LD_PRELOAD, as the others are started (in the job script or "
                            "the launcher's environment on that host)", who, c.path);
       } else if (c.found_by == render::StepWord(v1::STEP_LD_LIBRARY_PATH) && p->ld_library_path != ref.ld_library_path) {
-        action = "drop-from-ld-library-path";
+        action = v1::FIX_DROP_FROM_LD_LIBRARY_PATH;
         key = who + " LD_LIBRARY_PATH";
         text = fmt::format("give {} the others' LD_LIBRARY_PATH: drop {}", who, DirName(c.path));
       } else {
@@ -372,17 +367,18 @@ void Fleet::AddMismatchFixes(v1::Finding* f, const std::vector<Disagreement>& ds
         if (std::find(hs.begin(), hs.end(), hosts_[p->host]) == hs.end()) hs.push_back(hosts_[p->host]);
         continue;
       }
-      if (fixed.insert(key).second) layout::Fix(f, action, text);
+      if (fixed.insert(key).second) f->Fix(action, text);
     }
   for (const auto& k : install_order) {
     const Disagreement* d = nullptr;
     for (const Disagreement& x : ds)
       if (x.soname == k.first) d = &x;
     const Choice& want = choices_[d->ref_choice];
-    layout::Fix(f, "pin-version",
-                fmt::format("install on {} the {} the others load ({}{}), or make its processes load it "
-                            "instead of {}", Listed(install[k]), S(k.first), want.path,
-                            want.version.empty() ? "" : ", " + want.version, k.second));
+    f->Fix(v1::FIX_PIN_VERSION,
+           fmt::format("install on {} the {} the others load ({}{}), or make its processes load it "
+                       "instead of {}",
+                       Listed(install[k]), S(k.first), want.path, want.version.empty() ? "" : ", " + want.version,
+                       k.second));
   }
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "analysis/context.h"
+#include "analysis/finding_builder.h"
 #include "ldscope_proto/report.pb.h"
 
 namespace ldscope::analysis {
@@ -65,9 +66,9 @@ class Fleet {
   v1::Finding Mismatch(uint32_t program, size_t processes, size_t hosts,
                        const std::vector<Disagreement>& ds) const;
   std::string MismatchHeadline(const std::vector<Disagreement>& ds, size_t hosts) const;
-  void AddChoiceDetails(v1::Finding* f, const Disagreement& d) const;
-  void AddEnvironmentDetails(v1::Finding* f, const Disagreement& d0) const;
-  void AddMismatchFixes(v1::Finding* f, const std::vector<Disagreement>& ds) const;
+  void AddChoiceDetails(FindingBuilder* f, const Disagreement& d) const;
+  void AddEnvironmentDetails(FindingBuilder* f, const Disagreement& d0) const;
+  void AddMismatchFixes(FindingBuilder* f, const std::vector<Disagreement>& ds) const;
 
   text::StringPool strings_;
   std::unordered_map<std::string, uint32_t> choice_ids_;

@@ -290,70 +290,74 @@ class Pass {
     const bool same_runtime = rw.runtime != Runtime::kNone && rw.runtime == rl.runtime &&
                               rw.implementation == rl.implementation;
     const v1::Severity sev = w->via == Via::kGlobalDlopen && !same_runtime ? v1::WARNING : v1::INFO;
-    auto f = NewFinding(pi_, v1::SYMBOL_INTERPOSITION, sev);
-    *f.add_objects() = ctx_.Describe(pi_, *w->o);
-    *f.add_objects() = ctx_.Describe(pi_, *loser);
-    for (const Obj* r : g.requesters) *f.add_objects() = ctx_.Describe(pi_, *r);
-    f.add_evidence(w->o->open_seq);
-    f.add_evidence(loser->open_seq);
+    FindingBuilder f(pi_, v1::SYMBOL_INTERPOSITION, sev);
+    *f.proto().add_objects() = ctx_.Describe(pi_, *w->o);
+    *f.proto().add_objects() = ctx_.Describe(pi_, *loser);
+    for (const Obj* r : g.requesters) *f.proto().add_objects() = ctx_.Describe(pi_, *r);
+    f.proto().add_evidence(w->o->open_seq);
+    f.proto().add_evidence(loser->open_seq);
     const char* how = w->via == Via::kPreload        ? "LD_PRELOAD"
                       : w->via == Via::kExecutable   ? "the executable"
                       : w->via == Via::kGlobalDlopen ? "an RTLD_GLOBAL dlopen"
                                                      : "a dlopen, if RTLD_GLOBAL";
-    f.set_headline(fmt::format("{} {} of {}'s own {} bound to {} ({})", g.symbols.size(),
-                               g.symbols.size() == 1 ? "symbol" : "symbols", BaseName(g.requesters.front()->path),
-                               BaseName(loser->path), BaseName(w->o->path), how));
-    layout::Detail(&f, "symbols", FirstFew(g.symbols));
+    f.Headline(fmt::format("{} {} of {}'s own {} bound to {} ({})", g.symbols.size(),
+                           g.symbols.size() == 1 ? "symbol" : "symbols", BaseName(g.requesters.front()->path),
+                           BaseName(loser->path), BaseName(w->o->path), how));
+    f.Detail("symbols", FirstFew(g.symbols));
     std::vector<std::string> reqs;
     for (const Obj* r : g.requesters) reqs.push_back(NormalPath(r->path));
-    layout::Detail(&f, "requested by", FirstFew(reqs, 3));
-    layout::Detail(&f, "bound to", fmt::format("{} ({})", NormalPath(w->o->path), ctx_.HowLoaded(pi_, *w->o)));
+    f.Detail("requested by", FirstFew(reqs, 3));
+    f.Detail("bound to", fmt::format("{} ({})", NormalPath(w->o->path), ctx_.HowLoaded(pi_, *w->o)));
     if (w->root != w->o)
-      layout::Detail(&f, "in the global scope through", fmt::format("{} ({})", NormalPath(w->root->path),
-                                                                    ctx_.HowLoaded(pi_, *w->root)));
-    layout::Detail(&f, "own definition", fmt::format("{} ({})", NormalPath(loser->path), ctx_.HowLoaded(pi_, *loser)));
+      f.Detail("in the global scope through",
+               fmt::format("{} ({})", NormalPath(w->root->path), ctx_.HowLoaded(pi_, *w->root)));
+    f.Detail("own definition", fmt::format("{} ({})", NormalPath(loser->path), ctx_.HowLoaded(pi_, *loser)));
     if (same_runtime)
-      layout::Detail(&f, "same runtime", fmt::format("both are {}: the calls reach one copy of it, as sharing one "
-                                                     "runtime needs", rw.implementation));
+      f.Detail("same runtime", fmt::format("both are {}: the calls reach one copy of it, as sharing one "
+                                           "runtime needs",
+                                           rw.implementation));
     if (same_runtime) {
-      layout::Fix(&f, "none", fmt::format("none needed while both copies are of compatible versions; to keep "
-                                          "{} on its own copy, load {} before {}",
-                                          BaseName(g.requesters.front()->path), BaseName(g.requesters.front()->path),
-                                          BaseName(w->root->path)));
+      f.Fix(v1::FIX_NONE, fmt::format("none needed while both copies are of compatible versions; to keep "
+                                      "{} on its own copy, load {} before {}",
+                                      BaseName(g.requesters.front()->path), BaseName(g.requesters.front()->path),
+                                      BaseName(w->root->path)));
     } else if (w->via == Via::kGlobalDlopen || w->via == Via::kMaybeGlobalDlopen) {
       const v1::PyCause& py = w->root->load->python();
       if (w->via == Via::kMaybeGlobalDlopen)
-        layout::Detail(&f, "RTLD_GLOBAL", "unknown (the trace has the mode of Python's ctypes calls and imports "
-                                          "only); the binding above holds only if that dlopen was RTLD_GLOBAL");
+        f.Detail("RTLD_GLOBAL",
+                 "unknown (the trace has the mode of Python's ctypes calls and imports "
+                 "only); the binding above holds only if that dlopen was RTLD_GLOBAL");
       else if (!py.dlopen_call().empty())
-        layout::Detail(&f, "RTLD_GLOBAL", "yes, " + py.dlopen_call());
+        f.Detail("RTLD_GLOBAL", "yes, " + py.dlopen_call());
       else if (!py.import_module().empty())
-        layout::Detail(&f, "RTLD_GLOBAL", fmt::format("yes, sys.getdlopenflags() had it during import {}",
-                                                      py.import_module()));
+        f.Detail("RTLD_GLOBAL", fmt::format("yes, sys.getdlopenflags() had it during import {}", py.import_module()));
       else
-        layout::Detail(&f, "RTLD_GLOBAL", "yes");
+        f.Detail("RTLD_GLOBAL", "yes");
       if (!py.import_module().empty() && py.dlopen_call().empty() && w->via == Via::kGlobalDlopen)
-        layout::Fix(&f, "load-rtld-local",
-                    fmt::format("take RTLD_GLOBAL out of sys.setdlopenflags() before import {} (or restore "
-                                "the flags right after what needed it)", py.import_module()));
+        f.Fix(v1::FIX_LOAD_RTLD_LOCAL,
+              fmt::format("take RTLD_GLOBAL out of sys.setdlopenflags() before import {} (or restore "
+                          "the flags right after what needed it)",
+                          py.import_module()));
       else
-        layout::Fix(&f, "load-rtld-local",
-                    fmt::format("load {} without RTLD_GLOBAL (RTLD_LOCAL, ctypes' default mode), so its "
-                                "symbols stay private to it", BaseName(w->root->path)));
-      layout::Fix(&f, "swap-imports", fmt::format("or load {} before {}, so that its own {} is bound first",
-                                                  BaseName(g.requesters.front()->path), BaseName(w->root->path),
-                                                  BaseName(loser->path)));
+        f.Fix(v1::FIX_LOAD_RTLD_LOCAL,
+              fmt::format("load {} without RTLD_GLOBAL (RTLD_LOCAL, ctypes' default mode), so its "
+                          "symbols stay private to it",
+                          BaseName(w->root->path)));
+      f.Fix(v1::FIX_SWAP_IMPORTS,
+            fmt::format("or load {} before {}, so that its own {} is bound first", BaseName(g.requesters.front()->path),
+                        BaseName(w->root->path), BaseName(loser->path)));
     } else if (w->via == Via::kPreload) {
-      layout::Fix(&f, "none", fmt::format("none if intended (an allocator such as jemalloc or tcmalloc is "
-                                          "preloaded for exactly this); otherwise remove {} from LD_PRELOAD",
-                                          NormalPath(w->root->path)));
+      f.Fix(v1::FIX_NONE, fmt::format("none if intended (an allocator such as jemalloc or tcmalloc is "
+                                      "preloaded for exactly this); otherwise remove {} from LD_PRELOAD",
+                                      NormalPath(w->root->path)));
     } else {
-      layout::Fix(&f, "hide-symbols", fmt::format("build {} without exporting {} (-fvisibility=hidden, or a "
-                                                  "version script), or with -Wl,-Bsymbolic in {}",
-                                                  BaseName(w->o->path), g.symbols.front(), BaseName(loser->path)));
+      // Not -Bsymbolic in the bypassed copy: it binds that library's own references to
+      // its definitions, and the calls bound here are other objects'.
+      f.Fix(v1::FIX_HIDE_SYMBOLS, fmt::format("build {} without exporting {} (-fvisibility=hidden, or a version "
+                                              "script)",
+                                              BaseName(w->o->path), g.symbols.front()));
     }
-    layout::Compose(&f);
-    *out_->add_findings() = std::move(f);
+    std::move(f).AddTo(out_);
   }
 
   Context& ctx_;

@@ -163,15 +163,7 @@ class NewerGlibc {
     if (glibc.empty()) return;
     const elf::ElfInfo* info = ctx_.File(o.path);  // read: UnmetVersions found what it lacks
     // The newest glibc node it needs (of every glibc library), and the machine's.
-    std::pair<int, int> newest{0, 0};
-    std::string newest_node, newest_file;
-    for (const auto& vn : info->verneeds)
-      for (const auto& v : vn.versions)
-        if (IsGlibcVersionNeed(vn.file, v) && GlibcNode(v) > newest) {
-          newest = GlibcNode(v);
-          newest_node = v;
-          newest_file = vn.file;
-        }
+    const auto [newest, newest_node, newest_file] = NewestGlibcNode(*info);
     const std::string& have = pi.p->glibc_version();
     std::vector<std::string> lacking;
     for (const UnmetVersion* u : glibc)
@@ -181,22 +173,71 @@ class NewerGlibc {
     const bool startup = e == nullptr;
     const v1::PyImportSpan* import = FailedImport(pi, o);
     const v1::Severity sev = startup || import != nullptr ? v1::ERROR : v1::WARNING;
-    auto f = NewFinding(pi, v1::NEEDS_NEWER_GLIBC, sev);
-    *f.add_objects() = ctx_.Describe(pi, o);
-    *f.add_objects() = ctx_.Describe(pi, *u0.bound);
-    f.add_evidence(o.open_seq);
-    if (e != nullptr) f.add_evidence(e->seq());
+    FindingBuilder f(pi, v1::NEEDS_NEWER_GLIBC, sev);
+    *f.proto().add_objects() = ctx_.Describe(pi, o);
+    *f.proto().add_objects() = ctx_.Describe(pi, *u0.bound);
+    f.proto().add_evidence(o.open_seq);
+    if (e != nullptr) f.proto().add_evidence(e->seq());
+    AddMissing(f, *info, o, glibc);
+    const std::string base = BaseName(o.path);
+    const std::string program = BaseName(pi.p->exe());
+    const std::string needs = fmt::format("glibc {}", Dotted(newest));
+    const std::string machine = have.empty() ? "an older glibc" : "glibc " + have;
+    f.Headline(startup ? fmt::format("{} cannot start: {} needs {}, this system has {}", program, base, needs, machine)
+                       : fmt::format("{} failed to load: it needs {}, this system has {}", base, needs, machine));
+    f.Detail("failed", fmt::format("{}, loaded {}", NormalPath(o.path), ctx_.HowLoaded(pi, o)));
+    f.Detail("needs", fmt::format("{} (the newest glibc version node it needs is {} of {}); this glibc "
+                                  "lacks {}",
+                                  needs, newest_node, newest_file, fmt::join(lacking, ", ")));
+    f.Detail("glibc", fmt::format("{} ({}), as ld.so reported it; glibc's version nodes only grow, so "
+                                  "an object built against a newer glibc cannot load on an older one",
+                                  have.empty() ? "version not recorded" : have, NormalPath(u0.bound->path)));
+    f.Detail("loader says", fmt::format("version `{}' not found (required by {})", u0.version, NormalPath(o.path)));
+    if (startup)
+      f.Detail("effect", fmt::format("ld.so checks version nodes before main, whatever the binding mode: "
+                                     "{} stopped there",
+                                     program));
+    else if (import != nullptr)
+      f.Detail("effect", fmt::format("the import of {} failed{}", import->module(),
+                                     import->error().empty() ? "" : " (" + import->error() + ")"));
+    else
+      f.Detail("effect", fmt::format("the dlopen failed: {} is not in use", base));
+    AddFixes(f, base, have, newest);
+    std::move(f).AddTo(out_);
+  }
+
+  // The newest glibc version node an object needs (of every glibc library), its name
+  // and the file that defines it.
+  struct NewestNode {
+    std::pair<int, int> node{0, 0};
+    std::string name, file;
+  };
+  static NewestNode NewestGlibcNode(const elf::ElfInfo& info) {
+    NewestNode newest;
+    for (const auto& vn : info.verneeds)
+      for (const auto& v : vn.versions)
+        if (IsGlibcVersionNeed(vn.file, v) && GlibcNode(v) > newest.node) {
+          newest.node = GlibcNode(v);
+          newest.name = v;
+          newest.file = vn.file;
+        }
+    return newest;
+  }
+
+  // Each glibc version the object lacks, then the symbols of those versions, which no
+  // lookup could bind either.
+  static void AddMissing(FindingBuilder& f, const elf::ElfInfo& info, const Obj& o,
+                         const std::vector<const UnmetVersion*>& glibc) {
     for (const UnmetVersion* u : glibc) {
-      auto* m = f.add_missing();
+      auto* m = f.proto().add_missing();
       m->set_version(u->version);
       m->set_needed_by(o.path);
       m->set_bound_to(NormalPath(u->bound->path));
     }
-    // The symbols of those versions, which no lookup could bind either.
-    info->ForEachSymbol(elf::ElfInfo::Which::kUndefined, [&](const elf::Symbol& s) {
+    info.ForEachSymbol(elf::ElfInfo::Which::kUndefined, [&](const elf::Symbol& s) {
       for (const UnmetVersion* u : glibc)
         if (s.version == u->version && s.version_file == u->file) {
-          auto* m = f.add_missing();
+          auto* m = f.proto().add_missing();
           m->set_name(std::string(s.name));
           m->set_version(u->version);
           m->set_needed_by(o.path);
@@ -204,47 +245,19 @@ class NewerGlibc {
           return;
         }
     });
-    const std::string base = BaseName(o.path);
-    const std::string program = BaseName(pi.p->exe());
-    const std::string needs = fmt::format("glibc {}", Dotted(newest));
-    const std::string machine = have.empty() ? "an older glibc" : "glibc " + have;
-    f.set_headline(startup
-                       ? fmt::format("{} cannot start: {} needs {}, this system has {}", program, base, needs, machine)
-                       : fmt::format("{} failed to load: it needs {}, this system has {}", base, needs, machine));
-    layout::Detail(&f, "failed", fmt::format("{}, loaded {}", NormalPath(o.path), ctx_.HowLoaded(pi, o)));
-    layout::Detail(&f, "needs",
-                   fmt::format("{} (the newest glibc version node it needs is {} of {}); this glibc "
-                               "lacks {}",
-                               needs, newest_node, newest_file, fmt::join(lacking, ", ")));
-    layout::Detail(&f, "glibc",
-                   fmt::format("{} ({}), as ld.so reported it; glibc's version nodes only grow, so "
-                               "an object built against a newer glibc cannot load on an older one",
-                               have.empty() ? "version not recorded" : have, NormalPath(u0.bound->path)));
-    layout::Detail(&f, "loader says",
-                   fmt::format("version `{}' not found (required by {})", u0.version, NormalPath(o.path)));
-    if (startup)
-      layout::Detail(&f, "effect",
-                     fmt::format("ld.so checks version nodes before main, whatever the binding mode: "
-                                 "{} stopped there",
-                                 program));
-    else if (import != nullptr)
-      layout::Detail(&f, "effect",
-                     fmt::format("the import of {} failed{}", import->module(),
-                                 import->error().empty() ? "" : " (" + import->error() + ")"));
-    else
-      layout::Detail(&f, "effect", fmt::format("the dlopen failed: {} is not in use", base));
-    layout::Fix(
-        &f, "older-glibc-build",
-        fmt::format("use a build of {} made for glibc {} or older: for a Python wheel, one whose platform tag "
-                    "is manylinux_2_{} or lower (manylinux2014 is manylinux_2_17; pip chooses it when the index "
-                    "has one), or build it from source on this system",
-                    base, have.empty() ? "this" : have,
-                    have.empty() ? std::string("X") : std::to_string(VersionPair(have).second)));
-    layout::Fix(
-        &f, "newer-distribution",
-        fmt::format("or run it on a distribution (or container image) whose glibc is {} or newer", Dotted(newest)));
-    layout::Compose(&f);
-    *out_->add_findings() = std::move(f);
+  }
+
+  // A build of the object for this glibc, or a system with the glibc it needs.
+  static void AddFixes(FindingBuilder& f, const std::string& base, const std::string& have,
+                       std::pair<int, int> newest) {
+    f.Fix(v1::FIX_OLDER_GLIBC_BUILD,
+          fmt::format("use a build of {} made for glibc {} or older: for a Python wheel, one whose platform tag "
+                      "is manylinux_2_{} or lower (manylinux2014 is manylinux_2_17; pip chooses it when the index "
+                      "has one), or build it from source on this system",
+                      base, have.empty() ? "this" : have,
+                      have.empty() ? std::string("X") : std::to_string(VersionPair(have).second)));
+    f.Fix(v1::FIX_NEWER_DISTRIBUTION,
+          fmt::format("or run it on a distribution (or container image) whose glibc is {} or newer", Dotted(newest)));
   }
 
   Context& ctx_;

@@ -326,33 +326,32 @@ std::string CauseHeadline(Context& ctx, const Group& g, PipOwners& owners) {
 }
 
 void CauseDetails(Context& ctx, const ProcessIndex& pi, const Obj& o, const Group& g, PipOwners& owners,
-                  v1::Finding* f) {
+                  FindingBuilder* f) {
   const Missing& m = *g.front();
   const std::string base = BaseName(o.path), holder = BaseName(m.holder->path);
-  *f->add_objects() = ctx.Describe(pi, *m.holder);
-  layout::Detail(f, "needs", NeedsText(g));
+  *f->proto().add_objects() = ctx.Describe(pi, *m.holder);
+  f->Detail("needs", NeedsText(g));
   switch (m.cause) {
     case v1::CAUSE_CXX_ABI:
     case v1::CAUSE_HOST_VERSION: {
       const bool abi = m.cause == v1::CAUSE_CXX_ABI;
-      layout::Detail(f, abi ? "host library" : "host library loaded", HolderText(ctx, pi, *m.holder, owners));
+      f->Detail(abi ? "host library" : "host library loaded", HolderText(ctx, pi, *m.holder, owners));
       std::vector<std::string> near;
       for (const auto& n : m.near) near.push_back(n.demangled);
       const std::string more = g.size() > 1 ? fmt::format(", and so for {} more", g.size() - 1) : "";
-      layout::Detail(
-          f, "exported instead",
-          fmt::format("{} ({}){}", fmt::join(near, "; "),
-                      abi ? "the same function in the other C++ ABI" : "the same name, other parameters", more));
+      f->Detail("exported instead",
+                fmt::format("{} ({}){}", fmt::join(near, "; "),
+                            abi ? "the same function in the other C++ ABI" : "the same name, other parameters", more));
       if (abi)
-        layout::Detail(
-            f, "why",
+        f->Detail(
+            "why",
             fmt::format(
                 "{} was compiled with _GLIBCXX_USE_CXX11_ABI={} and {} with _GLIBCXX_USE_CXX11_ABI={}: std::string "
                 "and std::list are other types in each, so functions that take or return them have other symbol names",
                 base, AbiOf(m.demangled), holder, AbiOf(m.near.front().demangled)));
       else
-        layout::Detail(
-            f, "why",
+        f->Detail(
+            "why",
             fmt::format(
                 "{} was compiled against the headers of another version of {}, where {} takes other parameters; a C++ "
                 "symbol's name holds its parameter types",
@@ -360,11 +359,10 @@ void CauseDetails(Context& ctx, const ProcessIndex& pi, const Obj& o, const Grou
       break;
     }
     case v1::CAUSE_PYTHON_API: {
-      layout::Detail(f, "interpreter",
-                     fmt::format("{} ({}{})", NormalPath(m.holder->path), PythonWords(m),
-                                 m.python_version_from.empty() ? "" : ", " + m.python_version_from));
-      layout::Detail(
-          f, "why",
+      f->Detail("interpreter", fmt::format("{} ({}{})", NormalPath(m.holder->path), PythonWords(m),
+                                           m.python_version_from.empty() ? "" : ", " + m.python_version_from));
+      f->Detail(
+          "why",
           fmt::format(
               "{} {} Python/C API, which {} does not export: {} was built with another Python's headers{}",
               SymbolList(g), Is(g), PythonWords(m), base,
@@ -374,107 +372,104 @@ void CauseDetails(Context& ctx, const ProcessIndex& pi, const Obj& o, const Grou
       break;
     }
     case v1::CAUSE_NOT_EXPORTED:
-      layout::Detail(
-          f, "defined in",
-          fmt::format("{}, {}", NormalPath(m.holder->path),
-                      m.hidden_version.empty() ? "as a local symbol (its .symtab, not its .dynsym: the loader "
-                                                 "does not see it)"
-                                               : "under a non-default version"));
-      layout::Detail(f, "why", NotExportedWhy(ctx, m));
+      f->Detail("defined in",
+                fmt::format("{}, {}", NormalPath(m.holder->path),
+                            m.hidden_version.empty() ? "as a local symbol (its .symtab, not its .dynsym: the loader "
+                                                       "does not see it)"
+                                                     : "under a non-default version"));
+      f->Detail("why", NotExportedWhy(ctx, m));
       break;
     default:
       break;
   }
   const auto& own = owners.Of(o.path);
   if (own && m.cause != v1::CAUSE_NOT_EXPORTED)
-    layout::Detail(f, "installed by",
-                   fmt::format("pip's {} ({}){}", PipLabel(own), own->dist_info,
-                               own->tags.empty() ? "" : fmt::format(", wheel tag {}", fmt::join(own->tags, ", "))));
+    f->Detail("installed by",
+              fmt::format("pip's {} ({}){}", PipLabel(own), own->dist_info,
+                          own->tags.empty() ? "" : fmt::format(", wheel tag {}", fmt::join(own->tags, ", "))));
 }
 
 // An extension built for another CPython: the build for this interpreter's tag, or a rebuild
 // with its headers.
 void PythonFixes(const ProcessIndex& pi, const std::string& base, const Missing& m,
-                 const std::optional<PipDistribution>& own, v1::Finding* f) {
+                 const std::optional<PipDistribution>& own, FindingBuilder* f) {
   const std::string exe =
       pi.p->has_python() && !pi.p->python().executable().empty() ? pi.p->python().executable() : pi.p->exe();
   const std::string tag = PythonTag(m.python_version);
-  layout::Fix(f, "install-for-python",
-              own && !own->name.empty()
-                  ? fmt::format("install the build of {} for this interpreter{}: {} -m pip install --no-cache-dir "
-                                "--force-reinstall {}{}",
-                                own->name, tag.empty() ? "" : " (tag " + tag + ")", exe, own->name,
-                                own->version.empty() ? "" : "==" + own->version)
-                  : fmt::format("install a build of {} made for {}{}", base, PythonWords(m),
-                                tag.empty() ? "" : " (" + tag + ")"));
-  layout::Fix(f, "rebuild-for-python",
-              fmt::format("or rebuild {} with this interpreter's headers: {} -c "
-                          "'import sysconfig; print(sysconfig.get_paths()[\"include\"])' prints their directory",
-                          base, exe));
+  f->Fix(v1::FIX_INSTALL_FOR_PYTHON,
+         own && !own->name.empty()
+             ? fmt::format("install the build of {} for this interpreter{}: {} -m pip install --no-cache-dir "
+                           "--force-reinstall {}{}",
+                           own->name, tag.empty() ? "" : " (tag " + tag + ")", exe, own->name,
+                           own->version.empty() ? "" : "==" + own->version)
+             : fmt::format("install a build of {} made for {}{}", base, PythonWords(m),
+                           tag.empty() ? "" : " (" + tag + ")"));
+  f->Fix(v1::FIX_REBUILD_FOR_PYTHON,
+         fmt::format("or rebuild {} with this interpreter's headers: {} -c "
+                     "'import sysconfig; print(sysconfig.get_paths()[\"include\"])' prints their directory",
+                     base, exe));
 }
 
 // Exporting the definition: how depends on why it is local.
-void ExportFixes(Context& ctx, const std::string& base, const Group& g, v1::Finding* f) {
+void ExportFixes(Context& ctx, const std::string& base, const Group& g, FindingBuilder* f) {
   const Missing& m = *g.front();
   const std::string what = SymbolList(g), holder = BaseName(m.holder->path);
   if (!m.hidden_version.empty())
-    layout::Fix(f, "replace-host",
-                fmt::format("use a {} that exports {} as its default version (the one {} was built against): "
-                            "this one keeps it only as {}@{}, for objects linked against that version",
-                            holder, m.name, base, m.name, m.hidden_version));
+    f->Fix(v1::FIX_REPLACE_HOST,
+           fmt::format("use a {} that exports {} as its default version (the one {} was built against): "
+                       "this one keeps it only as {}@{}, for objects linked against that version",
+                       holder, m.name, base, m.name, m.hidden_version));
   else if (m.local_kind == elf::LocalKind::kFileLocal)
-    layout::Fix(
-        f, "export-symbol",
-        fmt::format("give {} external linkage in {} (not static) and rebuild {}", what, m.local_source, holder));
+    f->Fix(v1::FIX_EXPORT_SYMBOL,
+           fmt::format("give {} external linkage in {} (not static) and rebuild {}", what, m.local_source, holder));
   else if (const elf::ElfInfo* e = ctx.File(m.holder->path); e != nullptr && !e->verdefs.empty())
-    layout::Fix(f, "export-symbol",
-                fmt::format("export {} from {}: list it under global: in its version script (version {}), and "
-                            "declare it __attribute__((visibility(\"default\"))) if it has hidden visibility; then "
-                            "rebuild {}",
-                            what, holder, e->verdefs.front(), holder));
+    f->Fix(v1::FIX_EXPORT_SYMBOL,
+           fmt::format("export {} from {}: list it under global: in its version script (version {}), and "
+                       "declare it __attribute__((visibility(\"default\"))) if it has hidden visibility; then "
+                       "rebuild {}",
+                       what, holder, e->verdefs.front(), holder));
   else
-    layout::Fix(f, "export-symbol",
-                fmt::format("export {} from {}: declare it __attribute__((visibility(\"default\"))) (or list it "
-                            "under global: if a version script made it local), then rebuild {}",
-                            what, holder, holder));
+    f->Fix(v1::FIX_EXPORT_SYMBOL,
+           fmt::format("export {} from {}: declare it __attribute__((visibility(\"default\"))) (or list it "
+                       "under global: if a version script made it local), then rebuild {}",
+                       what, holder, holder));
 }
 
-void CauseFixes(Context& ctx, const ProcessIndex& pi, const Obj& o, const Group& g, PipOwners& owners, v1::Finding* f) {
+void CauseFixes(Context& ctx, const ProcessIndex& pi, const Obj& o, const Group& g, PipOwners& owners,
+                FindingBuilder* f) {
   const Missing& m = *g.front();
   const std::string base = BaseName(o.path), holder = BaseName(m.holder->path);
   const auto& own = owners.Of(o.path);
   const auto& host = owners.Of(m.holder->path);
   switch (m.cause) {
     case v1::CAUSE_CXX_ABI:
-      layout::Fix(f, "rebuild-cxx-abi",
-                  fmt::format("rebuild {} with -D_GLIBCXX_USE_CXX11_ABI={}, the ABI {} was built with{}", base,
-                              AbiOf(m.near.front().demangled), holder,
-                              host && host->name == "torch" ? " (python -c 'import torch; "
-                                                              "print(torch.compiled_with_cxx11_abi())' says which: "
-                                                              "True is 1)"
-                                                            : ""));
-      layout::Fix(f, "replace-host",
-                  fmt::format("or use a build of {} made with _GLIBCXX_USE_CXX11_ABI={}, as {} was",
-                              HostName(owners, *m.holder), AbiOf(m.demangled), base));
+      f->Fix(v1::FIX_REBUILD_CXX_ABI,
+             fmt::format("rebuild {} with -D_GLIBCXX_USE_CXX11_ABI={}, the ABI {} was built with{}", base,
+                         AbiOf(m.near.front().demangled), holder,
+                         host && host->name == "torch" ? " (python -c 'import torch; "
+                                                         "print(torch.compiled_with_cxx11_abi())' says which: "
+                                                         "True is 1)"
+                                                       : ""));
+      f->Fix(v1::FIX_REPLACE_HOST, fmt::format("or use a build of {} made with _GLIBCXX_USE_CXX11_ABI={}, as {} was",
+                                               HostName(owners, *m.holder), AbiOf(m.demangled), base));
       break;
     case v1::CAUSE_HOST_VERSION: {
       const std::string what = HostName(owners, *m.holder);
-      layout::Fix(f, "rebuild-against-host",
-                  fmt::format("rebuild {} against the {} that is loaded ({}){}", base, what,
-                              host ? PipLabel(host) : m.holder->path.str(),
-                              own && !own->name.empty()
-                                  ? fmt::format(": pip install --no-build-isolation --no-binary {} --no-cache-dir "
-                                                "--force-reinstall {}{}",
-                                                own->name, own->name, own->version.empty() ? "" : "==" + own->version)
-                                  : ""));
+      f->Fix(v1::FIX_REBUILD_AGAINST_HOST,
+             fmt::format("rebuild {} against the {} that is loaded ({}){}", base, what,
+                         host ? PipLabel(host) : m.holder->path.str(),
+                         own && !own->name.empty()
+                             ? fmt::format(": pip install --no-build-isolation --no-binary {} --no-cache-dir "
+                                           "--force-reinstall {}{}",
+                                           own->name, own->name, own->version.empty() ? "" : "==" + own->version)
+                             : ""));
       std::string pinned;
       if (own && host)
         for (const auto& r : own->requires_dist)
           if (r.rfind(host->name, 0) == 0 && r.find("==") != std::string::npos) pinned = r;
-      layout::Fix(f, "pin-host",
-                  pinned.empty()
-                      ? fmt::format("or install the version of {} that {} was built against", what, base)
-                      : fmt::format("or install the {} that {} requires: pip install '{}'", what, base, pinned));
+      f->Fix(v1::FIX_PIN_HOST,
+             pinned.empty() ? fmt::format("or install the version of {} that {} was built against", what, base)
+                            : fmt::format("or install the {} that {} requires: pip install '{}'", what, base, pinned));
       break;
     }
     case v1::CAUSE_PYTHON_API:

@@ -12,6 +12,7 @@
 
 #include "analysis/analysis.h"
 #include "analysis/families.h"
+#include "analysis/owners.h"
 #include "render/words.h"
 #include "text/escape.h"
 
@@ -82,13 +83,12 @@ Reach WhyOutOfReach(Context& ctx, const ProcessIndex& pi, const Obj& requester, 
 
 // One "tried" line per directory (its glibc-hwcaps subdirectories, which depend on the
 // CPU, are folded into it).
-void AddSearchDetails(Context& ctx, const ProcessIndex& pi, const Obj& requester,
-                      const std::string& name, const v1::SearchResult* s, bool dlopen,
-                      v1::Finding* f) {
+void AddSearchDetails(Context& ctx, const ProcessIndex& pi, const Obj& requester, const std::string& name,
+                      const v1::SearchResult* s, bool dlopen, FindingBuilder* f) {
   const loader::Result model = loader::Search(name, pi.AsRequester(requester, ctx.files()),
                                               pi.LoaderChain(requester, ctx.files()), pi.env);
   if (s == nullptr) {
-    AddDetail(f, "tried", "(the search was not traced)");
+    f->Detail("tried", "(the search was not traced)");
     return;
   }
   std::vector<std::string> paths;
@@ -104,76 +104,81 @@ void AddSearchDetails(Context& ctx, const ProcessIndex& pi, const Obj& requester
       return dir.size() > sub.size() && dir.compare(dir.size() - sub.size(), sub.size(), sub) == 0 &&
              dir[dir.size() - sub.size() - 1] == '/';
     });
-    if (!subdir) AddDetail(f, "tried", fmt::format("{}/ ({})", NormalPath(dir), Why(c, nth, model)));
+    if (!subdir) f->Detail("tried", fmt::format("{}/ ({})", NormalPath(dir), Why(c, nth, model)));
   }
-  if (pi.env.ld_library_path.empty()) AddDetail(f, "LD_LIBRARY_PATH", "not set");
+  if (pi.env.ld_library_path.empty()) f->Detail("LD_LIBRARY_PATH", "not set");
   // A loader's RUNPATH is not inherited (an RPATH is): the usual surprise.
   for (const auto& l : pi.LoaderChain(requester, ctx.files()))
     if (!l.runpath.empty())
-      AddDetail(f, "not searched", fmt::format("{}'s RUNPATH {}: a RUNPATH applies only to its own "
-                                               "object's NEEDED entries{}", BaseName(l.path), l.runpath,
-                                               dlopen ? " and dlopen calls" : ""));
+      f->Detail("not searched", fmt::format("{}'s RUNPATH {}: a RUNPATH applies only to its own "
+                                            "object's NEEDED entries{}",
+                                            BaseName(l.path), l.runpath, dlopen ? " and dlopen calls" : ""));
   const loader::Object r = pi.AsRequester(requester, ctx.files());
   if (!r.nodeflib && !ctx.cache_status().ok())
-    AddDetail(f, "ld.so.cache", fmt::format("unknown ({})", ctx.cache_status().error()));
+    f->Detail("ld.so.cache", fmt::format("unknown ({})", ctx.cache_status().error()));
   else if (!r.nodeflib && ctx.cache().Lookup(name).empty())
-    AddDetail(f, "ld.so.cache", fmt::format("no entry for {}", name));
+    f->Detail("ld.so.cache", fmt::format("no entry for {}", name));
   const Reach why = WhyOutOfReach(ctx, pi, requester, name);
   if (why.kind == Reach::kNodeflib) {
     std::vector<std::string> dirs;
     for (const auto& d : pi.env.default_dirs) dirs.push_back(d);
-    AddDetail(f, "nodefaultlib",
-              fmt::format("{} is linked with -z nodefaultlib (DF_1_NODEFLIB): ld.so skipped the "
-                          "default directories ({}) and the ld.so.cache entries in them",
-                          BaseName(requester.path), fmt::join(dirs, ", ")));
-    AddDetail(
-        f, "out of reach",
-        fmt::format("{} (what {} would find without the flag)", NormalPath(why.found), render::StepWord(why.step)));
+    f->Detail("nodefaultlib", fmt::format("{} is linked with -z nodefaultlib (DF_1_NODEFLIB): ld.so skipped the "
+                                          "default directories ({}) and the ld.so.cache entries in them",
+                                          BaseName(requester.path), fmt::join(dirs, ", ")));
+    f->Detail("out of reach", fmt::format("{} (what {} would find without the flag)", NormalPath(why.found),
+                                          render::StepWord(why.step)));
   } else if (why.kind == Reach::kOriginLink) {
-    AddDetail(f, "$ORIGIN",
+    f->Detail("$ORIGIN",
               fmt::format("{} was opened as {}, a symbolic link to {}: its $ORIGIN is {} (glibc takes "
                           "the directory of the name it opened, not of the real file)",
                           BaseName(why.owner), NormalPath(why.owner), why.real_owner, DirName(NormalPath(why.owner))));
-    AddDetail(f, "beside the real file", NormalPath(why.found));
+    f->Detail("beside the real file", NormalPath(why.found));
   }
 }
 
 namespace {
 
 // The fixes for a file the loader's rules put out of reach.
-bool AddReachFixes(const Obj& requester, const std::string& name, const Reach& why, v1::Finding* f) {
+bool AddReachFixes(const Obj& requester, const std::string& name, const Reach& why, FindingBuilder* f) {
   const std::string dir = DirName(NormalPath(why.found));
   if (why.kind == Reach::kNodeflib) {
-    AddFix(f, "set-variable",
+    f->Fix(v1::FIX_SET_VARIABLE,
            fmt::format("LD_LIBRARY_PATH={} (searched whatever the flag; the default directories "
                        "are not)",
-                       dir));
-    AddFix(f, "relink",
-           fmt::format("or relink {} without -z nodefaultlib, or give it a RUNPATH that holds {}: "
-                       "patchelf --add-rpath {} {}",
-                       BaseName(requester.path), dir, dir, NormalPath(requester.path)));
+                       dir),
+           "LD_LIBRARY_PATH", dir);
+    f->Fix(v1::FIX_RELINK, fmt::format("or relink {} without -z nodefaultlib, or give it a RUNPATH that holds {}: "
+                                       "patchelf --add-rpath {} {}",
+                                       BaseName(requester.path), dir, dir, NormalPath(requester.path)));
     return true;
   }
   if (why.kind == Reach::kOriginLink) {
     const std::string link_dir = DirName(NormalPath(why.owner));
-    AddFix(f, "add-symlink",
+    f->Fix(v1::FIX_ADD_SYMLINK,
            fmt::format("put {} beside the link: ln -s {} {}/{}", name, NormalPath(why.found), link_dir, name));
-    AddFix(f, "set-variable", fmt::format("or LD_LIBRARY_PATH={}", dir));
-    AddFix(f, "load-by-path",
-           fmt::format("or have {} found by its real directory ({}) rather than through the link", BaseName(why.owner),
-                       DirName(why.real_owner)));
+    f->Fix(v1::FIX_SET_VARIABLE, fmt::format("or LD_LIBRARY_PATH={}", dir), "LD_LIBRARY_PATH", dir);
+    f->Fix(v1::FIX_LOAD_BY_PATH, fmt::format("or have {} found by its real directory ({}) rather than through the link",
+                                             BaseName(why.owner), DirName(why.real_owner)));
     return true;
   }
   return false;
 }
 
-void AddFixes(Context& ctx, const ProcessIndex& pi, const Obj& requester, const std::string& name, v1::Finding* f) {
+void AddFixes(Context& ctx, const ProcessIndex& pi, const Obj& requester, const std::string& name, FindingBuilder* f) {
   if (AddReachFixes(requester, name, WhyOutOfReach(ctx, pi, requester, name), f)) return;
-  AddFix(f, "install", fmt::format("install the package that provides {}", name));
-  AddFix(f, "set-variable",
-         fmt::format("if {} is installed in a directory of its own, add that directory to "
-                     "LD_LIBRARY_PATH, or to {}'s RUNPATH (patchelf --add-rpath DIR {})",
-                     name, BaseName(requester.path), NormalPath(requester.path)));
+  // The requester's package lists what it needs: installing it again, with its
+  // dependencies, restores a missing one.
+  const v1::Owner* owner = ctx.OwnerOf(requester.path);
+  if (const std::string again = ReinstallCommand(owner); !again.empty())
+    f->Fix(v1::FIX_INSTALL, fmt::format("{} comes from the {}: install it again with its dependencies ({}), or "
+                                        "install the package that provides {}",
+                                        NormalPath(requester.path), OwnerText(owner), again, name));
+  else
+    f->Fix(v1::FIX_INSTALL, fmt::format("install the package that provides {} ({} is {})", name,
+                                        NormalPath(requester.path), OwnerText(owner)));
+  f->Fix(v1::FIX_SET_VARIABLE, fmt::format("if {} is installed in a directory of its own, add that directory to "
+                                           "LD_LIBRARY_PATH, or to {}'s RUNPATH (patchelf --add-rpath DIR {})",
+                                           name, BaseName(requester.path), NormalPath(requester.path)));
 }
 
 // The first NEEDED search of a start-up object that found nothing, when nothing by that
@@ -203,25 +208,22 @@ void Startup(Context& ctx, const ProcessIndex& pi, v1::Report* out) {
   if (!StartupFailure(pi, &req, &name)) return;
   const v1::SearchResult* s = SearchFor(pi, *req, name);
   if (s != nullptr && ExplainedBySearchFiles(ctx, pi, *s)) return;  // search_files.cc: found, unusable
-  auto f = NewFinding(pi, v1::MISSING_LIBRARY, v1::ERROR);
+  FindingBuilder f(pi, v1::MISSING_LIBRARY, v1::ERROR);
   const v1::Library r = ctx.Describe(pi, *req);
-  *f.add_objects() = r;
-  f.add_evidence(r.seq());
+  *f.proto().add_objects() = r;
+  f.proto().add_evidence(r.seq());
   const std::string program = BaseName(pi.p->exe());
   const Reach why = WhyOutOfReach(ctx, pi, *req, name);
-  f.set_headline(fmt::format("{} cannot start: {}, needed by {}, is not found{}", program, name, BaseName(req->path),
-                             why.kind == Reach::kNodeflib ? ": -z nodefaultlib excludes the default directories"
-                             : why.kind == Reach::kOriginLink
-                                 ? fmt::format(": {}'s $ORIGIN is its link's directory", BaseName(why.owner))
-                                 : std::string()));
-  f.set_message(fmt::format(
-      "{} could not start: {}'s NEEDED {} was found nowhere on its search path, so the dynamic "
-      "loader stopped before main (exit status 127).",
-      program, BaseName(req->path), name));
-  AddDetail(&f, "needed by", fmt::format("{}, loaded {}", r.path(), r.loaded_by()));
+  f.Headline(fmt::format("{} cannot start: {}, needed by {}, is not found{}", program, name, BaseName(req->path),
+                         why.kind == Reach::kNodeflib ? ": -z nodefaultlib excludes the default directories"
+                         : why.kind == Reach::kOriginLink
+                             ? fmt::format(": {}'s $ORIGIN is its link's directory", BaseName(why.owner))
+                             : std::string()));
+  f.Detail("needed by", fmt::format("{}, loaded {}", r.path(), r.loaded_by()));
+  f.Detail("owner", fmt::format("{}: {}", r.path(), OwnerText(ctx.OwnerOf(req->path))));
   AddSearchDetails(ctx, pi, *req, name, s, false, &f);
   AddFixes(ctx, pi, *req, name, &f);
-  *out->add_findings() = std::move(f);
+  std::move(f).AddTo(out);
 }
 
 // A dlopen that failed because a library it needs is nowhere.
@@ -238,22 +240,19 @@ void FailedDlopens(Context& ctx, const ProcessIndex& pi, v1::Report* out) {
         // Unsearched names of a dlopen that failed elsewhere are not missing.
         if (BoundFor(pi, o, n) != nullptr || s == nullptr || s->has_same_as()) continue;
         if (ExplainedBySearchFiles(ctx, pi, *s)) break;  // search_files.cc: found, unusable
-        auto f = NewFinding(pi, v1::MISSING_LIBRARY, v1::INFO);
+        FindingBuilder f(pi, v1::MISSING_LIBRARY, v1::INFO);
         const v1::Library l = ctx.Describe(pi, o);
-        *f.add_objects() = l;
-        f.add_evidence(o.open_seq);
-        f.set_headline(fmt::format("dlopen of {} failed: its NEEDED {} is not found", BaseName(o.path), n));
-        f.set_message(fmt::format(
-            "{} could not be loaded: its NEEDED {} was found nowhere on its search path, so the "
-            "dlopen {} (loaded {}) failed. Packages often probe for optional components this "
-            "way; if the program needs it, install it or put its directory on the search path.",
-            BaseName(o.path), n, BaseName(o.path), l.loaded_by()));
-        AddDetail(&f, "failed", fmt::format("{}, loaded {}", l.path(), l.loaded_by()));
+        *f.proto().add_objects() = l;
+        f.proto().add_evidence(o.open_seq);
+        f.Headline(fmt::format("dlopen of {} failed: its NEEDED {} is not found", BaseName(o.path), n));
+        f.Detail("failed", fmt::format("{}, loaded {}", l.path(), l.loaded_by()));
+        f.Detail("owner", fmt::format("{}: {}", l.path(), OwnerText(ctx.OwnerOf(o.path))));
         AddSearchDetails(ctx, pi, o, n, s, false, &f);
-        AddDetail(&f, "note", "packages often probe for optional components this way: if the "
-                              "program works without it, nothing needs doing");
+        f.Detail("note",
+                 "packages often probe for optional components this way: if the "
+                 "program works without it, nothing needs doing");
         AddFixes(ctx, pi, o, n, &f);
-        *out->add_findings() = std::move(f);
+        std::move(f).AddTo(out);
         break;  // ld.so stops at the first NEEDED it cannot find
       }
     }

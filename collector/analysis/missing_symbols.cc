@@ -10,8 +10,10 @@
 #include <fmt/ranges.h>
 
 #include "analysis/analysis.h"
+#include "analysis/env_change.h"
 #include "analysis/families.h"
 #include "analysis/missing_symbols.h"
+#include "analysis/owners.h"
 #include "render/python_text.h"
 #include "render/words.h"
 
@@ -32,8 +34,8 @@ bool EmptyElementFound(const ProcessIndex& pi, const std::string& file) {
 }
 
 // Records m in the finding's structured list.
-void AddMissing(v1::Finding* f, const Missing& m, const Obj& o) {
-  auto* x = f->add_missing();
+void AddMissing(FindingBuilder* f, const Missing& m, const Obj& o) {
+  auto* x = f->proto().add_missing();
   x->set_name(m.name);
   x->set_version(m.version);
   x->set_needed_by(o.path);
@@ -55,12 +57,11 @@ void AddMissing(v1::Finding* f, const Missing& m, const Obj& o) {
 }
 
 // The detail naming the files whose symbols are unknown.
-void UnreadableDetail(v1::Finding* f, const std::vector<std::string>& unreadable) {
+void UnreadableDetail(FindingBuilder* f, const std::vector<std::string>& unreadable) {
   if (unreadable.empty()) return;
-  AddDetail(
-      f, "unknown",
-      fmt::format("{} could not be read; whether {} define{} these symbols is unknown", fmt::join(unreadable, ", "),
-                  unreadable.size() == 1 ? "it" : "they", unreadable.size() == 1 ? "s" : ""));
+  f->Detail("unknown", fmt::format("{} could not be read; whether {} define{} these symbols is unknown",
+                                   fmt::join(unreadable, ", "), unreadable.size() == 1 ? "it" : "they",
+                                   unreadable.size() == 1 ? "s" : ""));
 }
 
 // The undefined, non-weak symbols of e that nothing in scope defines.
@@ -77,7 +78,7 @@ void UndefinedIn(const elf::ElfInfo& e, const SymbolScope& scope, std::vector<Mi
 
 class Pass {
  public:
-  Pass(Context& ctx, v1::Report* out) : ctx_(ctx), out_(out) {}
+  Pass(Context& ctx, v1::Report* out) : ctx_(ctx), out_(out), owners_(ctx) {}
 
   void Run() {
     for (const auto& pi : ctx_.processes()) {
@@ -127,36 +128,34 @@ class Pass {
       missing.push_back(m);
     }
     if (missing.empty()) return;
-    auto f = NewFinding(pi, v1::MISSING_SYMBOL, v1::ERROR);
+    FindingBuilder f(pi, v1::MISSING_SYMBOL, v1::ERROR);
     const v1::Library self = ctx_.Describe(pi, o);
-    *f.add_objects() = self;
-    f.add_evidence(o.open_seq);
+    *f.proto().add_objects() = self;
+    f.proto().add_evidence(o.open_seq);
     for (const auto& m : missing) AddMissing(&f, m, o);
     const std::vector<Group> groups = Groups(missing);
     const Missing& m0 = *groups.front().front();
     const std::string base = BaseName(o.path);
-    f.set_headline(fmt::format("{} cannot start: {} needs version {} of {}, which the copy found first ({}) lacks",
-                               BaseName(pi.p->exe()), &o == pi.Executable() ? std::string("it") : base, m0.version,
-                               m0.needed_name, NormalPath(m0.bound->path)));
-    AddDetail(&f, "failed", fmt::format("{}, loaded {}", self.path(), self.loaded_by()));
+    f.Headline(fmt::format("{} cannot start: {} needs version {} of {}, which the copy found first ({}) lacks",
+                           BaseName(pi.p->exe()), &o == pi.Executable() ? std::string("it") : base, m0.version,
+                           m0.needed_name, NormalPath(m0.bound->path)));
+    f.Detail("failed", fmt::format("{}, loaded {}", self.path(), self.loaded_by()));
     for (const Group& g : groups) Evidence(pi, o, g, &f);
-    AddDetail(&f, "why",
-              fmt::format("ld.so checks version needs once an object's NEEDED libraries are loaded, before "
-                          "main and whatever the binding mode; the search for {} had already ended at its "
-                          "first match, and a copy that lacks a version is not passed over for a later one",
-                          m0.needed_name));
+    f.Detail("why", fmt::format("ld.so checks version needs once an object's NEEDED libraries are loaded, before "
+                                "main and whatever the binding mode; the search for {} had already ended at its "
+                                "first match, and a copy that lacks a version is not passed over for a later one",
+                                m0.needed_name));
     StartupVersionFixes(o, *info, m0, &f);
-    layout::Compose(&f);
-    *out_->add_findings() = std::move(f);
+    std::move(f).AddTo(out_);
   }
 
   // Put the copy that has the version first: its directory before the first match's in
   // o's own RUNPATH or RPATH (when both are there), LD_LIBRARY_PATH (which comes before a
   // RUNPATH), or a preload.
-  void StartupVersionFixes(const Obj& o, const elf::ElfInfo& info, const Missing& m, v1::Finding* f) {
+  void StartupVersionFixes(const Obj& o, const elf::ElfInfo& info, const Missing& m, FindingBuilder* f) {
     const std::string base = BaseName(o.path);
     if (m.provider.empty()) {
-      AddFix(f, "install",
+      f->Fix(v1::FIX_INSTALL,
              fmt::format("install a {} that offers version {}, or use a build of {} made against the {} "
                          "that is installed",
                          m.needed_name, m.version, base, m.needed_name));
@@ -181,18 +180,20 @@ class Pass {
         const std::string moved = *w;
         elems.erase(w);
         elems.insert(elems.begin() + (fm - elems.begin()), moved);
-        AddFix(f, "set-runpath",
+        f->Fix(v1::FIX_SET_RUNPATH,
                fmt::format("put {} before {} in {}'s {}: patchelf --set-rpath '{}' {}", want, first, base,
                            runpath ? "RUNPATH" : "RPATH", fmt::join(elems, ":"), NormalPath(o.path)));
       }
     }
     if (m.first_step == v1::STEP_RUNPATH || m.first_step == v1::STEP_LD_SO_CACHE ||
         m.first_step == v1::STEP_DEFAULT_DIRS)
-      AddFix(f, "set-variable",
+      f->Fix(v1::FIX_SET_VARIABLE,
              fmt::format("or search {} first, before {}'s {}: LD_LIBRARY_PATH={}", want, base,
-                         render::StepWord(m.first_step), want));
-    AddFix(f, "preload-by-path",
-           fmt::format("or preload the copy that offers version {}: LD_PRELOAD={}", m.version, m.provider));
+                         render::StepWord(m.first_step), want),
+             "LD_LIBRARY_PATH", want);
+    f->Fix(v1::FIX_PRELOAD_BY_PATH,
+           fmt::format("or preload the copy that offers version {}: LD_PRELOAD={}", m.version, m.provider),
+           "LD_PRELOAD", m.provider);
   }
 
   // glibc's lookup scope for the objects of a failed dlopen: the global scope (the
@@ -324,14 +325,6 @@ class Pass {
     Report(pi, o, missing, batch->unreadable);
   }
 
-  // " (for import torch._C at torch/__init__.py:4, during import torch at train.py:4)":
-  // what the Python program was doing when the load failed.
-  static std::string PythonContext(const ProcessIndex& pi, const Obj& o) {
-    if (o.load == nullptr) return "";
-    const std::string cause = render::PyCauseText(o.load->python(), pi.p->cwd());
-    return cause.empty() ? "" : " (for " + cause + ")";
-  }
-
   // Groups by (bound object, provider, cause, the cause's object); the explanation
   // first: a group with a provider, else one whose cause is known.
   static std::vector<Group> Groups(const std::vector<Missing>& missing) {
@@ -355,51 +348,16 @@ class Pass {
     return bound != nullptr && bound->open_seq < o.open_seq && bound->requester != o.id;
   }
 
-  // The sentence of today's message for one group.
-  std::string Sentence(const ProcessIndex& pi, const Obj& o, const Group& ms, v1::Finding* f) {
+  // The objects one group rests on: the copy its NEEDED name was bound to, the file that
+  // defines it.
+  void GroupObjects(const ProcessIndex& pi, const Group& ms, FindingBuilder* f) {
     const Missing& m0 = *ms.front();
-    const std::string base = BaseName(o.path);
-    const char* pronoun = ms.size() == 1 ? "it" : "them";
-    const bool reused = Reused(o, m0.bound);
-    std::string s;
     if (m0.bound != nullptr) {
       const v1::Library b = ctx_.Describe(pi, *m0.bound);
-      *f->add_objects() = b;
-      f->add_evidence(b.seq());
-      s = reused ? fmt::format(
-                       "it needs {}, which the {} it was bound to — {}, already loaded at "
-                       "+{:.1f} ms {} — does not define. glibc reused that object because "
-                       "its SONAME matches {}'s DT_NEEDED {}, so {}'s own search was never done",
-                       SymbolList(ms), m0.needed_name, Label(b), b.at_ms(), b.loaded_by(), base, m0.needed_name, base)
-                 : fmt::format("it needs {}, which {} (its {}{}) does not define", SymbolList(ms), Label(b),
-                               m0.needed_name, b.found_by().empty() ? "" : ", found via " + b.found_by());
-    } else {
-      s = fmt::format("it needs {}, which no loaded object defines", SymbolList(ms));
+      *f->proto().add_objects() = b;
+      f->proto().add_evidence(b.seq());
     }
-    if (!m0.provider.empty()) {
-      const v1::Library p = ProviderLibrary(m0);
-      *f->add_objects() = p;
-      if (reused)
-        s += fmt::format("; its {} holds {}, which defines {}", p.found_by(), Label(p), pronoun);
-      else if (!m0.first_match.empty() && m0.first_step != m0.provider_step)
-        s += fmt::format("; its own {} holds {}, which defines {}, but {} is searched first",
-                         p.found_by(), Label(p), pronoun, render::StepWord(m0.first_step));
-      else if (!m0.first_match.empty())
-        s += fmt::format("; {} ({}, later on the same path) defines {}, but the loader stops at "
-                         "the first match", Label(p), p.found_by(), pronoun);
-      else
-        s += fmt::format("; {} ({}) defines {}", Label(p), p.found_by(), pronoun);
-    } else {
-      s += fmt::format("; no file on its search path defines {} either", pronoun);
-    }
-    if (m0.out_of_scope != nullptr && NormalPath(m0.out_of_scope->path) == m0.provider)
-      s += fmt::format(" — that file is even loaded already, but by another dlopen, in a local "
-                       "scope {} cannot see", base);
-    else if (m0.out_of_scope != nullptr)
-      s += fmt::format(" ({} is loaded and defines {}, but by another dlopen, in a local scope "
-                       "{} cannot see)",
-                       NormalPath(m0.out_of_scope->path), ms.size() == 1 ? "it" : "some of them", base);
-    return s;
+    if (!m0.provider.empty()) *f->proto().add_objects() = ProviderLibrary(m0);
   }
 
   v1::Library ProviderLibrary(const Missing& m) {
@@ -425,87 +383,81 @@ class Pass {
   }
 
   // The evidence for one group, as labelled lines.
-  void Evidence(const ProcessIndex& pi, const Obj& o, const Group& ms, v1::Finding* f) {
+  void Evidence(const ProcessIndex& pi, const Obj& o, const Group& ms, FindingBuilder* f) {
     const Missing& m0 = *ms.front();
     const std::string base = BaseName(o.path);
     const char* pronoun = ms.size() == 1 ? "it" : "them";
-    AddDetail(f, "needs", fmt::format("{}{}", SymbolList(ms),
-                                      m0.needed_name.empty() || m0.version_only
-                                          ? ""
-                                          : fmt::format(" (from its NEEDED {})", m0.needed_name)));
+    f->Detail("needs", fmt::format("{}{}", SymbolList(ms),
+                                   m0.needed_name.empty() || m0.version_only
+                                       ? ""
+                                       : fmt::format(" (from its NEEDED {})", m0.needed_name)));
     if (m0.bound != nullptr) {
       const v1::Library b = ctx_.Describe(pi, *m0.bound);
-      AddDetail(f, "bound to", fmt::format("{}, which does not {} {}", Label(b),
-                                           m0.version_only ? "offer" : "define", pronoun));
+      f->Detail("bound to",
+                fmt::format("{}, which does not {} {}", Label(b), m0.version_only ? "offer" : "define", pronoun));
       if (Reused(o, m0.bound)) {
-        AddDetail(f, "loaded first", fmt::format("{}, at +{:.1f} ms", b.loaded_by(), b.at_ms()));
-        AddDetail(f, "why",
-                  fmt::format("glibc reuses a loaded object whose SONAME matches the "
-                              "DT_NEEDED {} and does not search: {}'s own search was never "
-                              "done",
-                              m0.needed_name, base));
+        f->Detail("loaded first", fmt::format("{}{}", b.loaded_by(), LoadedAt(pi, b, ", ")));
+        f->Detail("why", fmt::format("glibc reuses a loaded object whose SONAME matches the "
+                                     "DT_NEEDED {} and does not search: {}'s own search was never "
+                                     "done",
+                                     m0.needed_name, base));
       } else if (!b.found_by().empty()) {
-        AddDetail(f, "found by", b.found_by());
+        f->Detail("found by", b.found_by());
       }
     }
     if (!m0.first_match.empty() && (m0.bound == nullptr || NormalPath(m0.bound->path) != m0.first_match))
-      AddDetail(f, "first match", fmt::format("{} ({}), which lacks {}", m0.first_match,
-                                              render::StepWord(m0.first_step), pronoun));
+      f->Detail("first match",
+                fmt::format("{} ({}), which lacks {}", m0.first_match, render::StepWord(m0.first_step), pronoun));
     if (!m0.provider.empty()) {
       const v1::Library p = ProviderLibrary(m0);
       const std::string verb = m0.version_only ? "offers" : "defines";
       if (Reused(o, m0.bound))
-        AddDetail(f, "own search finds", fmt::format("{} via {}, which {} {}", Label(p), p.found_by(), verb, pronoun));
+        f->Detail("own search finds", fmt::format("{} via {}, which {} {}", Label(p), p.found_by(), verb, pronoun));
       else if (!m0.first_match.empty())
-        AddDetail(f, "later on the path", fmt::format(
-            "{} via {}, which {} {}: the loader takes the first match ({}) and never reaches it",
-            Label(p), p.found_by(), verb, pronoun, render::StepWord(m0.first_step)));
+        f->Detail("later on the path",
+                  fmt::format("{} via {}, which {} {}: the loader takes the first match ({}) and never reaches it",
+                              Label(p), p.found_by(), verb, pronoun, render::StepWord(m0.first_step)));
       else
-        AddDetail(f, "defined by", fmt::format("{} ({})", Label(p), p.found_by()));
+        f->Detail("defined by", fmt::format("{} ({})", Label(p), p.found_by()));
     } else {
-      AddDetail(f, "defined by", fmt::format("no file on {}'s search path", base));
+      f->Detail("defined by", fmt::format("no file on {}'s search path", base));
     }
     if (m0.out_of_scope != nullptr)
-      AddDetail(f, "also loaded", fmt::format("{} defines {}, but was loaded {}, in a local scope "
-                                              "(RTLD_LOCAL) {} cannot see",
-                                              NormalPath(m0.out_of_scope->path), pronoun,
-                                              ctx_.HowLoaded(pi, *m0.out_of_scope), base));
+      f->Detail("also loaded",
+                fmt::format("{} defines {}, but was loaded {}, in a local scope "
+                            "(RTLD_LOCAL) {} cannot see",
+                            NormalPath(m0.out_of_scope->path), pronoun, ctx_.HowLoaded(pi, *m0.out_of_scope), base));
   }
 
   void Report(const ProcessIndex& pi, const Obj& o, const std::vector<Missing>& missing,
               const std::vector<std::string>& unreadable) {
-    auto f = NewFinding(pi, v1::MISSING_SYMBOL, v1::ERROR);
+    FindingBuilder f(pi, v1::MISSING_SYMBOL, v1::ERROR);
     const v1::Library self = ctx_.Describe(pi, o);
-    *f.add_objects() = self;
-    f.add_evidence(o.open_seq);
+    *f.proto().add_objects() = self;
+    f.proto().add_evidence(o.open_seq);
     for (const auto& m : missing) AddMissing(&f, m, o);
     const std::vector<Group> groups = Groups(missing);
-    AddDetail(&f, "failed", fmt::format("{}, loaded {}", self.path(), self.loaded_by()));
+    f.Detail("failed", fmt::format("{}, loaded {}", self.path(), self.loaded_by()));
     if (groups.front().front()->cause != v1::MISSING_CAUSE_UNSPECIFIED) {
       CausedReport(pi, o, groups, unreadable, &f);
-      *out_->add_findings() = std::move(f);
+      std::move(f).AddTo(out_);
       return;
     }
-    f.set_headline(Headline(o, groups.front()));
-    std::string msg;
+    f.Headline(Headline(o, groups.front()));
     for (const Group& g : groups) {
-      const std::string s = Sentence(pi, o, g, &f);
-      msg += msg.empty() ? fmt::format("{}{} failed to load: {}.", BaseName(o.path), PythonContext(pi, o), s)
-                         : fmt::format(" Also, {}.", s);
+      GroupObjects(pi, g, &f);
       Evidence(pi, o, g, &f);
     }
     UnreadableDetail(&f, unreadable);
-    f.set_message(msg);
+    OwnerDetail(o, &f);
     SymbolFixes(pi, o, groups.front(), &f);
-    *out_->add_findings() = std::move(f);
+    std::move(f).AddTo(out_);
   }
 
-  // A failure whose explanation has a known cause (missing_causes.cc): its words, and the
-  // message composed from headline, details and fixes.
+  // A failure whose explanation has a known cause (missing_causes.cc): its words.
   void CausedReport(const ProcessIndex& pi, const Obj& o, const std::vector<Group>& groups,
-                    const std::vector<std::string>& unreadable, v1::Finding* f) {
-    f->set_headline(
-        fmt::format("{} failed to load: {}", BaseName(o.path), CauseHeadline(ctx_, groups.front(), owners_)));
+                    const std::vector<std::string>& unreadable, FindingBuilder* f) {
+    f->Headline(fmt::format("{} failed to load: {}", BaseName(o.path), CauseHeadline(ctx_, groups.front(), owners_)));
     for (const Group& g : groups) {
       if (g.front()->cause != v1::MISSING_CAUSE_UNSPECIFIED)
         CauseDetails(ctx_, pi, o, g, owners_, f);
@@ -513,64 +465,69 @@ class Pass {
         Evidence(pi, o, g, f);
     }
     UnreadableDetail(f, unreadable);
+    OwnerDetail(o, f);
     CauseFixes(ctx_, pi, o, groups.front(), owners_, f);
-    layout::Compose(f);
+  }
+
+  // The package that installed the object, as the trace recorded it.
+  void OwnerDetail(const Obj& o, FindingBuilder* f) {
+    f->Detail("owner", fmt::format("{}: {}", NormalPath(o.path), OwnerText(ctx_.OwnerOf(o.path))));
   }
 
   // What to do, concrete for the first group's case.
-  void SymbolFixes(const ProcessIndex& pi, const Obj& o, const Group& ms, v1::Finding* f) {
+  void SymbolFixes(const ProcessIndex& pi, const Obj& o, const Group& ms, FindingBuilder* f) {
     const Missing& m0 = *ms.front();
     const std::string base = BaseName(o.path);
     const std::string what = m0.version_only ? "version " + m0.version : SymbolList(ms);
     const bool python = o.load != nullptr && o.load->has_python();
     if (m0.provider.empty()) {
-      AddFix(f, m0.version_only ? "pin-version" : "install",
+      f->Fix(m0.version_only ? v1::FIX_PIN_VERSION : v1::FIX_INSTALL,
              fmt::format("install a {} that {} {} (a newer release of the package that provides "
                          "it), or use a build of {} made against the {} that is installed",
-                         m0.needed_name.empty() ? "library" : m0.needed_name,
-                         m0.version_only ? "offers" : "defines", what, base,
-                         m0.needed_name.empty() ? "library" : m0.needed_name));
+                         m0.needed_name.empty() ? "library" : m0.needed_name, m0.version_only ? "offers" : "defines",
+                         what, base, m0.needed_name.empty() ? "library" : m0.needed_name));
       return;
     }
     if (m0.out_of_scope != nullptr && NormalPath(m0.out_of_scope->path) == m0.provider) {
-      AddFix(f, "load-rtld-global",
-             fmt::format("load {} with RTLD_GLOBAL where it is loaded now ({}){}", m0.provider,
-                         ctx_.HowLoaded(pi, *m0.out_of_scope),
-                         python ? ": ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)" : ""));
+      f->Fix(v1::FIX_LOAD_RTLD_GLOBAL, fmt::format("load {} with RTLD_GLOBAL where it is loaded now ({}){}",
+                                                   m0.provider, ctx_.HowLoaded(pi, *m0.out_of_scope),
+                                                   python ? ": ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)" : ""));
     }
     if (Reused(o, m0.bound)) {
       AddSwapFix(pi, o, *m0.bound, f);
-      AddFix(f, "preload-by-path",
-             fmt::format("load the copy {}'s {} names before anything loads {}: {}LD_PRELOAD={}",
-                         base, render::StepWord(m0.provider_step), m0.needed_name,
-                         python ? fmt::format("ctypes.CDLL('{}', mode=ctypes.RTLD_GLOBAL) first, or ",
-                                              m0.provider)
-                                : "",
-                         m0.provider));
+      f->Fix(
+          v1::FIX_PRELOAD_BY_PATH,
+          fmt::format("load the copy {}'s {} names before anything loads {}: {}LD_PRELOAD={}", base,
+                      render::StepWord(m0.provider_step), m0.needed_name,
+                      python ? fmt::format("ctypes.CDLL('{}', mode=ctypes.RTLD_GLOBAL) first, or ", m0.provider) : "",
+                      m0.provider),
+          "LD_PRELOAD", m0.provider);
       return;
     }
     if (m0.first_step == v1::STEP_LD_LIBRARY_PATH && !m0.first_match.empty() && EmptyElementFound(pi, m0.first_match)) {
       // The directory is no element of LD_LIBRARY_PATH: an empty one, the current
       // directory (search_files.cc's empty-path-element finding tells the hazard).
       const std::string llp = EnvOf(*pi.p, "LD_LIBRARY_PATH");
-      AddFix(f, "drop-from-ld-library-path",
+      const std::string kept = fmt::format("{}", fmt::join(loader::SplitPath(llp), ":"));
+      f->Fix(v1::FIX_DROP_FROM_LD_LIBRARY_PATH,
              fmt::format("drop the empty element from LD_LIBRARY_PATH: it is the current directory, whose {} lacks "
                          "{}: LD_LIBRARY_PATH={}",
-                         m0.needed_name, what, fmt::join(loader::SplitPath(llp), ":")));
+                         m0.needed_name, what, kept),
+             "LD_LIBRARY_PATH", kept);
     } else if (m0.first_step == v1::STEP_LD_LIBRARY_PATH && !m0.first_match.empty()) {
       const std::string dir = m0.first_match.substr(0, m0.first_match.rfind('/'));
-      AddFix(f, "drop-from-ld-library-path",
-             fmt::format("drop {} from LD_LIBRARY_PATH (its {} lacks {}){}", dir, m0.needed_name, what,
-                         m0.provider_step == v1::STEP_LD_LIBRARY_PATH
-                             ? fmt::format(", or put {} before it",
-                                           m0.provider.substr(0, m0.provider.rfind('/')))
-                             : fmt::format("; {}'s {} then finds {}", base,
-                                           render::StepWord(m0.provider_step), m0.provider)));
+      std::string text = fmt::format(
+          "drop {} from LD_LIBRARY_PATH (its {} lacks {}){}", dir, m0.needed_name, what,
+          m0.provider_step == v1::STEP_LD_LIBRARY_PATH
+              ? fmt::format(", or put {} before it", m0.provider.substr(0, m0.provider.rfind('/')))
+              : fmt::format("; {}'s {} then finds {}", base, render::StepWord(m0.provider_step), m0.provider));
+      DropFromLdLibraryPathFix(pi, dir, std::move(text), f);
     }
     if (m0.bound != nullptr && NormalPath(m0.bound->path) != m0.provider)
-      AddFix(f, "preload-by-path", fmt::format("or preload the copy that {}: LD_PRELOAD={}",
-                                               m0.version_only ? "offers " + what : "defines " + what,
-                                               m0.provider));
+      f->Fix(v1::FIX_PRELOAD_BY_PATH,
+             fmt::format("or preload the copy that {}: LD_PRELOAD={}",
+                         m0.version_only ? "offers " + what : "defines " + what, m0.provider),
+             "LD_PRELOAD", m0.provider);
   }
 
   // Objects that loaded but call functions nothing in their namespace defines.
@@ -629,25 +586,19 @@ class Pass {
 
   void LazyFinding(const ProcessIndex& pi, const Obj& o, const std::vector<Missing>& missing,
                    const std::vector<const Missing*>& ms) {
-    auto f = NewFinding(pi, v1::MISSING_SYMBOL, v1::WARNING);
+    FindingBuilder f(pi, v1::MISSING_SYMBOL, v1::WARNING);
     const v1::Library self = ctx_.Describe(pi, o);
-    *f.add_objects() = self;
-    f.add_evidence(o.open_seq);
+    *f.proto().add_objects() = self;
+    f.proto().add_evidence(o.open_seq);
     for (const auto& m : missing) AddMissing(&f, m, o);
     const std::string base = BaseName(o.path);
     const std::string& provider = missing[0].provider;
-    f.set_message(fmt::format("{} loaded (lazily bound), but no object in namespace {} defines {}, "
-                              "which it calls: the first call will fail with 'symbol lookup "
-                              "error'.{}",
-                              base, o.lmid, SymbolList(ms),
-                              provider.empty() ? "" : fmt::format(" {} defines it.", provider)));
-    f.set_headline(fmt::format("{} calls {}, which no object in namespace {} defines", base,
-                               SymbolList(ms), o.lmid));
-    AddDetail(&f, "loaded", fmt::format("{}, {} (lazy binding: only the first call fails)",
-                                        self.path(), self.loaded_by()));
-    AddDetail(&f, "defined by", provider.empty() ? fmt::format("no file on {}'s search path", base)
-                                                 : fmt::format("{} ({}), not loaded", provider,
-                                                               render::StepWord(missing[0].provider_step)));
+    f.Headline(fmt::format("{} calls {}, which no object in namespace {} defines", base, SymbolList(ms), o.lmid));
+    f.Detail("loaded", fmt::format("{}, {} (lazy binding: only the first call fails)", self.path(), self.loaded_by()));
+    f.Detail("defined by", provider.empty() ? fmt::format("no file on {}'s search path", base)
+                                            : fmt::format("{} ({}), not loaded", provider,
+                                                          render::StepWord(missing[0].provider_step)));
+    OwnerDetail(o, &f);
     // Symbols whose cause is known: the first such cause says what to do.
     Group caused;
     for (const Missing* m : ms)
@@ -657,21 +608,20 @@ class Pass {
     if (!caused.empty()) {
       CauseDetails(ctx_, pi, o, caused, owners_, &f);
       CauseFixes(ctx_, pi, o, caused, owners_, &f);
-      *out_->add_findings() = std::move(f);
+      std::move(f).AddTo(out_);
       return;
     }
     if (!provider.empty())
-      AddFix(&f, "load-rtld-global",
-             fmt::format("load {} with RTLD_GLOBAL before {} (or LD_PRELOAD={})", provider, base, provider));
-    AddFix(&f, "add-needed",
-           fmt::format("link {} against the library that defines {} (a DT_NEEDED entry)", base,
-                       SymbolList(ms)));
-    *out_->add_findings() = std::move(f);
+      f.Fix(v1::FIX_LOAD_RTLD_GLOBAL,
+            fmt::format("load {} with RTLD_GLOBAL before {} (or LD_PRELOAD={})", provider, base, provider));
+    f.Fix(v1::FIX_ADD_NEEDED,
+          fmt::format("link {} against the library that defines {} (a DT_NEEDED entry)", base, SymbolList(ms)));
+    std::move(f).AddTo(out_);
   }
 
   Context& ctx_;
   v1::Report* out_;
-  PipOwners owners_;  // the pip distributions of the files findings name
+  PipOwners owners_;  // the pip distributions of the files findings name, as the trace recorded them
   CauseMemo causes_;
 };
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "analysis/context.h"
+#include "analysis/finding_builder.h"
 #include "analysis/pip_owner.h"
 #include "elf/symtab.h"
 
@@ -82,7 +83,8 @@ void FindCauses(Context& ctx, const ProcessIndex& pi, const Obj& o, const std::v
 // (after "<object> failed to load: "), its labelled evidence, and its fixes.
 std::string CauseHeadline(Context& ctx, const Group& g, PipOwners& owners);
 void CauseDetails(Context& ctx, const ProcessIndex& pi, const Obj& o, const Group& g, PipOwners& owners,
-                  v1::Finding* f);
-void CauseFixes(Context& ctx, const ProcessIndex& pi, const Obj& o, const Group& g, PipOwners& owners, v1::Finding* f);
+                  FindingBuilder* f);
+void CauseFixes(Context& ctx, const ProcessIndex& pi, const Obj& o, const Group& g, PipOwners& owners,
+                FindingBuilder* f);
 
 }  // namespace ldscope::analysis

@@ -16,11 +16,14 @@
 namespace ldscope::analysis {
 namespace {
 
-// Up to limit bytes of the file; "" when it cannot be read.
+// Up to limit bytes of the file; "" when it cannot be read. The buffer is the file's
+// size (a budget of many megabytes is not allocated for each small file).
 std::string ReadSome(const std::filesystem::path& p, size_t limit) {
   std::ifstream in(p, std::ios::binary);
   if (!in) return "";
-  std::string out(limit, '\0');
+  std::error_code ec;
+  const uintmax_t size = std::filesystem::file_size(p, ec);
+  std::string out(ec ? std::min<size_t>(limit, 1 << 20) : std::min<uintmax_t>(limit, size), '\0');
   in.read(out.data(), static_cast<std::streamsize>(limit));
   out.resize(static_cast<size_t>(in.gcount()));
   return out;
@@ -149,8 +152,17 @@ std::optional<PipDistribution> PipOwner(const std::string& path) {
 
 const std::optional<PipDistribution>& PipOwners::Of(const std::string& path) {
   auto it = known_.find(path);
-  if (it == known_.end()) it = known_.emplace(path, PipOwner(path)).first;
-  return it->second;
+  if (it != known_.end()) return it->second;
+  std::optional<PipDistribution> d;
+  if (const v1::Owner* o = ctx_.OwnerOf(path); o != nullptr && o->manager() == v1::OwnerFacts::MANAGER_PIP) {
+    d.emplace();
+    d->name = text::Escape(o->name());
+    d->version = text::Escape(o->version());
+    d->dist_info = o->record().substr(0, o->record().rfind('/'));
+    for (const auto& t : o->tags()) d->tags.push_back(text::Escape(t));
+    for (const auto& r : o->requires_dist()) d->requires_dist.push_back(text::Escape(r));
+  }
+  return known_.emplace(path, std::move(d)).first->second;
 }
 
 std::string PipLabel(const std::optional<PipDistribution>& d) {

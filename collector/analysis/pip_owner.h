@@ -1,7 +1,7 @@
 // Which pip distribution installed a file: the *.dist-info directory beside it in its
 // site-packages whose RECORD lists it, with the name and version its METADATA gives
-// and the tags its WHEEL gives. Findings name "torch 2.5.1" rather than a path, and
-// fixes say what to reinstall.
+// and the tags its WHEEL gives, looked up when a trace is taken. Findings name "torch
+// 2.5.1" rather than a path, and fixes say what to reinstall.
 #pragma once
 
 #include <map>
@@ -22,18 +22,24 @@ struct PipDistribution {
 inline constexpr size_t kMaxDistInfos = 4096;
 inline constexpr size_t kMaxRecordBytes = 256u << 20;
 
-// Looks owners up once per path.
+class Context;
+
+// The pip distributions a trace recorded (Context::OwnerOf: looked up where the trace
+// was taken, never on the reading machine), once per path.
 class PipOwners {
  public:
-  // path: escaped text. nullopt when it is not under a site-packages or dist-packages
-  // directory, or no RECORD there lists it.
+  explicit PipOwners(Context& ctx) : ctx_(ctx) {}
+  // path: escaped text. nullopt when the trace records no pip distribution for it.
   const std::optional<PipDistribution>& Of(const std::string& path);
 
  private:
+  Context& ctx_;
   std::map<std::string, std::optional<PipDistribution>> known_;
 };
 
-// The same, uncached.
+// The distribution whose RECORD lists the file on this machine (analysis/owners.h's
+// RecordOwners, when a trace is taken). nullopt when it is not under a site-packages
+// or dist-packages directory, or no RECORD there lists it.
 std::optional<PipDistribution> PipOwner(const std::string& path);
 
 // "torch 2.5.1"; "" for none.

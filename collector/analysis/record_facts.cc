@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 
 #include "analysis/families.h"
-#include "analysis/parallel.h"
+#include "text/parallel.h"
 #include "elf/elf_file.h"
 #include "elf/facts.h"
 #include "text/escape.h"
@@ -194,7 +194,7 @@ RecordedFacts MakeRecords(const std::vector<std::string>& all,
     for (const auto& f : files) counted.insert(f.read->undefined.begin(), f.read->undefined.end());
   auto wanted = [&](uint64_t h) { return as_known ? known->wanted.count(h) != 0 : counted.count(h) != 0; };
   std::vector<v1::ObjectFacts> made(files.size());
-  ParallelFor(files.size(), [&](size_t i) {
+  text::ParallelFor(files.size(), 32, [&](size_t i) {
     const File& f = files[i];
     if (as_known && f.read->guessed && f.read->known_at == known->log.size()) {
       // Made, or checked, with every name the files leave undefined.
@@ -249,7 +249,7 @@ void FactsReader::Add(const std::string& path, const Loaded& loaded) {
       try {
         thread_ = std::thread([this] { Work(); });
       } catch (const std::system_error&) {
-        no_thread_ = true;  // no thread to be had: Finish reads everything, as before
+        no_thread_ = true;  // no thread to be had: Finish reads every path itself
         queue_.clear();
         return;
       }
@@ -366,7 +366,7 @@ RecordedFacts FactsReader::Finish(const std::set<std::string>& paths, int limit_
   }
   // Read in parallel; what was not begun by the deadline stays unread (no record).
   late_.resize(todo.size());
-  ParallelFor(todo.size(), [&](size_t k) {
+  text::ParallelFor(todo.size(), 32, [&](size_t k) {
     if (NowMs() > deadline) return;
     const auto l = loaded_.find(all[todo[k]]);
     late_[k] = ReadPath(all[todo[k]], keep_files_, l == loaded_.end() ? nullptr : &l->second);

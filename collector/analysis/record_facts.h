@@ -29,7 +29,7 @@ struct RecordedFacts {
 // modification time; a file that cannot be read gets a record saying why. Definitions
 // are kept (by hash) only where some object among paths leaves the name undefined, and
 // the runtime-family marker names in full. Stops reading after limit_ms (the rest get
-// no record: a report then says they could not be read, as before).
+// no record: a report then says they could not be read).
 RecordedFacts RecordFacts(const std::set<std::string>& paths, int limit_ms);
 
 // The same records, with each file read as soon as it is known: a background thread

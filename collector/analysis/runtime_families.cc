@@ -11,6 +11,7 @@
 
 #include "analysis/analysis.h"
 #include "analysis/families.h"
+#include "elf/elf_file.h"
 
 namespace ldscope::analysis {
 namespace {
@@ -83,55 +84,139 @@ class Pass {
   }
 
  private:
-  v1::Finding Start(v1::Severity sev, const std::vector<Member>& ms) {
-    auto f = NewFinding(pi_, v1::RUNTIME_FAMILY, sev);
+  FindingBuilder Start(v1::Severity sev, const std::vector<Member>& ms) {
+    FindingBuilder f(pi_, v1::RUNTIME_FAMILY, sev);
     for (const Member& m : ms) {
-      *f.add_objects() = ctx_.Describe(pi_, *m.o);
-      f.add_evidence(m.o->open_seq);
+      *f.proto().add_objects() = ctx_.Describe(pi_, *m.o);
+      f.proto().add_evidence(m.o->open_seq);
     }
     return f;
   }
 
-  void Copies(v1::Finding* f, const std::vector<Member>& ms, bool with_impl) {
+  void Copies(FindingBuilder* f, const std::vector<Member>& ms, bool with_impl) {
     for (const Member& m : ms) {
       const std::string what = with_impl ? fmt::format("{} {}", m.id.implementation,
                                                        m.version == "unknown" ? "(version unknown)" : m.version)
                                          : (m.o->soname.empty() ? BaseName(m.o->path) : m.o->soname);
-      layout::Detail(f, "loaded", fmt::format("{}: {} ({})", what, NormalPath(m.o->path), ctx_.HowLoaded(pi_, *m.o)));
+      f->Detail("loaded", fmt::format("{}: {} ({})", what, NormalPath(m.o->path), ctx_.HowLoaded(pi_, *m.o)));
     }
   }
 
-  void Emit(v1::Finding f) {
-    layout::Compose(&f);
-    *out_->add_findings() = std::move(f);
+  // The entry points a member's callers use of it: the OpenMP names other objects of its
+  // namespace import that it defines, and, when it was named itself (a dlopen of it, a
+  // preload), the marker entry points it defines (its caller reaches them by dlsym).
+  std::set<std::string> EntryPointsUsed(const Member& m) {
+    static const char* const kPrefixes[] = {"omp_", "GOMP_", "GOACC_", "acc_", "__kmpc_", "kmp_", "__kmp_"};
+    static const char* const kMarkers[] = {"omp_get_num_threads", "omp_set_num_threads", "GOMP_parallel",
+                                           "__kmpc_fork_call"};
+    std::set<std::string> used;
+    const elf::ElfInfo* e = ctx_.File(m.o->path);
+    if (e == nullptr) return used;
+    const bool named =
+        m.o->load != nullptr && (m.o->load->reason() == v1::LOAD_DLOPEN || m.o->load->reason() == v1::LOAD_PRELOAD);
+    if (named)
+      for (const char* n : kMarkers)
+        if (e->Find(elf::SymbolQuery(n, "")).named) used.insert(n);
+    for (const auto& [id, o] : pi_.objects) {
+      if (&o == m.o || o.rolled_back || o.lmid != m.o->lmid || o.path.empty()) continue;
+      const elf::ElfInfo* u = ctx_.File(o.path);
+      if (u == nullptr || u == e) continue;
+      u->ForEachUndefined([&](const elf::Symbol& s, const elf::SymbolQuery& q) {
+        bool openmp = false;
+        for (const char* p : kPrefixes) openmp |= s.name.rfind(p, 0) == 0;
+        if (openmp && e->Find(q).named) used.insert(std::string(s.name));
+      });
+    }
+    return used;
+  }
+
+  // What `a` lacks of the entry points the callers of the other runtimes use: empty when
+  // a, loaded first, serves every call (ld.so binds each name to the first definition
+  // of the global scope).
+  std::set<std::string> Lacks(const Member& a, const std::vector<Member>& ms,
+                              std::map<const Obj*, std::set<std::string>>& used) {
+    std::set<std::string> lacks;
+    const elf::ElfInfo* e = ctx_.File(a.o->path);
+    for (const Member& b : ms) {
+      if (b.id.implementation == a.id.implementation) continue;
+      auto it = used.find(b.o);
+      if (it == used.end()) it = used.emplace(b.o, EntryPointsUsed(b)).first;
+      for (const std::string& n : it->second)
+        if (e == nullptr || !e->Find(elf::SymbolQuery(n, "")).named) lacks.insert(n);
+    }
+    return lacks;
   }
 
   void OpenMP(const std::vector<Member>& ms) {
     std::set<std::string> impls;
     for (const Member& m : ms) impls.insert(m.id.implementation);
     if (impls.size() >= 2) {
+      std::map<const Obj*, std::set<std::string>> used;
+      const Member* preloaded = nullptr;
+      for (const Member& m : ms)
+        if (preloaded == nullptr && m.o->load != nullptr && m.o->load->reason() == v1::LOAD_PRELOAD) preloaded = &m;
+      std::set<std::string> preloaded_lacks;
+      if (preloaded != nullptr) {
+        preloaded_lacks = Lacks(*preloaded, ms, used);
+        // The preloaded runtime defines every entry point the others' callers use: the
+        // others are loaded, but every call reaches the preloaded one.
+        if (preloaded_lacks.empty()) return;
+      }
+      // A runtime that can serve the others' callers, if one can.
+      const Member* serves = nullptr;
+      std::vector<std::string> lacking;
+      for (const Member& m : ms) {
+        if (&m == preloaded) continue;
+        const std::set<std::string> l = Lacks(m, ms, used);
+        if (l.empty() && serves == nullptr) serves = &m;
+        if (!l.empty()) lacking.push_back(fmt::format("{} lacks {}", m.id.implementation, fmt::join(l, ", ")));
+      }
       auto f = Start(v1::WARNING, ms);
-      f.set_headline(fmt::format("{} different OpenMP runtimes loaded together: {}", impls.size(),
-                                 fmt::join(impls, " and ")));
+      f.Headline(
+          fmt::format("{} different OpenMP runtimes loaded together: {}", impls.size(), fmt::join(impls, " and ")));
       Copies(&f, ms, true);
-      layout::Detail(&f, "why it matters", "two OpenMP runtimes each start their own thread pools; "
-                                           "together they oversubscribe, crash or deadlock");
-      layout::Fix(&f, "set-variable", fmt::format("make every package use one runtime: preload one of them "
-                                                  "(LD_PRELOAD={}) or install builds that share it",
-                                                  NormalPath(ms.front().o->path)));
-      layout::Fix(&f, "set-variable", "as a stopgap for Intel's runtime beside another: KMP_DUPLICATE_LIB_OK=TRUE "
-                                      "(hides the check, not the conflict)");
-      Emit(std::move(f));
+      f.Detail("why it matters",
+               "two OpenMP runtimes each start their own thread pools; "
+               "together they oversubscribe, crash or deadlock");
+      if (preloaded != nullptr)
+        f.Detail("preloaded", fmt::format("{} comes first, but it lacks {}, which the other runtime's callers use: "
+                                          "a preload does not stop another runtime from loading",
+                                          preloaded->id.implementation, fmt::join(preloaded_lacks, ", ")));
+      if (serves != nullptr) {
+        f.Fix(v1::FIX_PRELOAD_BY_PATH,
+              fmt::format("load {} first, so that it serves every OpenMP call (it defines each entry point the "
+                          "other's callers use): LD_PRELOAD={}{}",
+                          serves->id.implementation, NormalPath(serves->o->path),
+                          preloaded != nullptr ? fmt::format(" in place of {}", BaseName(preloaded->o->path)) : ""),
+              "LD_PRELOAD", NormalPath(serves->o->path));
+      } else {
+        if (preloaded == nullptr) f.Detail("neither serves the other", fmt::format("{}", fmt::join(lacking, "; ")));
+        // The runtimes to stop loading: those that are not the first (or the preloaded).
+        const Member& kept = preloaded != nullptr ? *preloaded : ms.front();
+        std::vector<std::string> others;
+        for (const Member& m : ms)
+          if (m.id.implementation != kept.id.implementation)
+            others.push_back(fmt::format("{} ({})", NormalPath(m.o->path), ctx_.HowLoaded(pi_, *m.o)));
+        f.Fix(v1::FIX_PIN_VERSION, fmt::format("load one runtime: stop loading {}, or install builds of the "
+                                               "packages that share {}",
+                                               fmt::join(others, " and "), kept.id.implementation));
+      }
+      f.Fix(v1::FIX_SET_VARIABLE,
+            "as a stopgap for Intel's runtime beside another: KMP_DUPLICATE_LIB_OK=TRUE "
+            "(hides the check, not the conflict)",
+            "KMP_DUPLICATE_LIB_OK", "TRUE");
+      std::move(f).AddTo(out_);
       return;
     }
     if (Sonames(ms).size() < 2) return;  // one SONAME twice: the duplicates pass
     auto f = Start(v1::INFO, ms);
-    f.set_headline(fmt::format("OpenMP runtime: {} copies of {} (each keeps its own thread settings)", ms.size(),
-                               *impls.begin()));
+    f.Headline(
+        fmt::format("OpenMP runtime: {} copies of {} (each keeps its own thread settings)", ms.size(), *impls.begin()));
     Copies(&f, ms, false);
-    layout::Fix(&f, "set-variable", "set OMP_NUM_THREADS for the process: omp_set_num_threads() in one copy "
-                                    "does not reach the others");
-    Emit(std::move(f));
+    f.Fix(v1::FIX_SET_VARIABLE,
+          "set OMP_NUM_THREADS for the process: omp_set_num_threads() in one copy "
+          "does not reach the others");
+    std::move(f).AddTo(out_);
   }
 
   void Blas(const std::vector<Member>& ms) {
@@ -157,22 +242,25 @@ class Pass {
       for (const Member* b : plain) clash |= a->id.implementation != b->id.implementation;
     if (clash) {
       auto f = Start(v1::WARNING, installs);
-      f.set_headline(fmt::format("two BLAS libraries export the same names (dgemm_ ...): {}", fmt::join(impls, " and ")));
+      f.Headline(fmt::format("two BLAS libraries export the same names (dgemm_ ...): {}", fmt::join(impls, " and ")));
       Copies(&f, installs, true);
-      layout::Detail(&f, "why it matters", "each BLAS call binds to whichever copy comes first in the caller's "
-                                           "lookup scope, so callers can mix the two builds");
-      layout::Fix(&f, "pin-version", "use one BLAS for every package (one alternative: update-alternatives "
-                                     "--config libblas.so.3-x86_64-linux-gnu, or wheels that bundle theirs under "
-                                     "renamed symbols)");
-      Emit(std::move(f));
+      f.Detail("why it matters",
+               "each BLAS call binds to whichever copy comes first in the caller's "
+               "lookup scope, so callers can mix the two builds");
+      f.Fix(v1::FIX_PIN_VERSION,
+            "use one BLAS for every package (one alternative: update-alternatives "
+            "--config libblas.so.3-x86_64-linux-gnu, or wheels that bundle theirs under "
+            "renamed symbols)");
+      std::move(f).AddTo(out_);
       return;
     }
     auto f = Start(v1::INFO, installs);
-    f.set_headline(fmt::format("BLAS/LAPACK: {} builds loaded (as threadpoolctl lists them)", installs.size()));
+    f.Headline(fmt::format("BLAS/LAPACK: {} builds loaded (as threadpoolctl lists them)", installs.size()));
     Copies(&f, installs, true);
-    layout::Fix(&f, "set-variable", "thread limits must reach each: set OPENBLAS_NUM_THREADS/MKL_NUM_THREADS "
-                                    "(or use threadpoolctl) rather than one library's API");
-    Emit(std::move(f));
+    f.Fix(v1::FIX_SET_VARIABLE,
+          "thread limits must reach each: set OPENBLAS_NUM_THREADS/MKL_NUM_THREADS "
+          "(or use threadpoolctl) rather than one library's API");
+    std::move(f).AddTo(out_);
   }
 
   void Cxx(const std::vector<Member>& ms) {
@@ -191,11 +279,11 @@ class Pass {
           }
     }
     auto f = Start(v1::WARNING, ms);
-    f.set_headline(fmt::format("two C++ runtimes (libstdc++) loaded; {} came first", BaseName(ms.front().o->path)));
+    f.Headline(fmt::format("two C++ runtimes (libstdc++) loaded; {} came first", BaseName(ms.front().o->path)));
     for (const Member& m : ms)
-      layout::Detail(&f, "loaded", fmt::format("{} (offers up to {}), {}", NormalPath(m.o->path),
-                                               HighestGlibcxx(ctx_, m.o->path), ctx_.HowLoaded(pi_, *m.o)));
-    if (!required.empty()) layout::Detail(&f, "required", fmt::format("{} by {}", required, required_by));
+      f.Detail("loaded", fmt::format("{} (offers up to {}), {}", NormalPath(m.o->path), HighestGlibcxx(ctx_, m.o->path),
+                                     ctx_.HowLoaded(pi_, *m.o)));
+    if (!required.empty()) f.Detail("required", fmt::format("{} by {}", required, required_by));
     const Member* newest = &ms.front();
     for (const Member& m : ms) {
       const std::string a = HighestGlibcxx(ctx_, m.o->path), b = HighestGlibcxx(ctx_, newest->o->path);
@@ -203,14 +291,17 @@ class Pass {
     }
     const std::string need = required.empty() ? HighestGlibcxx(ctx_, newest->o->path) : required;
     if (newest->o->soname == "libstdc++.so.6")
-      layout::Fix(&f, "preload-by-path", fmt::format("load the newest copy first, for every object to share it: "
-                                                     "LD_PRELOAD={}", NormalPath(newest->o->path)));
+      f.Fix(v1::FIX_PRELOAD_BY_PATH,
+            fmt::format("load the newest copy first, for every object to share it: "
+                        "LD_PRELOAD={}",
+                        NormalPath(newest->o->path)),
+            "LD_PRELOAD", NormalPath(newest->o->path));
     else
-      layout::Fix(&f, "install", fmt::format("{} cannot stand in for libstdc++.so.6 (another SONAME): install a "
-                                             "libstdc++.so.6 that offers {} (a newer GCC's) and load it first, so "
-                                             "that one runtime serves every object",
-                                             BaseName(newest->o->path), need));
-    Emit(std::move(f));
+      f.Fix(v1::FIX_INSTALL, fmt::format("{} cannot stand in for libstdc++.so.6 (another SONAME): install a "
+                                         "libstdc++.so.6 that offers {} (a newer GCC's) and load it first, so "
+                                         "that one runtime serves every object",
+                                         BaseName(newest->o->path), need));
+    std::move(f).AddTo(out_);
   }
 
   void Cuda(const std::string& component, const std::vector<Member>& ms) {
@@ -227,17 +318,19 @@ class Pass {
     for (const auto& [fam, s] : sonames_by_family) two_versions |= s.size() >= 2;
     if (dirs.size() < 2 && !two_versions) return;
     auto f = Start(v1::WARNING, ms);
-    f.set_headline(two_versions ? fmt::format("{} of two CUDA versions loaded together", component)
-                                : fmt::format("{} libraries from {} installations", component, dirs.size()));
+    f.Headline(two_versions ? fmt::format("{} of two CUDA versions loaded together", component)
+                            : fmt::format("{} libraries from {} installations", component, dirs.size()));
     Copies(&f, ms, false);
     if (two_versions)
-      layout::Fix(&f, "pin-version", fmt::format("install every package's build for one CUDA major version, so "
-                                                 "that one of {} is loaded", fmt::join(Sonames(ms), " and ")));
+      f.Fix(v1::FIX_PIN_VERSION, fmt::format("install every package's build for one CUDA major version, so "
+                                             "that one of {} is loaded",
+                                             fmt::join(Sonames(ms), " and ")));
     else
-      layout::Fix(&f, "pin-version", fmt::format("load every {} library from one installation ({}): install the "
-                                                 "matching package there, or drop the other directory from the "
-                                                 "search path", component, *dirs.begin()));
-    Emit(std::move(f));
+      f.Fix(v1::FIX_PIN_VERSION, fmt::format("load every {} library from one installation ({}): install the "
+                                             "matching package there, or drop the other directory from the "
+                                             "search path",
+                                             component, *dirs.begin()));
+    std::move(f).AddTo(out_);
   }
 
   Context& ctx_;

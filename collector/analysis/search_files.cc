@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "analysis/analysis.h"
+#include "analysis/env_change.h"
 #include "analysis/families.h"
 #include "render/python_text.h"
 #include "render/words.h"
@@ -176,25 +177,23 @@ class Pass {
                                                         s.requested_name()) != r->load->needed().end();
     // A NEEDED of start-up that nothing answered stops the program (exit 127).
     const bool startup = needed && before_dlopen && !pi.p->exited() && BoundFor(pi, *r, s.requested_name()) == nullptr;
-    v1::Finding f = NewFinding(pi, story.Finding(), startup ? v1::ERROR : v1::WARNING);
-    *f.add_objects() = ctx_.Describe(pi, *r);
-    f.add_evidence(e.seq());
+    FindingBuilder f(pi, story.Finding(), startup ? v1::ERROR : v1::WARNING);
+    *f.proto().add_objects() = ctx_.Describe(pi, *r);
+    f.proto().add_evidence(e.seq());
     const std::string what = startup ? fmt::format("{} cannot start: {}, needed by {},", BaseName(pi.p->exe()),
                                                    s.requested_name(), BaseName(r->path))
                              : needed
                                  ? fmt::format("{}'s NEEDED {} failed:", BaseName(r->path), s.requested_name())
                                  : fmt::format("dlopen of {} from {} failed:", s.requested_name(), BaseName(r->path));
     const std::string py = render::PyCauseText(s.python(), pi.p->cwd());
-    layout::Detail(
-        &f, "requested by",
-        fmt::format("{}, loaded {}{}", NormalPath(r->path), ctx_.HowLoaded(pi, *r), py.empty() ? "" : ", for " + py));
+    f.Detail("requested by", fmt::format("{}, loaded {}{}", NormalPath(r->path), ctx_.HowLoaded(pi, *r),
+                                         py.empty() ? "" : ", for " + py));
     Tell(pi, *r, s, story, what, &f);
-    layout::Compose(&f);
-    *out_->add_findings() = std::move(f);
+    std::move(f).AddTo(out_);
   }
 
   void Tell(const ProcessIndex& pi, const Obj& r, const v1::SearchResult& s, const FileStory& st,
-            const std::string& what, v1::Finding* f) {
+            const std::string& what, FindingBuilder* f) {
     switch (st.kind) {
       case FileStory::kNotLibrary:
         return NotLibrary(pi, r, s, st, what, f);
@@ -222,91 +221,84 @@ class Pass {
   }
 
   void Incompatible(const ProcessIndex& pi, const Obj& r, const v1::SearchResult& s, const FileStory& st,
-                    const std::string& what, v1::Finding* f) {
+                    const std::string& what, FindingBuilder* f) {
     const std::string name = s.requested_name();
     const bool other_class = std::any_of(st.skipped.begin(), st.skipped.end(),
                                          [](const auto& k) { return k.second.elf_class == ELFCLASS32; });
     const std::string host = elf::MachineWord(pi.env.machine != 0 ? pi.env.machine : elf::HostMachine());
-    f->set_headline(fmt::format(
+    f->Headline(fmt::format(
         "{} found only as {}: unusable in this 64-bit {} process", what,
         st.skipped.size() == 1 ? Foreign(st.skipped[0].second) : "builds for another class or machine", host));
     const bool by_path = name.find('/') != std::string::npos;
     for (const auto& [p, id] : st.skipped)
-      layout::Detail(f, "unusable",
-                     fmt::format("{} ({}): {}; ld.so {}", p, StepText(pi, s, p), Foreign(id),
-                                 by_path ? "treats it as absent" : "skips it and searches on"));
-    layout::Detail(f, "loader said",
-                   other_class ? fmt::format("{}: wrong ELF class: ELFCLASS32", name)
-                               : fmt::format("{}: cannot open shared object file: No such file or "
-                                             "directory (a file for another machine is skipped as "
-                                             "if it were not there)",
-                                             name));
+      f->Detail("unusable", fmt::format("{} ({}): {}; ld.so {}", p, StepText(pi, s, p), Foreign(id),
+                                        by_path ? "treats it as absent" : "skips it and searches on"));
+    f->Detail("loader said", other_class ? fmt::format("{}: wrong ELF class: ELFCLASS32", name)
+                                         : fmt::format("{}: cannot open shared object file: No such file or "
+                                                       "directory (a file for another machine is skipped as "
+                                                       "if it were not there)",
+                                                       name));
     const bool needed = r.load != nullptr &&
                         std::find(r.load->needed().begin(), r.load->needed().end(), name) != r.load->needed().end();
     if (!by_path) AddSearchDetails(ctx_, pi, r, name, &s, /*dlopen=*/!needed, f);
-    layout::Fix(f, "install",
-                fmt::format("install a 64-bit {} build of {} and put it where {} is now{}", host,
-                            BaseName(st.skipped[0].first), st.skipped[0].first,
-                            by_path ? ", or open that build's path" : ", or on the search path before it"));
-    layout::Fix(f, "run-matching-program",
-                fmt::format("or, if the {} build is the one you want, run a program "
-                            "built for it: this process is 64-bit {}",
-                            elf::MachineWord(st.skipped[0].second.machine), host));
+    f->Fix(v1::FIX_INSTALL, fmt::format("install a 64-bit {} build of {} and put it where {} is now{}", host,
+                                        BaseName(st.skipped[0].first), st.skipped[0].first,
+                                        by_path ? ", or open that build's path" : ", or on the search path before it"));
+    f->Fix(v1::FIX_RUN_MATCHING_PROGRAM, fmt::format("or, if the {} build is the one you want, run a program "
+                                                     "built for it: this process is 64-bit {}",
+                                                     elf::MachineWord(st.skipped[0].second.machine), host));
   }
 
-  void MapFailed(const FileStory& st, const std::string& what, v1::Finding* f) {
+  void MapFailed(const FileStory& st, const std::string& what, FindingBuilder* f) {
     const v1::Mount& m = *st.mount;
-    f->set_headline(fmt::format("{} {} lies on a noexec mount ({})", what, st.file, m.mount_point()));
-    layout::Detail(f, "could not map",
-                   fmt::format("{}: ld.so opened it and could not map its code: failed to map "
-                               "segment from shared object",
-                               st.file));
-    layout::Detail(f, "mount",
-                   fmt::format("{} ({} from {}, options {}): noexec forbids executable mappings of its "
-                               "files (recorded when the trace was taken)",
-                               m.mount_point(), m.fs_type(), m.source(), m.options()));
-    layout::Fix(f, "set-variable",
-                fmt::format("if the program unpacks {} into a temporary directory (snappy-java, JNA, lavaplayer and "
-                            "PyInstaller do), give it one on a mount without noexec: TMPDIR=/var/tmp, or for Java "
-                            "-Djava.io.tmpdir=/var/tmp",
-                            BaseName(st.file)));
-    layout::Fix(
-        f, "remount",
-        fmt::format("or remount {} without noexec: mount -o remount,exec {}", m.mount_point(), m.mount_point()));
-    layout::Fix(f, "move", fmt::format("or move {} to a directory on another mount", st.file));
+    f->Headline(fmt::format("{} {} lies on a noexec mount ({})", what, st.file, m.mount_point()));
+    f->Detail("could not map", fmt::format("{}: ld.so opened it and could not map its code: failed to map "
+                                           "segment from shared object",
+                                           st.file));
+    f->Detail("mount", fmt::format("{} ({} from {}, options {}): noexec forbids executable mappings of its "
+                                   "files (recorded when the trace was taken)",
+                                   m.mount_point(), m.fs_type(), m.source(), m.options()));
+    f->Fix(v1::FIX_SET_VARIABLE,
+           fmt::format("if the program unpacks {} into a temporary directory (snappy-java, JNA, lavaplayer and "
+                       "PyInstaller do), give it one on a mount without noexec: TMPDIR=/var/tmp, or for Java "
+                       "-Djava.io.tmpdir=/var/tmp",
+                       BaseName(st.file)),
+           "TMPDIR", "/var/tmp");
+    f->Fix(v1::FIX_REMOUNT,
+           fmt::format("or remount {} without noexec: mount -o remount,exec {}", m.mount_point(), m.mount_point()));
+    f->Fix(v1::FIX_MOVE, fmt::format("or move {} to a directory on another mount", st.file));
   }
 
   void NotLibrary(const ProcessIndex& pi, const Obj& r, const v1::SearchResult& s, const FileStory& st,
-                  const std::string& what, v1::Finding* f) {
+                  const std::string& what, FindingBuilder* f) {
     const std::string err = loader::StopError(st.ident);
     const bool script = !st.ident.head.empty() && IsLinkerScript(st.ident.head);
-    f->set_headline(fmt::format("{} {} is {}", what, st.file,
-                                script ? "a GNU ld script, not a library" : "not a library (" + err + ")"));
-    layout::Detail(f, "stopped at",
-                   fmt::format("{} ({}): ld.so reads it as an ELF object, fails with \"{}\" and "
-                               "searches no further",
-                               st.file, StepText(pi, s, st.file), err));
+    f->Headline(fmt::format("{} {} is {}", what, st.file,
+                            script ? "a GNU ld script, not a library" : "not a library (" + err + ")"));
+    f->Detail("stopped at", fmt::format("{} ({}): ld.so reads it as an ELF object, fails with \"{}\" and "
+                                        "searches no further",
+                                        st.file, StepText(pi, s, st.file), err));
     if (!script) {
-      layout::Fix(f, "remove", fmt::format("remove or rename {}, which is not a shared library", st.file));
+      f->Fix(v1::FIX_REMOVE, fmt::format("remove or rename {}, which is not a shared library", st.file));
       return;
     }
     const std::string real = ScriptDetails(pi, r, st.ident, f);
     if (!real.empty())
-      layout::Fix(f, "load-by-path",
-                  fmt::format("dlopen {} (the library the script names) instead of {}{}", real, s.requested_name(),
-                              s.python().dlopen_call().empty() ? "" : fmt::format(": ctypes.CDLL('{}')", real)));
+      f->Fix(v1::FIX_LOAD_BY_PATH,
+             fmt::format("dlopen {} (the library the script names) instead of {}{}", real, s.requested_name(),
+                         s.python().dlopen_call().empty() ? "" : fmt::format(": ctypes.CDLL('{}')", real)));
     if (st.step == v1::STEP_LD_LIBRARY_PATH)
-      layout::Fix(f, "drop-from-ld-library-path",
-                  fmt::format("or take {} off LD_LIBRARY_PATH: it holds link-time files", DirName(st.file)));
+      f->Fix(v1::FIX_DROP_FROM_LD_LIBRARY_PATH,
+             fmt::format("or take {} off LD_LIBRARY_PATH: it holds link-time files", DirName(st.file)));
   }
 
   // The script, why the loader cannot use it, and the files it names as r's search finds
   // them; returns the first member that search finds ("" when none).
-  std::string ScriptDetails(const ProcessIndex& pi, const Obj& r, const elf::Ident& id, v1::Finding* f) {
-    layout::Detail(f, "script", ScriptText(id.head));
-    layout::Detail(f, "why",
-                   "a GNU ld script tells the link editor (ld -l...) which files to link; the dynamic "
-                   "loader reads only ELF objects");
+  std::string ScriptDetails(const ProcessIndex& pi, const Obj& r, const elf::Ident& id, FindingBuilder* f) {
+    f->Detail("script", ScriptText(id.head));
+    f->Detail("why",
+              "a GNU ld script tells the link editor (ld -l...) which files to link; the dynamic "
+              "loader reads only ELF objects");
     std::vector<std::string> shown;
     std::string real;
     for (const auto& m : ScriptMembers(id.head)) {
@@ -315,7 +307,7 @@ class Pass {
       shown.push_back(got.path.empty() ? m + " (not found)" : m == got.path ? m : fmt::format("{} ({})", m, got.path));
       if (real.empty() && !got.path.empty()) real = m;
     }
-    if (!shown.empty()) layout::Detail(f, "points to", Join(shown));
+    if (!shown.empty()) f->Detail("points to", Join(shown));
     return real;
   }
 
@@ -367,44 +359,59 @@ class Pass {
     if (st.kind == FileStory::kIncompatible && st.skipped.front().second.elf_class == ELFCLASS32)
       why = "wrong ELF class: ELFCLASS32";
     const std::string program = BaseName(pi.p->exe());
-    auto f = NewFinding(pi, v1::PRELOAD_IGNORED, v1::WARNING);
-    *f.add_objects() = ctx_.Describe(pi, *pi.exe);
-    f.add_evidence(e.seq());
+    FindingBuilder f(pi, v1::PRELOAD_IGNORED, v1::WARNING);
+    *f.proto().add_objects() = ctx_.Describe(pi, *pi.exe);
+    f.proto().add_evidence(e.seq());
     const bool script = st.kind == FileStory::kNotLibrary && IsLinkerScript(st.ident.head);
     const std::string reason = st.kind == FileStory::kNone           ? "not found"
                                : st.kind == FileStory::kIncompatible ? "found only as " + Foreign(st.skipped[0].second)
                                : st.kind == FileStory::kMapFailed    ? st.file + " could not be mapped"
                                : script                              ? st.file + " is a GNU ld script, not a library"
                                                                      : st.file + " is not a library";
-    f.set_headline(fmt::format("LD_PRELOAD entry {} was ignored: {}", entry, reason));
-    layout::Detail(&f, "LD_PRELOAD", EnvOf(*pi.p, "LD_PRELOAD"));
-    layout::Detail(&f, "loader said",
-                   fmt::format("ERROR: ld.so: object '{}' from LD_PRELOAD cannot be preloaded "
-                               "({}): ignored.",
-                               entry, why));
-    layout::Detail(&f, "effect",
-                   fmt::format("{} ran without it: nothing it would interpose (an allocator, a "
-                               "profiler) is in effect",
-                               program));
-    for (const auto& [p, id] : st.skipped) layout::Detail(&f, "unusable", fmt::format("{}: {}", p, Foreign(id)));
+    f.Headline(fmt::format("LD_PRELOAD entry {} was ignored: {}", entry, reason));
+    f.Detail("LD_PRELOAD", EnvOf(*pi.p, "LD_PRELOAD"));
+    f.Detail("loader said", fmt::format("ERROR: ld.so: object '{}' from LD_PRELOAD cannot be preloaded "
+                                        "({}): ignored.",
+                                        entry, why));
+    f.Detail("effect", fmt::format("{} ran without it: nothing it would interpose (an allocator, a "
+                                   "profiler) is in effect",
+                                   program));
+    for (const auto& [p, id] : st.skipped) f.Detail("unusable", fmt::format("{}: {}", p, Foreign(id)));
     if (st.kind == FileStory::kNotLibrary || st.kind == FileStory::kMapFailed)
-      layout::Detail(&f, "stopped at", fmt::format("{}: {}", st.file, why));
+      f.Detail("stopped at", fmt::format("{}: {}", st.file, why));
     const std::string real = script ? ScriptDetails(pi, *pi.exe, st.ident, &f) : "";
     if (entry.find('/') == std::string::npos) AddSearchDetails(ctx_, pi, *pi.exe, entry, &s, /*dlopen=*/false, &f);
     const std::string host = elf::MachineWord(pi.env.machine != 0 ? pi.env.machine : elf::HostMachine());
-    layout::Fix(&f, "preload-by-path",
-                st.kind == FileStory::kIncompatible ? fmt::format("give LD_PRELOAD the full path of a 64-bit {} build "
-                                                                  "instead",
-                                                                  host)
-                : !real.empty() ? fmt::format("give LD_PRELOAD the library the script names instead: {}", real)
-                : st.kind == FileStory::kMapFailed
-                    ? "give LD_PRELOAD the full path of a copy on a mount without noexec"
-                    : fmt::format("give LD_PRELOAD the full path of the library (a bare name is searched like a NEEDED "
-                                  "of {}: RPATH, LD_LIBRARY_PATH, ld.so.cache, default directories)",
-                                  program));
-    layout::Fix(&f, "drop-from-ld-preload", fmt::format("or remove {} from LD_PRELOAD", entry));
-    layout::Compose(&f);
-    *out_->add_findings() = std::move(f);
+    // The script's library in the entry's place: LD_PRELOAD's new value.
+    std::vector<std::string> with_real;
+    bool replaced = false;
+    for (const auto& e : loader::SplitPath(EnvOf(*pi.p, "LD_PRELOAD"), ": ")) {
+      replaced |= e == entry;
+      with_real.push_back(e == entry ? real : e);
+    }
+    const std::string text =
+        st.kind == FileStory::kIncompatible ? fmt::format(
+                                                  "give LD_PRELOAD the full path of a 64-bit {} build "
+                                                  "instead",
+                                                  host)
+        : !real.empty() ? fmt::format("give LD_PRELOAD the library the script names instead: {}", real)
+        : st.kind == FileStory::kMapFailed
+            ? "give LD_PRELOAD the full path of a copy on a mount without noexec"
+            : fmt::format(
+                  "give LD_PRELOAD the full path of the library (a bare name is searched like a NEEDED "
+                  "of {}: RPATH, LD_LIBRARY_PATH, ld.so.cache, default directories)",
+                  program);
+    if (st.kind != FileStory::kIncompatible && !real.empty() && replaced)
+      f.Fix(v1::FIX_PRELOAD_BY_PATH, text, "LD_PRELOAD", Join(with_real, ":"));
+    else
+      f.Fix(v1::FIX_PRELOAD_BY_PATH, text);
+    bool dropped = false;
+    const std::string kept = LdPreloadWithout(pi, entry, &dropped);
+    if (dropped)
+      f.Fix(v1::FIX_DROP_FROM_LD_PRELOAD, fmt::format("or remove {} from LD_PRELOAD", entry), "LD_PRELOAD", kept);
+    else
+      f.Fix(v1::FIX_DROP_FROM_LD_PRELOAD, fmt::format("or remove {} from LD_PRELOAD", entry));
+    std::move(f).AddTo(out_);
   }
 
   // ---- Empty elements: the current directory ----
@@ -457,76 +464,74 @@ class Pass {
   }
 
   void EmptyInLibraryPath(const ProcessIndex& pi, const std::string& llp) {
-    auto f = NewFinding(pi, v1::EMPTY_PATH_ELEMENT, v1::WARNING);
+    FindingBuilder f(pi, v1::EMPTY_PATH_ELEMENT, v1::WARNING);
     const std::vector<const Obj*> found = FoundInCwd(pi, v1::STEP_LD_LIBRARY_PATH, nullptr);
     const std::string cwd = found.empty() ? pi.p->cwd() : DirName(found.front()->path);
     const std::vector<size_t> empty = loader::EmptyElements(llp);
-    f.set_headline(found.empty()
-                       ? fmt::format("LD_LIBRARY_PATH has an empty element: ld.so searches the current directory ({}) "
-                                     "for every library",
-                                     cwd)
-                       : fmt::format("{} was loaded from the current directory ({}) through an empty element of "
-                                     "LD_LIBRARY_PATH",
-                                     BaseName(found.front()->path), cwd));
+    f.Headline(found.empty()
+                   ? fmt::format("LD_LIBRARY_PATH has an empty element: ld.so searches the current directory ({}) "
+                                 "for every library",
+                                 cwd)
+                   : fmt::format("{} was loaded from the current directory ({}) through an empty element of "
+                                 "LD_LIBRARY_PATH",
+                                 BaseName(found.front()->path), cwd));
     for (const Obj* o : found) {
-      *f.add_objects() = ctx_.Describe(pi, *o);
-      f.add_evidence(o->open_seq);
+      *f.proto().add_objects() = ctx_.Describe(pi, *o);
+      f.proto().add_evidence(o->open_seq);
     }
-    layout::Detail(&f, "LD_LIBRARY_PATH",
-                   fmt::format("{} (element {} of {} is empty)", Marked(llp, ":;"), empty.front() + 1,
-                               loader::SplitSearchPath(llp).size()));
-    layout::Detail(&f, "meant",
-                   fmt::format("the current directory, {} (glibc takes an empty element as the "
-                               "directory of length 0: the working directory of each search)",
-                               cwd));
+    f.Detail("LD_LIBRARY_PATH", fmt::format("{} (element {} of {} is empty)", Marked(llp, ":;"), empty.front() + 1,
+                                            loader::SplitSearchPath(llp).size()));
+    f.Detail("meant", fmt::format("the current directory, {} (glibc takes an empty element as the "
+                                  "directory of length 0: the working directory of each search)",
+                                  cwd));
     for (const Obj* o : found)
-      layout::Detail(&f, "found there", fmt::format("{}, loaded {}", NormalPath(o->path), ctx_.HowLoaded(pi, *o)));
-    layout::Detail(&f, "hazard",
-                   "a file named like a library in whatever directory the program runs in is loaded "
-                   "before the other directories: a directory it is started in can run code in it");
+      f.Detail("found there", fmt::format("{}, loaded {}", NormalPath(o->path), ctx_.HowLoaded(pi, *o)));
+    f.Detail("hazard",
+             "a file named like a library in whatever directory the program runs in is loaded "
+             "before the other directories: a directory it is started in can run code in it");
     const std::string fixed = WithoutEmpty(llp, ":;");
-    layout::Fix(&f, "set-variable",
-                fixed.empty() ? std::string("unset LD_LIBRARY_PATH (it names no directory)")
-                              : fmt::format("LD_LIBRARY_PATH={} (the same without the empty element)", fixed));
-    layout::Fix(&f, "set-variable",
-                "and append without making one: export LD_LIBRARY_PATH="
-                "\"${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/new/dir\"");
-    layout::Compose(&f);
-    *out_->add_findings() = std::move(f);
+    f.Fix(v1::FIX_SET_VARIABLE,
+          fixed.empty() ? std::string("unset LD_LIBRARY_PATH (it names no directory)")
+                        : fmt::format("LD_LIBRARY_PATH={} (the same without the empty element)", fixed),
+          "LD_LIBRARY_PATH", fixed);
+    f.Fix(v1::FIX_SET_VARIABLE,
+          "and append without making one: export LD_LIBRARY_PATH="
+          "\"${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/new/dir\"");
+    std::move(f).AddTo(out_);
   }
 
+  // An object's own list is its vendor's: a warning only where a library came from the
+  // working directory through it, else information (LD_LIBRARY_PATH, which the user
+  // sets, is always a warning).
   void EmptyInDynamic(const ProcessIndex& pi, const Obj& o, const char* tag, const std::string& list) {
-    auto f = NewFinding(pi, v1::EMPTY_PATH_ELEMENT, v1::WARNING);
     const bool rpath = std::string(tag) == "RPATH";
     const std::vector<const Obj*> found = FoundInCwd(pi, rpath ? v1::STEP_RPATH : v1::STEP_RUNPATH, &o);
+    FindingBuilder f(pi, v1::EMPTY_PATH_ELEMENT, found.empty() ? v1::INFO : v1::WARNING);
     const std::string cwd = found.empty() ? pi.p->cwd() : DirName(found.front()->path);
-    *f.add_objects() = ctx_.Describe(pi, o);
-    f.add_evidence(o.open_seq);
-    f.set_headline(
+    *f.proto().add_objects() = ctx_.Describe(pi, o);
+    f.proto().add_evidence(o.open_seq);
+    f.Headline(
         fmt::format("{}'s {} has an empty element: ld.so searches the current directory ({}) for its "
                     "libraries",
                     BaseName(o.path), tag, cwd));
     for (const Obj* x : found) {
-      *f.add_objects() = ctx_.Describe(pi, *x);
-      f.add_evidence(x->open_seq);
+      *f.proto().add_objects() = ctx_.Describe(pi, *x);
+      f.proto().add_evidence(x->open_seq);
     }
-    layout::Detail(&f, tag, fmt::format("{} of {}", Marked(list, ":"), NormalPath(o.path)));
-    layout::Detail(&f, "meant",
-                   fmt::format("the current directory, {} (an empty element is the directory of length "
-                               "0; $ORIGIN would be the object's own)",
-                               cwd));
+    f.Detail(tag, fmt::format("{} of {}", Marked(list, ":"), NormalPath(o.path)));
+    f.Detail("meant", fmt::format("the current directory, {} (an empty element is the directory of length "
+                                  "0; $ORIGIN would be the object's own)",
+                                  cwd));
     for (const Obj* x : found)
-      layout::Detail(&f, "found there", fmt::format("{}, loaded {}", NormalPath(x->path), ctx_.HowLoaded(pi, *x)));
-    layout::Detail(&f, "hazard",
-                   "a file named like a library in the directory the program runs in is loaded "
-                   "first: a directory it is started in can run code in it");
+      f.Detail("found there", fmt::format("{}, loaded {}", NormalPath(x->path), ctx_.HowLoaded(pi, *x)));
+    f.Detail("hazard",
+             "a file named like a library in the directory the program runs in is loaded "
+             "first: a directory it is started in can run code in it");
     const std::string fixed = WithoutEmpty(list, ":");
-    layout::Fix(&f, "set-rpath",
-                fixed.empty() ? fmt::format("patchelf --remove-rpath {}", NormalPath(o.path))
-                              : fmt::format("patchelf {}--set-rpath '{}' {}", rpath ? "--force-rpath " : "", fixed,
-                                            NormalPath(o.path)));
-    layout::Compose(&f);
-    *out_->add_findings() = std::move(f);
+    f.Fix(v1::FIX_SET_RPATH, fixed.empty() ? fmt::format("patchelf --remove-rpath {}", NormalPath(o.path))
+                                           : fmt::format("patchelf {}--set-rpath '{}' {}",
+                                                         rpath ? "--force-rpath " : "", fixed, NormalPath(o.path)));
+    std::move(f).AddTo(out_);
   }
 
   Context& ctx_;

@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include "analysis/analysis.h"
+#include "analysis/env_change.h"
+#include "analysis/owners.h"
 #include "render/words.h"
 
 namespace ldscope::analysis {
@@ -29,8 +31,8 @@ v1::Library FileOnly(Context& ctx, const std::string& path, const char* step) {
 
 // The symbol versions requester needs from its NEEDED name that got lacks and would
 // offers: when a version node is what is missing, every explanation names it.
-void VersionDetails(Context& ctx, const Obj& requester, const std::string& name,
-                    const std::string& got, const std::string& would, v1::Finding* f) {
+void VersionDetails(Context& ctx, const Obj& requester, const std::string& name, const std::string& got,
+                    const std::string& would, FindingBuilder* f) {
   const elf::ElfInfo* e = ctx.File(requester.path);
   const elf::ElfInfo* g = ctx.files().Get(got);
   const elf::ElfInfo* w = ctx.files().Get(would);
@@ -39,9 +41,8 @@ void VersionDetails(Context& ctx, const Obj& requester, const std::string& name,
     if (vn.file != name) continue;
     for (const auto& v : vn.versions)
       if (!g->DefinesVersion(v) && w->DefinesVersion(v))
-        AddDetail(f, "version", fmt::format("{} needs {} of {}: {} lacks it, {} offers it",
-                                            BaseName(requester.path), v, name, NormalPath(got),
-                                            NormalPath(would)));
+        f->Detail("version", fmt::format("{} needs {} of {}: {} lacks it, {} offers it", BaseName(requester.path), v,
+                                         name, NormalPath(got), NormalPath(would)));
   }
 }
 
@@ -58,40 +59,37 @@ void ReusedNeeded(Context& ctx, const ProcessIndex& pi, v1::Report* out) {
       // reusing a preloaded copy instead of the system's (ld.so.cache, default dirs) is
       // how wheels preload their own libraries, not a fault.
       if (own.step == v1::STEP_LD_SO_CACHE || own.step == v1::STEP_DEFAULT_DIRS) continue;
-      auto f = NewFinding(pi, v1::SHADOWED_DEPENDENCY, o.rolled_back ? v1::ERROR : v1::WARNING);
+      FindingBuilder f(pi, v1::SHADOWED_DEPENDENCY, o.rolled_back ? v1::ERROR : v1::WARNING);
       const v1::Library shadow = ctx.Describe(pi, used->second);
       const v1::Library req = ctx.Describe(pi, o);
       const v1::Library would = FileOnly(ctx, own.path, render::StepWord(own.step));
-      *f.add_objects() = shadow;
-      *f.add_objects() = req;
-      *f.add_objects() = would;
-      f.add_evidence(shadow.seq());
-      f.add_evidence(req.seq());
-      f.set_message(fmt::format(
-          "{}'s DT_NEEDED {} was satisfied by {}, already loaded at +{:.1f} ms {}: glibc reuses "
-          "an object whose SONAME matches and does not search. {}'s own search ({}) would have "
-          "found {}.{}",
-          BaseName(o.path), reuse.name(), Label(shadow), shadow.at_ms(), shadow.loaded_by(),
-          BaseName(o.path), render::StepWord(own.step), Label(would),
-          o.rolled_back ? fmt::format(" {} then failed to load.", BaseName(o.path)) : ""));
-      f.set_headline(fmt::format("{}'s NEEDED {} got an earlier load's copy, not the one its {} names",
-                                 BaseName(o.path), reuse.name(), render::StepWord(own.step)));
-      AddDetail(&f, "requester", fmt::format("{}, loaded {}", req.path(), req.loaded_by()));
-      AddDetail(&f, "bound to", Label(shadow));
-      AddDetail(&f, "loaded first", fmt::format("{}, at +{:.1f} ms", shadow.loaded_by(), shadow.at_ms()));
-      AddDetail(&f, "own search finds", fmt::format("{} via {}", Label(would), would.found_by()));
-      AddDetail(&f, "why", "glibc reuses a loaded object whose SONAME matches a DT_NEEDED name "
-                           "and does not search: import order decided");
+      *f.proto().add_objects() = shadow;
+      *f.proto().add_objects() = req;
+      *f.proto().add_objects() = would;
+      f.proto().add_evidence(shadow.seq());
+      f.proto().add_evidence(req.seq());
+      f.Headline(fmt::format("{}'s NEEDED {} got an earlier load's copy, not the one its {} names", BaseName(o.path),
+                             reuse.name(), render::StepWord(own.step)));
+      f.Detail("requester", fmt::format("{}, loaded {}", req.path(), req.loaded_by()));
+      f.Detail("bound to", Label(shadow));
+      f.Detail("loaded first", fmt::format("{}{}", shadow.loaded_by(), LoadedAt(pi, shadow, ", ")));
+      f.Detail("own search finds", fmt::format("{} via {}", Label(would), would.found_by()));
+      for (const std::string& path : {shadow.path(), would.path()})
+        f.Detail("owner", fmt::format("{}: {}", path, OwnerText(ctx.OwnerOf(path))));
+      f.Detail("why",
+               "glibc reuses a loaded object whose SONAME matches a DT_NEEDED name "
+               "and does not search: import order decided");
       VersionDetails(ctx, o, reuse.name(), used->second.path, own.path, &f);
-      if (o.rolled_back) AddDetail(&f, "outcome", fmt::format("{} then failed to load", BaseName(o.path)));
+      if (o.rolled_back) f.Detail("outcome", fmt::format("{} then failed to load", BaseName(o.path)));
       AddSwapFix(pi, o, used->second, &f);
-      AddFix(&f, "preload-by-path",
-             fmt::format("load the copy {}'s {} names before anything loads {}: LD_PRELOAD={}{}",
-                         BaseName(o.path), render::StepWord(own.step), reuse.name(), would.path(),
-                         o.load->has_python() ? fmt::format(", or ctypes.CDLL('{}', mode=ctypes.RTLD_GLOBAL) first",
-                                                            would.path())
-                                              : ""));
-      *out->add_findings() = std::move(f);
+      f.Fix(v1::FIX_PRELOAD_BY_PATH,
+            fmt::format("load the copy {}'s {} names before anything loads {}: LD_PRELOAD={}{}", BaseName(o.path),
+                        render::StepWord(own.step), reuse.name(), would.path(),
+                        o.load->has_python()
+                            ? fmt::format(", or ctypes.CDLL('{}', mode=ctypes.RTLD_GLOBAL) first", would.path())
+                            : ""),
+            "LD_PRELOAD", would.path());
+      std::move(f).AddTo(out);
     }
   }
 }
@@ -112,31 +110,31 @@ void SearchOrder(Context& ctx, const ProcessIndex& pi, v1::Report* out) {
     r.nodeflib = true;
     const loader::Result own = loader::Search(o.load->requested_name(), r, {}, only_runpath);
     if (own.path.empty() || ctx.SameFile(own.path, o.path)) continue;
-    auto f = NewFinding(pi, v1::SEARCH_ORDER_SHADOWING, o.rolled_back ? v1::ERROR : v1::WARNING);
+    FindingBuilder f(pi, v1::SEARCH_ORDER_SHADOWING, o.rolled_back ? v1::ERROR : v1::WARNING);
     const v1::Library got = ctx.Describe(pi, o);
     const v1::Library would = FileOnly(ctx, own.path, "RUNPATH");
-    *f.add_objects() = got;
-    *f.add_objects() = ctx.Describe(pi, req->second);
-    *f.add_objects() = would;
-    f.add_evidence(got.seq());
-    f.set_message(fmt::format(
-        "{} needs {}: LD_LIBRARY_PATH found {} first, while {}'s own RUNPATH holds {}. "
-        "LD_LIBRARY_PATH is searched before RUNPATH, so the copy in the environment wins.",
-        BaseName(req->second.path), o.load->requested_name(), Label(got), BaseName(req->second.path),
-        Label(would)));
-    f.set_headline(fmt::format("LD_LIBRARY_PATH's {} wins over the copy {}'s RUNPATH names",
-                               o.load->requested_name(), BaseName(req->second.path)));
-    AddDetail(&f, "requester", NormalPath(req->second.path));
-    AddDetail(&f, "bound to", fmt::format("{} via LD_LIBRARY_PATH", Label(got)));
-    AddDetail(&f, "RUNPATH holds", Label(would));
-    AddDetail(&f, "why", "LD_LIBRARY_PATH is searched before RUNPATH: the copy in the environment wins");
+    *f.proto().add_objects() = got;
+    *f.proto().add_objects() = ctx.Describe(pi, req->second);
+    *f.proto().add_objects() = would;
+    f.proto().add_evidence(got.seq());
+    f.Headline(fmt::format("LD_LIBRARY_PATH's {} wins over the copy {}'s RUNPATH names", o.load->requested_name(),
+                           BaseName(req->second.path)));
+    f.Detail("requester", NormalPath(req->second.path));
+    f.Detail("bound to", fmt::format("{} via LD_LIBRARY_PATH", Label(got)));
+    f.Detail("RUNPATH holds", Label(would));
+    f.Detail("why", "LD_LIBRARY_PATH is searched before RUNPATH: the copy in the environment wins");
     VersionDetails(ctx, req->second, o.load->requested_name(), o.path, own.path, &f);
-    if (o.rolled_back) AddDetail(&f, "outcome", fmt::format("{} then failed to load", BaseName(req->second.path)));
+    if (o.rolled_back) f.Detail("outcome", fmt::format("{} then failed to load", BaseName(req->second.path)));
     const std::string dir = got.path().substr(0, got.path().rfind('/'));
-    AddFix(&f, "drop-from-ld-library-path",
-           fmt::format("drop {} from LD_LIBRARY_PATH, so that {} gets {}", dir,
-                       BaseName(req->second.path), would.path()));
-    *out->add_findings() = std::move(f);
+    std::string text =
+        fmt::format("drop {} from LD_LIBRARY_PATH, so that {} gets {}", dir, BaseName(req->second.path), would.path());
+    bool dropped = false;
+    const std::string kept = LdLibraryPathWithout(pi, dir, &dropped);
+    if (dropped)
+      f.Fix(v1::FIX_DROP_FROM_LD_LIBRARY_PATH, std::move(text), "LD_LIBRARY_PATH", kept);
+    else
+      f.Fix(v1::FIX_DROP_FROM_LD_LIBRARY_PATH, std::move(text));
+    std::move(f).AddTo(out);
   }
 }
 

@@ -297,37 +297,66 @@ class Pass {
     const Plan::Late& fail = plan.late[out.failed_at];
     const Obj& o = *fail.block.o;
     const std::string base = BaseName(o.path), path = NormalPath(o.path);
-    auto f = NewFinding(pi, v1::STATIC_TLS_EXHAUSTED,
-                        mode == Mode::kFailed ? v1::ERROR
-                        : hidden_by_tracing   ? v1::WARNING
-                                              : v1::INFO);
-    *f.add_objects() = ctx_.Describe(pi, o);
-    f.add_evidence(o.open_seq);
-    if (fail.failed != nullptr) f.add_evidence(fail.failed->seq());
-    const std::string glibc = fmt::format("glibc {}.{}", params.major, params.minor);
-    if (hidden_by_tracing)
-      f.set_headline(
+    FindingBuilder f(pi, v1::STATIC_TLS_EXHAUSTED,
+                     mode == Mode::kFailed ? v1::ERROR
+                     : hidden_by_tracing   ? v1::WARNING
+                                           : v1::INFO);
+    *f.proto().add_objects() = ctx_.Describe(pi, o);
+    f.proto().add_evidence(o.open_seq);
+    if (fail.failed != nullptr) f.proto().add_evidence(fail.failed->seq());
+    Headline(f, mode, base, fail.block.size);
+    f.Detail(hidden_by_tracing ? "loaded" : "failed", fmt::format("{}, loaded {}", path, ctx_.HowLoaded(pi, o)));
+    f.Detail("tls", fmt::format("PT_TLS of {} (alignment {}), initial-exec (DF_STATIC_TLS): loaded after "
+                                "start-up, it must fit in the static TLS surplus glibc reserved when the "
+                                "program started",
+                                Bytes(fail.block.size), fail.block.align));
+    DetailSurplus(f, params, plan, out, surplus, naudit);
+    if (hidden_by_tracing) {
+      const Params& p = params;
+      f.Detail("tracing", fmt::format("ldscope's LD_AUDIT module made the surplus {} (glibc adds room for "
+                                      "each audit module): this run was within that extra room of failing, "
+                                      "and without ldscope the dlopen of {} fails",
+                                      Bytes(p.Surplus(p.naudit)), base));
+    }
+    if (mode == Mode::kCausedByTracing) {
+      f.Detail("tracing",
+               "with an LD_AUDIT module glibc lays the static TLS block out before it loads the "
+               "program's libraries, so their initial-exec TLS (libc.so.6's too) is taken from "
+               "the surplus as a late object's is: without ldscope the start-up objects are "
+               "placed first and this one fits; nothing needs doing");
+      std::move(f).AddTo(out_);
+      return;
+    }
+    AddFixes(f, params, o, fix_plan, fix_naudit);
+    std::move(f).AddTo(out_);
+  }
+
+  // The headline: the object that failed to load, or that loaded only because it was
+  // traced.
+  static void Headline(FindingBuilder& f, Mode mode, const std::string& base, uint64_t size) {
+    if (mode == Mode::kHiddenByTracing)
+      f.Headline(
           fmt::format("{} loaded only because tracing enlarged the static TLS block: without ldscope, "
                       "its {} of initial-exec TLS would not fit (cannot allocate memory in static TLS block)",
-                      base, Bytes(fail.block.size)));
+                      base, Bytes(size)));
     else if (mode == Mode::kCausedByTracing)
-      f.set_headline(
+      f.Headline(
           fmt::format("{} failed to load only because it was traced: cannot allocate memory in static "
                       "TLS block under ldscope's audit module, while without it its {} of initial-exec "
                       "TLS fit",
-                      base, Bytes(fail.block.size)));
+                      base, Bytes(size)));
     else
-      f.set_headline(
+      f.Headline(
           fmt::format("{} failed to load: cannot allocate memory in static TLS block (its {} of "
                       "initial-exec TLS do not fit)",
-                      base, Bytes(fail.block.size)));
-    layout::Detail(&f, hidden_by_tracing ? "loaded" : "failed",
-                   fmt::format("{}, loaded {}", path, ctx_.HowLoaded(pi, o)));
-    layout::Detail(&f, "tls",
-                   fmt::format("PT_TLS of {} (alignment {}), initial-exec (DF_STATIC_TLS): loaded after "
-                               "start-up, it must fit in the static TLS surplus glibc reserved when the "
-                               "program started",
-                               Bytes(fail.block.size), fail.block.align));
+                      base, Bytes(size)));
+  }
+
+  // How large the surplus was and why, and what the objects loaded before the failing one
+  // left of it.
+  static void DetailSurplus(FindingBuilder& f, const Params& params, const Plan& plan, const Outcome& out,
+                            uint64_t surplus, size_t naudit) {
+    const std::string glibc = fmt::format("glibc {}.{}", params.major, params.minor);
     std::string how =
         params.tunables_supported()
             ? fmt::format("glibc.rtld.nns={}{} and glibc.rtld.optional_static_tls={}{}", params.nns,
@@ -336,51 +365,36 @@ class Pass {
     if (params.tunables_supported() && naudit > 0)
       how += fmt::format(", {} LD_AUDIT module{}{}", naudit, naudit == 1 ? "" : "s",
                          naudit == params.naudit && params.traced_by_audit ? ", ldscope's among them" : "");
-    layout::Detail(&f, "surplus",
-                   fmt::format("{} gives {} ({}); with the start-up objects placed, {} of the "
-                               "static TLS block were free for objects loaded later",
-                               glibc, Bytes(surplus), how, Bytes(out.free_after_startup)));
+    f.Detail("surplus", fmt::format("{} gives {} ({}); with the start-up objects placed, {} of the "
+                                    "static TLS block were free for objects loaded later",
+                                    glibc, Bytes(surplus), how, Bytes(out.free_after_startup)));
     std::vector<std::string> before;
     for (size_t i = 0; i < out.failed_at; ++i)
       before.push_back(fmt::format("{} ({})", NormalPath(plan.late[i].block.o->path), Bytes(plan.late[i].block.size)));
-    layout::Detail(&f, "used by",
-                   before.empty() ? fmt::format("no object loaded after start-up before it: the {} free then are "
-                                                "less than its block",
-                                                Bytes(out.free_then))
-                                  : fmt::format("{}, loaded after start-up with initial-exec TLS, left {}",
-                                                fmt::join(before, ", "), Bytes(out.free_then)));
-    if (hidden_by_tracing) {
-      const Params& p = params;
-      layout::Detail(&f, "tracing",
-                     fmt::format("ldscope's LD_AUDIT module made the surplus {} (glibc adds room for "
-                                 "each audit module): this run was within that extra room of failing, "
-                                 "and without ldscope the dlopen of {} fails",
-                                 Bytes(p.Surplus(p.naudit)), base));
-    }
-    if (mode == Mode::kCausedByTracing) {
-      layout::Detail(&f, "tracing",
-                     "with an LD_AUDIT module glibc lays the static TLS block out before it loads the "
-                     "program's libraries, so their initial-exec TLS (libc.so.6's too) is taken from "
-                     "the surplus as a late object's is: without ldscope the start-up objects are "
-                     "placed first and this one fits; nothing needs doing");
-      layout::Compose(&f);
-      *out_->add_findings() = std::move(f);
-      return;
-    }
+    f.Detail("used by", before.empty() ? fmt::format("no object loaded after start-up before it: the {} free then are "
+                                                     "less than its block",
+                                                     Bytes(out.free_then))
+                                       : fmt::format("{}, loaded after start-up with initial-exec TLS, left {}",
+                                                     fmt::join(before, ", "), Bytes(out.free_then)));
+  }
+
+  // Load the object at start-up, or enlarge the surplus (where glibc has the tunable).
+  static void AddFixes(FindingBuilder& f, const Params& params, const Obj& o, const Plan& fix_plan, size_t fix_naudit) {
+    const std::string base = BaseName(o.path), path = NormalPath(o.path);
     const std::string tunables_prefix = params.tunables.empty() ? "" : params.tunables + ":";
     const bool python = o.load != nullptr && o.load->has_python();
-    layout::Fix(&f, "preload-by-path",
-                fmt::format("load {} at start-up, where glibc sizes the static TLS block for it: LD_PRELOAD={}{}", base,
-                            path, python ? " (or import the module that loads it before the others)" : ""));
+    f.Fix(v1::FIX_PRELOAD_BY_PATH,
+          fmt::format("load {} at start-up, where glibc sizes the static TLS block for it: LD_PRELOAD={}{}", base, path,
+                      python ? " (or import the module that loads it before the others)" : ""),
+          "LD_PRELOAD", path);
     if (params.tunables_supported()) {
       const uint64_t opt = OptionalNeeded(fix_plan, params, fix_naudit);
       if (opt > 0)
-        layout::Fix(&f, "set-tunable",
-                    fmt::format("or enlarge the surplus: GLIBC_TUNABLES={}glibc.rtld.optional_static_tls={}",
-                                tunables_prefix, opt));
+        f.Fix(v1::FIX_SET_TUNABLE,
+              fmt::format("or enlarge the surplus: GLIBC_TUNABLES={}glibc.rtld.optional_static_tls={}", tunables_prefix,
+                          opt),
+              "GLIBC_TUNABLES", fmt::format("{}glibc.rtld.optional_static_tls={}", tunables_prefix, opt));
     }
-    layout::Compose(&f);
-    *out_->add_findings() = std::move(f);
   }
 
   Context& ctx_;

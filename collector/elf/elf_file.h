@@ -156,7 +156,7 @@ class ElfInfo {
     }
   }
   // What the first ForEachUndefined notes, now (a file read ahead on another thread:
-  // analysis/parallel.h). Not for facts from a trace.
+  // text/parallel.h). Not for facts from a trace.
   void IndexUndefined() const {
     if (!undefined_indexed_) NoteUndefined();
   }

@@ -13,7 +13,7 @@
 namespace ldscope::elf {
 namespace {
 
-// kGlobal (4) and kFunction (8) were written by earlier versions and are ignored.
+// 4 and 8 are not written, and a reader ignores them where a record has them.
 enum Flag : uint8_t {
   kDefined = 1, kWeak = 2, kUnique = 16, kData = 32, kHidden = 64, kNamed = 128,
 };
@@ -260,19 +260,9 @@ v1::ObjectFacts UnreadableFacts(const std::string& path, const std::string& erro
   return f;
 }
 
-Result<std::unique_ptr<ElfInfo>> FromFacts(const v1::ObjectFacts& f, const std::string& path) {
-  if (!f.unreadable().empty()) {
-    return Error{f.unreadable()};
-  }
-  auto e = std::make_unique<ElfInfo>();
-  e->path = path;
-  e->from_trace = true;
-  e->build_id = f.build_id();
-  e->size = f.size();
-  e->mtime_ns = f.mtime_ns();
-  e->dev = f.dev();
-  e->ino = f.ino();
-  e->machine = static_cast<uint16_t>(f.machine());
+// The dynamic section's facts, PT_TLS, PT_GNU_STACK and the strings found in the file,
+// from the record (escaped text, as reading the file gives them).
+static void DynamicFromFacts(const v1::ObjectFacts& f, ElfInfo* e) {
   e->soname = text::Escape(f.soname());
   for (const auto& n : f.needed()) e->needed.push_back(text::Escape(n));
   e->rpath = text::Escape(f.rpath());
@@ -295,6 +285,22 @@ Result<std::unique_ptr<ElfInfo>> FromFacts(const v1::ObjectFacts& f, const std::
     auto& list = e->found[x.needle()];
     for (const auto& s : x.strings()) list.push_back(text::Escape(s));
   }
+}
+
+Result<std::unique_ptr<ElfInfo>> FromFacts(const v1::ObjectFacts& f, const std::string& path) {
+  if (!f.unreadable().empty()) {
+    return Error{f.unreadable()};
+  }
+  auto e = std::make_unique<ElfInfo>();
+  e->path = path;
+  e->from_trace = true;
+  e->build_id = f.build_id();
+  e->size = f.size();
+  e->mtime_ns = f.mtime_ns();
+  e->dev = f.dev();
+  e->ino = f.ino();
+  e->machine = static_cast<uint16_t>(f.machine());
+  DynamicFromFacts(f, e.get());
   if (const std::string why = SymbolsTooLarge(f); !why.empty()) return Error{why};
   std::string bytes;
   v1::SymbolFacts s;

@@ -32,8 +32,8 @@ v1::ObjectFacts ToFacts(const ElfInfo& e, const std::function<Keep(const Symbol&
 // run; which names some object leaves undefined is known only at the end).
 // PrepareFacts reads e once: everything the record holds but the choice of definitions,
 // with each symbol's flags, version and name hash; named(s) says which definitions are
-// kept with their name in full (undefined symbols always are). The result no longer
-// needs e. FinishFacts then makes exactly the record ToFacts(e, keep, found) makes, where
+// kept with their name in full (undefined symbols always are). The result holds
+// nothing of e. FinishFacts then makes exactly the record ToFacts(e, keep, found) makes, where
 // keep gives kName for those named definitions and, for every other definition,
 // kHash when keep_hash(HashOf(s)) and kDrop otherwise (keep_hash is called once for each
 // of those, in .dynsym order: the symbols without kNamed whose defined is set).

@@ -20,7 +20,7 @@ enum class LocalKind {
   kFileLocal,
   // Global in its object file, made local by the link: hidden visibility, or a version
   // script's local: pattern. GNU ld lists these after an STT_FILE entry without a name
-  // and, in the output, no longer marks which of the two it was.
+  // and, in the output, does not mark which of the two it was.
   kLinkLocal,
   // Marked STV_HIDDEN or STV_INTERNAL in .symtab (linkers that keep the visibility).
   kHidden,

@@ -53,7 +53,9 @@ std::string Expand(const std::string& dir, const Object& owner, const Environmen
 }
 
 // One candidate: tried, skipped, or where the search ends. True when the search ends
-// here: the first match (unless keep_going), or a file that fails the search.
+// here: the first match (unless keep_going), or a file that fails the search. A file of
+// another ELF class or machine is passed over, and the search goes on (open_verify's
+// found_other_class); a file that is not a loadable object fails the whole load.
 bool TryOne(const std::string& c, v1::CandidateStep step, const std::string& owner, const Environment& env,
             bool keep_going, Result* r) {
   const Verdict v = Judge(IdentOf(c, env), env.machine);
@@ -76,7 +78,9 @@ bool TryOne(const std::string& c, v1::CandidateStep step, const std::string& own
 }
 
 // One directory list of one step; dirs[i] came from owners[i] ("" for the
-// environment and system steps).
+// environment and system steps). Each directory is tried with every supported
+// glibc-hwcaps subdirectory first, best first, then itself (open_path over the
+// element's capability strings).
 bool TryDirs(const std::vector<std::string>& dirs, const std::vector<std::string>& owners,
              const std::string& name, const Environment& env, v1::CandidateStep step, bool keep_going,
              Result* r) {
@@ -225,10 +229,16 @@ std::vector<std::string> SubdirsFromCandidates(const std::vector<std::string>& c
 Result Search(const std::string& name, const Object& requester,
               const std::vector<Object>& loaders, const Environment& env, bool keep_going) {
   Result r;
+  // A name with a '/' is no search: the file is opened as named, a relative name in the
+  // working directory, and no directory is tried (_dl_map_new_object's else branch:
+  // open_verify on the name).
   if (name.find('/') != std::string::npos) {
     TryOne(InCwd(name, env), v1::STEP_AS_GIVEN, "", env, false, &r);
     return r;
   }
+  // A requester with a DT_RUNPATH uses no DT_RPATH at all, its own or its loaders'.
+  // Without one: the requester's RPATH, then that of the object that loaded it, and on
+  // up to the executable's (l_loader, then the main map once; in every namespace).
   if (requester.runpath.empty()) {
     std::vector<std::string> dirs, owners;
     for (const Object* o : Chain(requester, loaders))
@@ -238,9 +248,13 @@ Result Search(const std::string& name, const Object& requester,
       }
     if (TryDirs(dirs, owners, name, env, v1::STEP_RPATH, keep_going, &r)) return r;
   }
+  // LD_LIBRARY_PATH (__rtld_env_path_list), whoever the requester; a relative element is
+  // taken in the working directory, as open() takes it.
   std::vector<std::string> llp;
   for (const auto& d : env.ld_library_path) llp.push_back(InCwd(d, env));
   if (TryDirs(llp, {}, name, env, v1::STEP_LD_LIBRARY_PATH, keep_going, &r)) return r;
+  // DT_RUNPATH: the requester's own only, never its loaders' (l_runpath_dirs of the
+  // loader alone), and after LD_LIBRARY_PATH.
   if (!requester.runpath.empty()) {
     std::vector<std::string> dirs, owners;
     for (const auto& d : SplitSearchPath(requester.runpath, ":")) {
@@ -249,12 +263,17 @@ Result Search(const std::string& name, const Object& requester,
     }
     if (TryDirs(dirs, owners, name, env, v1::STEP_RUNPATH, keep_going, &r)) return r;
   }
+  // ld.so.cache: one path for the name. A -z nodeflib requester does not take an entry
+  // under a default directory. A cached file that does not open (or is skipped) is not
+  // the end: the default directories come next.
   if (env.cache != nullptr) {
     const std::string cached = env.cache->Lookup(name);
     if (!cached.empty() && !(requester.nodeflib && InDefaultDir(cached, env)) &&
         TryOne(cached, v1::STEP_LD_SO_CACHE, "", env, keep_going, &r))
       return r;
   }
+  // The default directories (__rtld_search_dirs), unless the requester is -z nodeflib
+  // (DF_1_NODEFLIB).
   if (requester.nodeflib) return r;
   TryDirs(env.default_dirs, {}, name, env, v1::STEP_DEFAULT_DIRS, keep_going, &r);
   return r;

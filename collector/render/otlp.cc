@@ -432,7 +432,7 @@ void FindingToRecord(const v1::Finding& f, logs::LogRecord* r) {
   for (const auto& m : f.missing())
     missing.push_back(m.version().empty() ? m.name() : m.name() + "@" + m.version());
   for (const auto& d : f.details()) details.push_back(d.label() + ": " + d.text());
-  for (const auto& x : f.fixes()) fixes.push_back(x.action() + ": " + x.text());
+  for (const auto& x : f.fixes()) fixes.push_back(EnumWord(x.action()) + ": " + x.text());
   if (!objects.empty()) AttrList(a, "ldscope.finding.objects", objects);
   if (!missing.empty()) AttrList(a, "ldscope.finding.missing_symbols", missing);
   if (!details.empty()) AttrList(a, "ldscope.finding.details", details);

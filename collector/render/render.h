@@ -28,7 +28,7 @@ std::string ProtoJson(const google::protobuf::Message& m);
 
 // The version of docs/report.schema.json that ReportJson follows: its major number
 // changes when a field changes meaning or goes, its minor number when one is added.
-inline constexpr const char* kReportSchemaVersion = "1.0";
+inline constexpr const char* kReportSchemaVersion = "1.1";
 // A report's counts (the text report's last line, the JSON's summary).
 v1::Summary Summarise(const v1::Report& r);
 // A report as `report --format json` prints it: Json of it with its schema version, the

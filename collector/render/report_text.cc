@@ -12,6 +12,22 @@ std::string SeverityWord(v1::Severity s) { return EnumWord(s); }
 
 std::string FindingKindName(v1::FindingKind k) { return EnumWord(k); }
 
+namespace {
+
+// The label of a fix's trial: "verified", "not verified", "not tried".
+const char* VerifiedWord(v1::VerifyState s) {
+  switch (s) {
+    case v1::VERIFY_CLEARED:
+      return "verified";
+    case v1::VERIFY_NOT_CLEARED:
+      return "not verified";
+    default:
+      return "not tried";
+  }
+}
+
+}  // namespace
+
 // `severity[kind]: headline`, the evidence as labelled lines, then the fixes: one line
 // each, unwrapped, as compilers print diagnostics (paths stay whole for copying).
 std::string FindingText(const v1::Finding& f) {
@@ -19,7 +35,11 @@ std::string FindingText(const v1::Finding& f) {
                                 FindingKindName(f.kind()), f.headline());
   out += fmt::format("  process: {} ({}){}\n", f.pid(), f.exe(), f.host().empty() ? "" : " on host " + f.host());
   for (const auto& d : f.details()) out += fmt::format("  {}: {}\n", d.label(), d.text());
-  for (const auto& x : f.fixes()) out += fmt::format("  fix: {}\n", x.text());
+  for (const auto& x : f.fixes()) {
+    out += fmt::format("  fix: {}\n", x.text());
+    // `run --try-fixes`: what running the command with the change showed, under the fix.
+    if (x.has_verified()) out += fmt::format("    {}: {}\n", VerifiedWord(x.verified().state()), x.verified().text());
+  }
   return text::GuardLines(std::move(out));
 }
 

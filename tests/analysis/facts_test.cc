@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <random>
 #include <set>
@@ -13,6 +14,7 @@
 
 #include "analysis/context.h"
 #include "analysis/families.h"
+#include "analysis/owners.h"
 #include "analysis/record_facts.h"
 #include "elf/elf_file.h"
 #include "elf/facts.h"
@@ -290,7 +292,7 @@ std::string Describe(const elf::ElfInfo* e) {
 }
 
 // Files read ahead (on threads: several hundred paths) answer every question as files
-// read one by one; unreadable ones are errors only once asked for, as before.
+// read one by one; unreadable ones are errors only once asked for, as those are.
 TEST(Files, ReadAheadAnswersAsReadingOneByOne) {
   const std::string dir = testing::ScratchDir("files_read_ahead");
   const std::set<std::string> set = ManyPaths(dir);
@@ -309,6 +311,147 @@ TEST(Files, ReadAheadAnswersAsReadingOneByOne) {
   EXPECT_EQ(ahead.errors(), one_by_one.errors());
   EXPECT_EQ(ahead.errors().count(dir + "/libtext.so"), 1u);
   EXPECT_EQ(ahead.errors().count(dir + "/libgone.so"), 1u);
+}
+
+// Owners from dpkg's database (a made one: its info/*.list and status): a file a list
+// names is that package's, at the version status gives; one no list names is owned by
+// no package, unless an RPM database exists and no rpm program is found to read it:
+// then its owner is unknown, never guessed.
+TEST(Owners, DpkgAndRpm) {
+  const std::string dir = testing::ScratchDir("owners_dpkg");
+  const std::string admin = dir + "/dpkg", listed = dir + "/lib/libfoo.so.1", loose = dir + "/lib/libbar.so.1";
+  fs::create_directories(admin + "/info");
+  fs::create_directories(dir + "/rpm");
+  testing::WriteFile(listed, "");
+  testing::WriteFile(loose, "");
+  testing::WriteFile(admin + "/info/libfoo1:amd64.list", "/.\n" + dir + "/lib\n" + listed + "\n");
+  testing::WriteFile(admin + "/info/other.list", "/usr/bin/other\n");
+  testing::WriteFile(admin + "/status",
+                     "Package: other\nStatus: install ok installed\nArchitecture: all\nVersion: 3\n\n"
+                     "Package: libfoo1\nStatus: install ok installed\nArchitecture: amd64\nMulti-Arch: same\n"
+                     "Version: 1.2-3\n\n");
+  auto owners = [&](std::vector<std::string> rpm) {
+    analysis::OwnerDatabases db;
+    db.dpkg = admin;
+    db.rpm_program = dir + "/no-such-rpm";
+    db.rpm = rpm;
+    std::string out;
+    for (const auto& o : analysis::RecordOwners({listed, loose}, db))
+      out += o.paths(0).substr(dir.size()) + ": " + v1::OwnerFacts::Manager_Name(o.manager()) + " " + o.name() + " " +
+             o.version() + " " + o.arch() + " " + o.record().substr(o.record().empty() ? 0 : dir.size()) + " " +
+             (o.unknown().empty() ? "" : o.unknown().substr(0, o.unknown().find('('))) + "\n";
+    return out;
+  };
+  EXPECT_EQ(owners({dir + "/no-rpm"}),
+            "/lib/libbar.so.1: MANAGER_NONE     \n"
+            "/lib/libfoo.so.1: MANAGER_DPKG libfoo1 1.2-3 amd64 /dpkg/info/libfoo1:amd64.list \n");
+  EXPECT_EQ(owners({dir + "/rpm"}),
+            "/lib/libbar.so.1: MANAGER_UNKNOWN     no pip, conda or dpkg record lists it, and the RPM database \n"
+            "/lib/libfoo.so.1: MANAGER_DPKG libfoo1 1.2-3 amd64 /dpkg/info/libfoo1:amd64.list \n");
+}
+
+// Where rpm is found but does not answer in time, or fails, a file no other database
+// lists has an unknown owner that says so (a slow rpm, and what it started, are killed at
+// the deadline); where rpm's own database path (rpm --eval %_dbpath) does not exist, the
+// file is owned by no package, whatever other RPM directories exist. The rpm here is a
+// script that behaves like each (the real rpm: tests/e2e/classes_test.cc).
+TEST(Owners, RpmFailures) {
+  const std::string dir = testing::ScratchDir("owners_rpm_failures");
+  const std::string loose = dir + "/lib/libbar.so.1", database = dir + "/rpmdb";
+  fs::create_directories(database);
+  fs::create_directories(dir + "/dpkg/info");
+  testing::WriteFile(loose, "");
+  auto script = [&](const std::string& name, const std::string& eval, const std::string& query) {
+    const std::string path = dir + "/" + name;
+    testing::WriteFile(path, "#!/bin/sh\nif [ \"$1\" = --eval ]; then echo " + eval + "; exit 0; fi\n" + query + "\n");
+    fs::permissions(path, fs::perms::owner_all);
+    return path;
+  };
+  auto owner = [&](const std::string& program) {
+    analysis::OwnerDatabases db;
+    db.dpkg = dir + "/dpkg";
+    db.rpm_program = program;
+    db.rpm_timeout = std::chrono::milliseconds(300);
+    db.rpm = {database};
+    const auto o = analysis::RecordOwners({loose}, db).at(0);
+    return v1::OwnerFacts::Manager_Name(o.manager()) + " " + testing::ReplaceAll(o.unknown(), dir, "DIR");
+  };
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(owner(script("slow-rpm", database, "sleep 30")),
+            "MANAGER_UNKNOWN no pip or conda record lists it, and rpm (DIR/slow-rpm, database DIR/rpmdb) "
+            "did not answer within 0.3 s");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  EXPECT_EQ(owner(script("failing-rpm", database,
+                         "echo 'error: cannot open Packages index using sqlite - No such file or directory (2)' >&2; "
+                         "exit 1")),
+            "MANAGER_UNKNOWN no pip or conda record lists it, and rpm (DIR/failing-rpm, database DIR/rpmdb) "
+            "did not answer: error: cannot open Packages index using sqlite - No such file or directory (2)");
+  EXPECT_EQ(owner(script("no-database-rpm", dir + "/none", "exit 1")), "MANAGER_NONE ");
+  // rpm runs in the C locale, without the loader's variables or ldscope's socket.
+  setenv("LD_AUDIT", "/x/libldscope_audit.so", 1);
+  setenv("LD_DEBUG", "files", 1);
+  setenv("LD_LIBRARY_PATH", "/nonexistent", 1);
+  setenv("LDSCOPE_SOCKET", "/x/socket", 1);
+  setenv("LC_ALL", "de_DE.UTF-8", 1);
+  owner(script("env-rpm", database, "env > " + dir + "/env.txt; exit 1"));
+  unsetenv("LD_AUDIT");
+  unsetenv("LD_DEBUG");
+  unsetenv("LD_LIBRARY_PATH");
+  unsetenv("LDSCOPE_SOCKET");
+  unsetenv("LC_ALL");
+  const std::string env = "\n" + testing::ReadFile(dir + "/env.txt");
+  EXPECT_EQ(env.find("\nLD_AUDIT="), std::string::npos) << env;
+  EXPECT_EQ(env.find("\nLD_DEBUG="), std::string::npos) << env;
+  EXPECT_EQ(env.find("\nLD_LIBRARY_PATH="), std::string::npos) << env;
+  EXPECT_EQ(env.find("\nLDSCOPE_SOCKET="), std::string::npos) << env;
+  EXPECT_NE(env.find("\nLC_ALL=C\n"), std::string::npos) << env;
+  EXPECT_NE(env.find("\nPATH="), std::string::npos) << env;
+}
+
+// The real rpm, with an empty database that ~/.rpmmacros names: more files than one
+// `rpm -qf` is given (each batch's answers are matched with its files), one spelled with
+// "/./" (rpm answers with the path cleaned), each owned by no package; a file that no
+// longer exists has an unknown owner that gives rpm's complaint. (Packages in the
+// database: tests/e2e/classes_test.cc's Owners.RpmDatabase.)
+TEST(Owners, RpmAnswersEachFile) {
+  ASSERT_TRUE(fs::exists("/usr/bin/rpm")) << "rpm is not installed (scripts/setup)";
+  const std::string dir = testing::ScratchDir("owners_rpm_each");
+  fs::create_directories(dir + "/home");
+  fs::create_directories(dir + "/lib");
+  testing::WriteFile(dir + "/home/.rpmmacros", "%_dbpath " + dir + "/rpmdb\n");
+  const auto init = RunCmd({"/usr/bin/rpm", "--dbpath", dir + "/rpmdb", "--initdb"});
+  ASSERT_EQ(init.code, 0) << init.err;
+  std::set<std::string> paths = {dir + "/gone.so", dir + "/lib/./libdot.so"};
+  testing::WriteFile(dir + "/lib/libdot.so", "");
+  for (int i = 0; i < 300; ++i) {
+    const std::string p = dir + "/lib/lib" + std::to_string(i) + ".so";
+    testing::WriteFile(p, "");
+    paths.insert(p);
+  }
+  const char* home = getenv("HOME");
+  const std::string saved = home == nullptr ? "" : home;
+  setenv("HOME", (dir + "/home").c_str(), 1);
+  analysis::OwnerDatabases db;
+  db.dpkg = dir + "/no-dpkg";
+  db.rpm_program = "/usr/bin/rpm";
+  const auto owners = analysis::RecordOwners(paths, db);
+  if (home == nullptr)
+    unsetenv("HOME");
+  else
+    setenv("HOME", saved.c_str(), 1);
+  ASSERT_EQ(owners.size(), paths.size());
+  size_t none = 0;
+  for (const auto& o : owners) {
+    if (o.paths(0) == dir + "/gone.so") {
+      EXPECT_EQ(testing::ReplaceAll(o.unknown(), dir, "DIR"),
+                "no pip or conda record lists it, and rpm (/usr/bin/rpm, database DIR/rpmdb) did not answer for it: "
+                "error: file DIR/gone.so: No such file or directory");
+      continue;
+    }
+    EXPECT_EQ(v1::OwnerFacts::Manager_Name(o.manager()), "MANAGER_NONE") << o.paths(0) << ": " << o.unknown();
+    ++none;
+  }
+  EXPECT_EQ(none, 301u);
 }
 
 }  // namespace

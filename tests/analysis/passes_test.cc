@@ -1,5 +1,6 @@
 // Each analysis pass on its own, over traces of the fixture scenarios recorded with the
 // real loader: what that pass (and only it) reports.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -9,6 +10,7 @@
 
 #include "analysis/analysis.h"
 #include "analysis/pip_owner.h"
+#include "analysis/py_statements.h"
 #include "support/test_support.h"
 
 namespace ldscope {
@@ -139,8 +141,8 @@ TEST(Context, LoadsAlikeShareWhatThePassesRead) {
 }
 
 // A library's family: its base name up to ".so", less a wheel's hash suffix
-// ("-[0-9a-f]{8}" at the end), as the regex that used to compute it.
-TEST(Passes, FamilyDropsTheWheelHashAsTheRegexDid) {
+// ("-[0-9a-f]{8}" at the end), as the regex below computes it.
+TEST(Passes, FamilyDropsTheWheelHashAsTheRegexDoes) {
   const std::regex wheel_suffix("-[0-9a-f]{8}$");
   for (const std::string name :
        {"libgomp-a34b3233.so.1", "/x/y/libopenblas64_p-r0-0cf96a72.3.23.dev.so", "libfoo-1A2B3C4D.so",
@@ -296,7 +298,7 @@ TEST(Passes, MissingSymbolCauses) {
   EXPECT_EQ(only(lazy).cause(), v1::CAUSE_CXX_ABI);
   ASSERT_EQ(lazy.findings_size(), 1);
   EXPECT_EQ(lazy.findings(0).severity(), v1::WARNING);
-  EXPECT_EQ(lazy.findings(0).fixes(0).action(), "rebuild-cxx-abi");
+  EXPECT_EQ(lazy.findings(0).fixes(0).action(), v1::FIX_REBUILD_CXX_ABI);
   const auto skew = RunPass(Record("cause_skew", {"/usr/bin/python3", SCENARIOS_DIR "/import_from.py",
                                                   kFx + "/classes/skew/site-packages", "flash_attn_2_cuda"}),
                             analysis::FindMissingSymbols);
@@ -333,7 +335,7 @@ TEST(Passes, MissingSymbolCauses) {
             "libcore.so defines core_register_codec only as core_register_codec@CORE_0, a non-default version: "
             "a reference without a version never binds to it");
   ASSERT_GE(old.findings(0).fixes_size(), 1);
-  EXPECT_EQ(old.findings(0).fixes(0).action(), "replace-host");
+  EXPECT_EQ(old.findings(0).fixes(0).action(), v1::FIX_REPLACE_HOST);
   // A C name no object defines in a process without Python: no cause, the pass's usual words.
   const auto plain =
       RunPass(Record("cause_none", {DLPROBE, "open", kFx + "/lib/libfix_bad.so"}), analysis::FindMissingSymbols);
@@ -382,6 +384,35 @@ TEST(PipOwner, TheDistributionWhoseRecordListsTheFile) {
   EXPECT_EQ(odd->name, "odd");
   EXPECT_FALSE(analysis::PipOwner(site + "/torch/lib/libtorch.so").has_value());
   EXPECT_FALSE(analysis::PipOwner("/usr/lib/x86_64-linux-gnu/libc.so.6").has_value());
+}
+
+// An import-order fix moves whole statements: a load in a block moves with its block.
+TEST(PyStatements, MoveAboveMovesWholeStatements) {
+  using analysis::StatementMove;
+  const auto move = [](const std::vector<std::string>& lines, uint32_t late, uint32_t early) {
+    StatementMove m;
+    if (!analysis::MoveAbove(lines, late, early, &m)) return std::string("none");
+    return fmt::format("{}-{} above {}-{}", m.first, m.last, m.above, m.above_last);
+  };
+  EXPECT_EQ(move({"import cupy", "import torch"}, 2, 1), "2-2 above 1-1");
+  // The body of a `try:` moves with its clauses; trailing blanks and comments stay.
+  const std::vector<std::string> in_try = {
+      "import ctypes, os, sys", "fx = sys.argv[1]",     "ctypes.CDLL(a)", "try:", "    ctypes.CDLL(b)",
+      "    print('ok')",        "except OSError as e:", "    print(e)",   "",     "# end"};
+  EXPECT_EQ(move(in_try, 5, 3), "4-8 above 3-3");
+  // The earlier load in a block, the later at the top: the later goes above the block.
+  EXPECT_EQ(move({"with x:", "    import cupy", "import torch"}, 3, 2), "3-3 above 1-2");
+  // Both in one function's body: the lines move within it.
+  EXPECT_EQ(move({"def main():", "    import cupy", "    n = 1", "    import torch"}, 4, 2), "4-4 above 2-2");
+  // A statement continued by brackets, a backslash or a triple-quoted string is one.
+  EXPECT_EQ(move({"import cupy", "x = f(", "1,", ")", "import torch"}, 5, 2), "5-5 above 2-4");
+  EXPECT_EQ(move({"import cupy", "s = '''", "import torch", "'''", "import torch"}, 5, 1), "5-5 above 1-1");
+  EXPECT_EQ(move({"import a, \\", "  b", "import torch"}, 3, 2), "3-3 above 1-2");
+  // No move keeps the script valid: a definition (moving it reorders no call), other
+  // blocks of one statement, a line outside the script.
+  EXPECT_EQ(move({"import cupy", "def f():", "    import torch"}, 3, 1), "none");
+  EXPECT_EQ(move({"if a:", "    import cupy", "else:", "    import torch"}, 4, 2), "none");
+  EXPECT_EQ(move({"import cupy"}, 2, 1), "none");
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "support/report_json.h"
 #include "support/test_support.h"
 #include "ldscope_proto/report.pb.h"
+#include "render/words.h"
 
 namespace ldscope {
 namespace {
@@ -77,6 +78,11 @@ std::vector<Scenario> Scenarios() {
         blas + "/lib/libopenblas.so.0", "open", blas + "/mkl/libmkl_rt.so.2", "open",
         kFx + "/classes/cu12/site-packages/nvidia/cublas/lib/libcublas.so.12", "open", toolkit + "/libcublas.so.13"},
        {}},
+      // GNU libgomp for an extension, then LLVM libomp, which defines GNU's entry points
+      // too: loaded first, it serves both.
+      {"runtime_openmp_serves",
+       {DLPROBE, "open", omp + "/app/libworker.so", "open", omp + "/llvm-compat/libomp.so"},
+       {}},
       // libstdc++.so.6 first, then a wheel's renamed libstdc++ that libcxxuser.so needs.
       {"two_cxx_runtimes",
        {DLPROBE, "open", kFx + "/classes/cxx/system/libstdc++.so.6", "open", kFx + "/classes/cxx/app/libcxxuser.so"},
@@ -102,6 +108,12 @@ std::vector<Scenario> Scenarios() {
       {"failed_dlopen_probes_folded",
        {DLPROBE, "open", "libnccl-net.so", "open", "libnccl-net.so", "open", "libcutensor.so.2"},
        {}},
+      // The same probe in each of three commands of a script: one finding naming the
+      // other two processes.
+      {"failed_dlopen_probes_processes",
+       {"/bin/sh", "-c",
+        DLPROBE " open libnccl-net.so; " DLPROBE " open libnccl-net.so; " DLPROBE " open libnccl-net.so; true"},
+       {}},
       // libframework.so's constructor dlopens libbackend.so, which only libapp.so's
       // RUNPATH holds.
       // A versioned symbol whose version's library became a stub (glibc 2.34's
@@ -118,6 +130,11 @@ std::vector<Scenario> Scenarios() {
       {"failed_dlopen_out_of_scope_python",
        {"/usr/bin/python3", SCENARIOS_DIR "/failed_dlopen_local_scope.py", kFx},
        {}},
+      // A ctypes load of a library installed nowhere, which the program goes on without
+      // (information), and the same that ends it (exit status 1: an error): both fixes
+      // name the Python line that made the call, not the interpreter's _ctypes module.
+      {"failed_dlopen_python_optional", {"/usr/bin/python3", SCENARIOS_DIR "/ctypes_not_found.py"}, {}},
+      {"failed_dlopen_python_fatal", {"/usr/bin/python3", SCENARIOS_DIR "/ctypes_not_found.py", "fatal"}, {}, 1},
       // The CUDA driver library. LDSCOPE_NVIDIA_VERSION_FILE stands in for
       // /proc/driver/nvidia/version (absent: no kernel driver loaded).
       // A toolkit's stub found through LD_LIBRARY_PATH, on a machine without a driver.
@@ -200,7 +217,10 @@ std::vector<Scenario> SearchScenarios() {
        true,
        sf + "/app"},
       // An RPATH ending in ':' (libsf_rpath.so's): the current directory for its NEEDED.
+      // Nothing was found there: information, the list being its vendor's.
       {"search_empty_rpath_element", {DLPROBE, "open", sf + "/app/libsf_rpath.so"}, {}, 0, true, sf + "/work"},
+      // An RPATH starting with ':': the stale copy in the working directory is taken, a warning.
+      {"search_empty_rpath_first", {DLPROBE, "open", sf + "/app/libsf_rpath_first.so"}, {}, 0, true, sf + "/work"},
       // Only a 32-bit copy on the path: "wrong ELF class: ELFCLASS32".
       {"search_wrong_class", {DLPROBE, "open", "libsf_x.so"}, {"LD_LIBRARY_PATH=" + sf + "/lib32"}, 0, true},
       // An aarch64 build opened by its path: "No such file or directory", though it exists.
@@ -316,7 +336,7 @@ size_t Count(const v1::Report& r, v1::FindingKind kind) {
 }
 
 // The text of the first fix of that action in a finding of that kind ("" when none).
-std::string FixOf(const v1::Report& r, v1::FindingKind kind, const std::string& action) {
+std::string FixOf(const v1::Report& r, v1::FindingKind kind, v1::FixAction action) {
   for (const auto& f : r.findings())
     if (f.kind() == kind)
       for (const auto& x : f.fixes())
@@ -347,9 +367,10 @@ TEST(SearchFixes, EmptyElementDropped) {
   const std::vector<std::string> argv = {DLPROBE, "open", kSf + "/app/libsf_app.so"};
   const Traced before = TraceAndReport("empty_before", argv, {"LD_LIBRARY_PATH=:" + kSf + "/opt"}, kSf + "/work");
   EXPECT_NE(before.run.out.find("failed"), std::string::npos) << before.run.out;
-  const std::string llp = Grab(FixOf(before.report, v1::EMPTY_PATH_ELEMENT, "set-variable"), "(LD_LIBRARY_PATH=\\S+)");
+  const std::string llp =
+      Grab(FixOf(before.report, v1::EMPTY_PATH_ELEMENT, v1::FIX_SET_VARIABLE), "(LD_LIBRARY_PATH=\\S+)");
   // The missing-symbol finding about the stale copy words the same fix.
-  EXPECT_NE(FixOf(before.report, v1::MISSING_SYMBOL, "drop-from-ld-library-path").find(llp), std::string::npos);
+  EXPECT_NE(FixOf(before.report, v1::MISSING_SYMBOL, v1::FIX_DROP_FROM_LD_LIBRARY_PATH).find(llp), std::string::npos);
   const Traced after = TraceAndReport("empty_after", argv, {llp}, kSf + "/work");
   ExpectFixed(before, after, v1::EMPTY_PATH_ELEMENT);
 }
@@ -358,7 +379,7 @@ TEST(SearchFixes, SixtyFourBitCopyFirst) {
   const Traced before =
       TraceAndReport("class_before", {DLPROBE, "open", "libsf_x.so"}, {"LD_LIBRARY_PATH=" + kSf + "/lib32"});
   // "install a 64-bit x86-64 build ... on the search path before it": the fixture's.
-  EXPECT_NE(FixOf(before.report, v1::INCOMPATIBLE_LIBRARY, "install").find("on the search path before it"),
+  EXPECT_NE(FixOf(before.report, v1::INCOMPATIBLE_LIBRARY, v1::FIX_INSTALL).find("on the search path before it"),
             std::string::npos);
   const Traced after = TraceAndReport("class_after", {DLPROBE, "open", "libsf_x.so"},
                                       {"LD_LIBRARY_PATH=" + kSf + "/lib64:" + kSf + "/lib32"});
@@ -369,9 +390,27 @@ TEST(SearchFixes, PreloadByPath) {
   const Traced before =
       TraceAndReport("preload_before", {DLPROBE, "open", kFx + "/lib/libfix_b.so"}, {"LD_PRELOAD=libsf_x.so"});
   EXPECT_NE(before.run.err.find("cannot be preloaded"), std::string::npos) << before.run.err;
-  EXPECT_NE(FixOf(before.report, v1::PRELOAD_IGNORED, "preload-by-path").find("full path"), std::string::npos);
+  EXPECT_NE(FixOf(before.report, v1::PRELOAD_IGNORED, v1::FIX_PRELOAD_BY_PATH).find("full path"), std::string::npos);
   const Traced after = TraceAndReport("preload_after", {DLPROBE, "open", kFx + "/lib/libfix_b.so"},
                                       {"LD_PRELOAD=" + kSf + "/lib64/libsf_x.so"});
+  ExpectFixed(before, after, v1::PRELOAD_IGNORED);
+  EXPECT_EQ(after.run.err.find("cannot be preloaded"), std::string::npos) << after.run.err;
+}
+
+// "or remove ENTRY from LD_PRELOAD", applied verbatim: the entry taken out of the
+// variable, the other preload kept.
+TEST(SearchFixes, DropFromLdPreload) {
+  const std::vector<std::string> argv = {DLPROBE, "open", kFx + "/lib/libfix_b.so"};
+  const std::string other = kFx + "/lib/libfix_a.so";
+  const Traced before = TraceAndReport("drop_preload_before", argv, {"LD_PRELOAD=libsf_x.so:" + other});
+  EXPECT_NE(before.run.err.find("cannot be preloaded"), std::string::npos) << before.run.err;
+  const std::string entry =
+      Grab(FixOf(before.report, v1::PRELOAD_IGNORED, v1::FIX_DROP_FROM_LD_PRELOAD), "remove (\\S+) from LD_PRELOAD");
+  std::string kept;
+  for (const std::string& e : {std::string("libsf_x.so"), other})
+    if (e != entry) kept += (kept.empty() ? "" : ":") + e;
+  EXPECT_EQ(kept, other);
+  const Traced after = TraceAndReport("drop_preload_after", argv, {"LD_PRELOAD=" + kept});
   ExpectFixed(before, after, v1::PRELOAD_IGNORED);
   EXPECT_EQ(after.run.err.find("cannot be preloaded"), std::string::npos) << after.run.err;
 }
@@ -379,7 +418,7 @@ TEST(SearchFixes, PreloadByPath) {
 TEST(SearchFixes, LoadTheLibraryTheScriptNames) {
   const std::vector<std::string> env = {"LD_LIBRARY_PATH=" + kSf + "/script:" + kSf + "/opt"};
   const Traced before = TraceAndReport("script_before", {DLPROBE, "open", "libsf_util.so"}, env);
-  const std::string name = Grab(FixOf(before.report, v1::NOT_A_LIBRARY, "load-by-path"), "^dlopen (\\S+) ");
+  const std::string name = Grab(FixOf(before.report, v1::NOT_A_LIBRARY, v1::FIX_LOAD_BY_PATH), "^dlopen (\\S+) ");
   EXPECT_EQ(name, "libsf_util.so.1");
   const Traced after = TraceAndReport("script_after", {DLPROBE, "open", name}, env);
   ExpectFixed(before, after, v1::NOT_A_LIBRARY);
@@ -387,7 +426,8 @@ TEST(SearchFixes, LoadTheLibraryTheScriptNames) {
 
 TEST(SearchFixes, NodeflibLibraryPath) {
   const Traced before = TraceAndReport("nodeflib_before", {kSf + "/nodeflib/exe_a"}, {});
-  const std::string llp = Grab(FixOf(before.report, v1::MISSING_LIBRARY, "set-variable"), "(LD_LIBRARY_PATH=\\S+)");
+  const std::string llp =
+      Grab(FixOf(before.report, v1::MISSING_LIBRARY, v1::FIX_SET_VARIABLE), "(LD_LIBRARY_PATH=\\S+)");
   const Traced after = TraceAndReport("nodeflib_after", {kSf + "/nodeflib/exe_a"}, {llp});
   ExpectFixed(before, after, v1::MISSING_LIBRARY, 127);
 }
@@ -398,9 +438,10 @@ TEST(SearchFixes, OriginBesideTheLink) {
   std::filesystem::copy(kSf + "/origin", dir + "/origin",
                         std::filesystem::copy_options::recursive | std::filesystem::copy_options::copy_symlinks);
   const Traced before = TraceAndReport("origin_before", {dir + "/origin/exe"}, {});
-  const std::string llp = Grab(FixOf(before.report, v1::MISSING_LIBRARY, "set-variable"), "(LD_LIBRARY_PATH=\\S+)");
+  const std::string llp =
+      Grab(FixOf(before.report, v1::MISSING_LIBRARY, v1::FIX_SET_VARIABLE), "(LD_LIBRARY_PATH=\\S+)");
   ExpectFixed(before, TraceAndReport("origin_after_env", {dir + "/origin/exe"}, {llp}), v1::MISSING_LIBRARY, 127);
-  const std::string ln = Grab(FixOf(before.report, v1::MISSING_LIBRARY, "add-symlink"), "(ln -s \\S+ \\S+)");
+  const std::string ln = Grab(FixOf(before.report, v1::MISSING_LIBRARY, v1::FIX_ADD_SYMLINK), "(ln -s \\S+ \\S+)");
   ASSERT_EQ(RunCmd({"/bin/sh", "-c", ln}).code, 0) << ln;
   ExpectFixed(before, TraceAndReport("origin_after_link", {dir + "/origin/exe"}, {}), v1::MISSING_LIBRARY, 127);
 }
@@ -421,12 +462,13 @@ TEST(LoadCheckFixes, SymbolVersionsCopyFirst) {
   EXPECT_NE(before.run.err.find("version `VER_2' not found"), std::string::npos) << before.run.err;
   ASSERT_EQ(Count(before.report, v1::MISSING_SYMBOL), 1u);
   EXPECT_EQ(before.report.findings(0).severity(), v1::ERROR);
-  for (const std::string action : {"set-variable", "preload-by-path"}) {
+  for (const v1::FixAction action : {v1::FIX_SET_VARIABLE, v1::FIX_PRELOAD_BY_PATH}) {
     const std::string var =
         Grab(FixOf(before.report, v1::MISSING_SYMBOL, action), "((LD_LIBRARY_PATH|LD_PRELOAD)=\\S+)");
-    ExpectFixed(before, TraceAndReport("symver_after_" + action, {dir + "/exe_v2"}, {var}), v1::MISSING_SYMBOL, 1);
+    ExpectFixed(before, TraceAndReport("symver_after_" + render::EnumWord(action), {dir + "/exe_v2"}, {var}),
+                v1::MISSING_SYMBOL, 1);
   }
-  const std::string patch = Grab(FixOf(before.report, v1::MISSING_SYMBOL, "set-runpath"), "(patchelf .*)$");
+  const std::string patch = Grab(FixOf(before.report, v1::MISSING_SYMBOL, v1::FIX_SET_RUNPATH), "(patchelf .*)$");
   const auto p = RunCmd({"/bin/sh", "-c", patch});
   ASSERT_EQ(p.code, 0) << patch << ": " << p.err;
   ExpectFixed(before, TraceAndReport("symver_after_runpath", {dir + "/exe_v2"}, {}), v1::MISSING_SYMBOL, 1);
@@ -444,9 +486,9 @@ TEST(LoadCheckFixes, NewerGlibcBuildHere) {
   };
   const Traced before = TraceAndReport("glibc_before", with(kLc + "/site-packages"), {});
   ASSERT_EQ(Count(before.report, v1::NEEDS_NEWER_GLIBC), 1u);
-  EXPECT_NE(
-      FixOf(before.report, v1::NEEDS_NEWER_GLIBC, "older-glibc-build").find("build it from source on this system"),
-      std::string::npos);
+  EXPECT_NE(FixOf(before.report, v1::NEEDS_NEWER_GLIBC, v1::FIX_OLDER_GLIBC_BUILD)
+                .find("build it from source on this system"),
+            std::string::npos);
   const auto inc = RunCmd({"/usr/bin/python3", "-c", "import sysconfig; print(sysconfig.get_paths()['include'])"});
   std::filesystem::create_directories(dir + "/site");
   ASSERT_NO_FATAL_FAILURE(Build({CC_BIN, "-shared", "-fPIC", "-I" + inc.out.substr(0, inc.out.size() - 1), "-o",
@@ -490,7 +532,7 @@ TEST(LoadCheckFixes, StaticTlsTunable) {
     EXPECT_FALSE(LoadsUntraced(c, {}));
     ASSERT_EQ(CountAtLeast(before.report, v1::STATIC_TLS_EXHAUSTED, v1::WARNING), 1u);
     const std::string var =
-        Grab(FixOf(before.report, v1::STATIC_TLS_EXHAUSTED, "set-tunable"), "(GLIBC_TUNABLES=\\S+)");
+        Grab(FixOf(before.report, v1::STATIC_TLS_EXHAUSTED, v1::FIX_SET_TUNABLE), "(GLIBC_TUNABLES=\\S+)");
     EXPECT_TRUE(LoadsUntraced(c, {var})) << var;
     // Traced with it: the report reads the tunable from the trace and finds nothing.
     const Traced after = TraceAndReport("tls_tunable_after_" + name, c.argv, {var});
@@ -504,7 +546,7 @@ TEST(LoadCheckFixes, StaticTlsPreload) {
     const std::string name = std::filesystem::path(c.failing).filename().string();
     const Traced before = TraceAndReport("tls_preload_before_" + name, c.argv, {});
     const std::string var =
-        Grab(FixOf(before.report, v1::STATIC_TLS_EXHAUSTED, "preload-by-path"), "(LD_PRELOAD=\\S+)");
+        Grab(FixOf(before.report, v1::STATIC_TLS_EXHAUSTED, v1::FIX_PRELOAD_BY_PATH), "(LD_PRELOAD=\\S+)");
     EXPECT_EQ(var, "LD_PRELOAD=" + c.failing);
     EXPECT_TRUE(LoadsUntraced(c, {var})) << var;
     const Traced after = TraceAndReport("tls_preload_after_" + name, c.argv, {var});
@@ -571,7 +613,7 @@ Reported Trace(const std::string& dir, const std::vector<std::string>& argv) {
 
 // The text of the first finding's fix with that action ("" when none), after checking
 // that the first finding is a missing symbol of that cause.
-std::string FixText(const Reported& t, v1::MissingCause cause, const std::string& action) {
+std::string FixText(const Reported& t, v1::MissingCause cause, v1::FixAction action) {
   if (t.report.findings_size() == 0) {
     ADD_FAILURE() << "no finding:\n" << t.text;
     return "";
@@ -581,7 +623,7 @@ std::string FixText(const Reported& t, v1::MissingCause cause, const std::string
   EXPECT_TRUE(f.missing_size() > 0 && f.missing(0).cause() == cause) << t.text;
   for (const auto& x : f.fixes())
     if (x.action() == action) return x.text();
-  ADD_FAILURE() << "no fix " << action << ":\n" << t.text;
+  ADD_FAILURE() << "no fix " << render::EnumWord(action) << ":\n" << t.text;
   return "";
 }
 
@@ -601,7 +643,7 @@ TEST(ClassFixes, CxxAbiRebuildWithTheHostsAbi) {
   const std::string host = kFx + "/classes/cxxabi/host";
   const Reported before = Trace(dir + "/before", {DLPROBE, "open", kFx + "/classes/cxxabi/ext/libabiext.so"});
   std::smatch flag;
-  const std::string fix = FixText(before, v1::CAUSE_CXX_ABI, "rebuild-cxx-abi");
+  const std::string fix = FixText(before, v1::CAUSE_CXX_ABI, v1::FIX_REBUILD_CXX_ABI);
   ASSERT_TRUE(std::regex_search(fix, flag, std::regex("-D_GLIBCXX_USE_CXX11_ABI=[01]"))) << fix;
   ASSERT_NO_FATAL_FAILURE(Build({CXX_BIN, "-shared", "-fPIC", flag.str(), "-o", dir + "/libabiext.so",
                                  FIXTURE_SRC "/cxxabi_ext.cc", host + "/libhost.so", "-Wl,-rpath," + host}));
@@ -615,7 +657,7 @@ TEST(ClassFixes, HostVersionRebuildAgainstTheLoadedHost) {
   const std::string site = kFx + "/classes/skew/site-packages";
   const Reported before =
       Trace(dir + "/before", {"/usr/bin/python3", SCENARIOS_DIR "/import_from.py", site, "flash_attn_2_cuda"});
-  const std::string fix = FixText(before, v1::CAUSE_HOST_VERSION, "rebuild-against-host");
+  const std::string fix = FixText(before, v1::CAUSE_HOST_VERSION, v1::FIX_REBUILD_AGAINST_HOST);
   ASSERT_TRUE(fix.find("against the torch that is loaded (torch 2.5.1)") != std::string::npos) << fix;
   const auto inc = RunCmd({"/usr/bin/python3", "-c", "import sysconfig; print(sysconfig.get_paths()['include'])"});
   std::filesystem::create_directories(dir + "/site");
@@ -633,7 +675,7 @@ TEST(ClassFixes, PythonApiRebuildWithThisInterpretersHeaders) {
   const auto dir = testing::ScratchDir("fix_python_api");
   const std::string site = kFx + "/classes/cpython/site-packages";
   const Reported before = Trace(dir + "/before", {"/usr/bin/python3", SCENARIOS_DIR "/import_from.py", site, "_ymq"});
-  const std::string fix = FixText(before, v1::CAUSE_PYTHON_API, "rebuild-for-python");
+  const std::string fix = FixText(before, v1::CAUSE_PYTHON_API, v1::FIX_REBUILD_FOR_PYTHON);
   std::smatch how;
   ASSERT_TRUE(std::regex_search(fix, how, std::regex(": (\\S+) -c '([^']*)' prints their directory"))) << fix;
   const auto inc = RunCmd({how[1].str(), "-c", how[2].str()});
@@ -653,7 +695,7 @@ void ExportAndLoad(const std::string& how) {
   const auto dir = testing::ScratchDir("fix_not_exported_" + how);
   const std::string plugin = kFx + "/classes/notexported/" + how + "/plugin/libcodec.so";
   const Reported before = Trace(dir + "/before", {DLPROBE, "open", plugin});
-  const std::string fix = FixText(before, v1::CAUSE_NOT_EXPORTED, "export-symbol");
+  const std::string fix = FixText(before, v1::CAUSE_NOT_EXPORTED, v1::FIX_EXPORT_SYMBOL);
   std::vector<std::string> cc = {
       CC_BIN, "-shared", "-fPIC", "-o", dir + "/lib/libcore.so", FIXTURE_SRC "/core.c", "-Wl,-soname,libcore.so"};
   if (how == "hidden") {
@@ -699,6 +741,196 @@ std::vector<Healthy> HealthyStacks() {
       // bash defines its own getenv and malloc, which its libtinfo's calls bind to: by design.
       {"bash", {"/bin/bash", "-c", "/bin/true"}, 4},
   };
+}
+
+// ---- A failed ctypes load the program did not survive ----
+
+// An uncaught OSError ends the program: the failure is an error, and its fix names the
+// line of the call.
+TEST(FailedDlopenEnds, UncaughtOSError) {
+  const auto dir = testing::ScratchDir("dlopen_uncaught");
+  testing::WriteFile(dir + "/train.py", "import ctypes\n\nctypes.CDLL('libnot-there.so.7')\n");
+  const Traced t = TraceAndReport("dlopen_uncaught", {"/usr/bin/python3", "train.py"}, {}, dir);
+  EXPECT_EQ(t.run.code, 1) << t.run.err;
+  EXPECT_NE(t.run.err.find("OSError"), std::string::npos) << t.run.err;
+  ASSERT_EQ(Count(t.report, v1::DLOPEN_NOT_FOUND), 1u);
+  for (const auto& f : t.report.findings()) {
+    if (f.kind() != v1::DLOPEN_NOT_FOUND) continue;
+    EXPECT_EQ(f.severity(), v1::ERROR) << f.message();
+    EXPECT_EQ(f.message().find("nothing needs doing"), std::string::npos) << f.message();
+    EXPECT_EQ(f.message().find("patchelf"), std::string::npos) << f.message();
+  }
+  EXPECT_NE(FixOf(t.report, v1::DLOPEN_NOT_FOUND, v1::FIX_DLOPEN_BY_PATH).find("at train.py:3"), std::string::npos)
+      << t.report.findings(0).message();
+}
+
+// ---- Two OpenMP runtimes: the preload the report words, applied ----
+
+const std::string kOmp = kFx + "/classes/omp";
+
+// The runtime that defines every entry point the other's callers use, preloaded as the
+// fix says: the finding is gone, and the program still works.
+TEST(RuntimeFixes, OpenMPPreloadServesBoth) {
+  const std::vector<std::string> argv = {DLPROBE, "open", kOmp + "/app/libworker.so", "open",
+                                         kOmp + "/llvm-compat/libomp.so"};
+  const Traced before = TraceAndReport("omp_serves_before", argv, {});
+  const std::string preload =
+      Grab(FixOf(before.report, v1::RUNTIME_FAMILY, v1::FIX_PRELOAD_BY_PATH), "(LD_PRELOAD=\\S+)");
+  EXPECT_EQ(preload, "LD_PRELOAD=" + kOmp + "/llvm-compat/libomp.so");
+  const Traced after = TraceAndReport("omp_serves_after", argv, {preload});
+  ExpectFixed(before, after, v1::RUNTIME_FAMILY);
+}
+
+// Neither runtime defines the other's entry points: no preload is offered, and one
+// applied anyway (the preloaded runtime comes first) changes the finding rather than
+// offering the same preload again; the fix names the load to stop.
+TEST(RuntimeFixes, OpenMPPreloadCannotServe) {
+  const std::vector<std::string> argv = {DLPROBE, "open", kOmp + "/lib/libgomp.so.1", "open", kOmp + "/llvm/libomp.so"};
+  const Traced before = TraceAndReport("omp_neither_before", argv, {});
+  const Traced after = TraceAndReport("omp_neither_after", argv, {"LD_PRELOAD=" + kOmp + "/lib/libgomp.so.1"});
+  for (const Traced* t : {&before, &after}) {
+    ASSERT_EQ(Count(t->report, v1::RUNTIME_FAMILY), 1u);
+    for (const auto& f : t->report.findings())
+      for (const auto& x : f.fixes()) EXPECT_EQ(x.text().find("LD_PRELOAD="), std::string::npos) << x.text();
+    EXPECT_NE(FixOf(t->report, v1::RUNTIME_FAMILY, v1::FIX_PIN_VERSION)
+                  .find("stop loading " + kOmp + "/llvm/libomp.so (by a dlopen from"),
+              std::string::npos)
+        << t->report.findings(0).message();
+  }
+  const auto& details = after.report.findings(0).details();
+  EXPECT_TRUE(std::any_of(details.begin(), details.end(), [](const auto& d) {
+    return d.label() == "preloaded" && d.text().find("lacks __kmpc_fork_call") != std::string::npos;
+  })) << after.report.findings(0).message();
+}
+
+// ---- Who installed each file a finding names ----
+
+// The first line of a command's output ("" when it fails).
+std::string FirstLine(const std::vector<std::string>& argv) {
+  const auto r = RunCmd(argv);
+  return r.code == 0 ? r.out.substr(0, r.out.find('\n')) : "";
+}
+
+// One SONAME in three copies, from a pip distribution's RECORD, a conda package's
+// conda-meta JSON, and no package; the machine's libgomp.so.1 (Debian's libgomp1) beside
+// a copy no package owns; a conda library whose NEEDED is nowhere. Each finding names
+// every file's owner and the command that installs that package's version. The owners
+// are those recorded when the trace was taken: with the package records gone, the
+// report says the same. The Debian package's version and architecture are the
+// machine's, written as ${DPKG_VERSION} and ${DPKG_ARCH}.
+TEST(Owners, RecordedWhenTraced) {
+  // By its /lib path: dpkg lists it under /usr/lib.
+  const std::string gomp = "/lib/" + FirstLine({CC_BIN, "-print-multiarch"}) + "/libgomp.so.1";
+  const std::string version = FirstLine({"/usr/bin/dpkg-query", "-W", "-f=${Version}\n", "libgomp1"});
+  const std::string arch = FirstLine({"/usr/bin/dpkg", "--print-architecture"});
+  ASSERT_FALSE(version.empty()) << "Debian's libgomp1 is not installed";
+  ASSERT_TRUE(std::filesystem::exists(gomp)) << gomp;
+  const auto dir = testing::ScratchDir("owners");
+  const std::string own = dir + "/owners";
+  std::filesystem::copy(kFx + "/classes/owners", own, std::filesystem::copy_options::recursive);
+  const std::string trace = dir + "/t.ldscope";
+  const auto r = RunCmd({LDSCOPE_BIN,
+                         "run",
+                         "-q",
+                         "-o",
+                         trace,
+                         "--report",
+                         dir + "/report.txt",
+                         "--",
+                         DLPROBE,
+                         "open",
+                         own + "/site-packages/ownedpkg/lib/libowned.so.1",
+                         "open",
+                         own + "/conda/lib/libowned.so.1",
+                         "open",
+                         own + "/loose/libowned.so.1",
+                         "open",
+                         gomp,
+                         "open",
+                         kFx + "/classes/omp/lib/libgomp.so.1",
+                         "open",
+                         own + "/conda/lib/libowned_app.so"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto machine = [&](std::string text) {
+    text = testing::ReplaceAll(text, version, "${DPKG_VERSION}");
+    text = testing::ReplaceAll(text, "(" + arch + ")", "(${DPKG_ARCH})");
+    return testing::ReplaceAll(text, ":" + arch, ":${DPKG_ARCH}");
+  };
+  const std::string report = machine(testing::ReadFile(dir + "/report.txt"));
+  testing::ExpectGolden("owners.txt", "== the command printed\n" + r.out + "\n== ldscope's diagnosis\n" + report);
+  // Read where the packages' records are gone: the owners are the trace's.
+  std::filesystem::remove_all(own + "/site-packages/ownedpkg-1.2.3.dist-info");
+  std::filesystem::remove_all(own + "/conda/conda-meta");
+  const auto again = RunCmd({LDSCOPE_BIN, "report", trace});
+  EXPECT_EQ(machine(again.out), report);
+}
+
+// Files an RPM database lists, as rpm reads it: a private database (rpm --initdb) that
+// ~/.rpmmacros names (%_dbpath), holding packages rpmbuild made. Three copies of one
+// SONAME: one two packages share (rpm names both: the first is the owner), one a
+// package with an epoch owns, one no package owns. Each finding names each file's RPM
+// package, its [EPOCH:]VERSION-RELEASE and architecture, and the dnf command. Where
+// ~/.rpmmacros names a database that does not exist, no file is owned by any package.
+// The owners are those recorded when the trace was taken: with the database gone, the
+// report says the same.
+TEST(Owners, RpmDatabase) {
+  ASSERT_TRUE(std::filesystem::exists("/usr/bin/rpmbuild")) << "rpm is not installed (scripts/setup)";
+  const auto dir = testing::ScratchDir("owners_rpm");
+  const std::string shared = dir + "/opt/shared/libowned.so.1", vendored = dir + "/opt/vendor/libowned.so.1",
+                    loose = dir + "/loose/libowned.so.1";
+  for (const auto& p : {shared, vendored, loose}) {
+    std::filesystem::create_directories(std::filesystem::path(p).parent_path());
+    std::filesystem::copy_file(kFx + "/classes/owners/loose/libowned.so.1", p);
+  }
+  // A package of empty files at those paths (only the database's record of it is
+  // installed).
+  auto package = [&](const std::string& name, const std::string& evr, const std::vector<std::string>& files) {
+    const std::string epoch = evr.find(':') == std::string::npos ? "" : evr.substr(0, evr.find(':'));
+    const std::string vr = evr.substr(epoch.empty() ? 0 : epoch.size() + 1);
+    std::string spec = "Name: " + name + "\n" + (epoch.empty() ? "" : "Epoch: " + epoch + "\n") +
+                       "Version: " + vr.substr(0, vr.find('-')) + "\nRelease: " + vr.substr(vr.find('-') + 1) +
+                       "\nSummary: ldscope test package\nLicense: MIT\nBuildArch: noarch\n"
+                       "%description\nldscope test package\n%install\n";
+    for (const auto& f : files)
+      spec +=
+          "mkdir -p %{buildroot}" + std::filesystem::path(f).parent_path().string() + "\ntouch %{buildroot}" + f + "\n";
+    spec += "%files\n";
+    for (const auto& f : files) spec += f + "\n";
+    const std::string path = dir + "/" + name + ".spec";
+    testing::WriteFile(path, spec);
+    const auto r = RunCmd({"/usr/bin/rpmbuild", "--define", "_topdir " + dir + "/rpmbuild", "--define",
+                           "__os_install_post %{nil}", "--define", "debug_package %{nil}", "-bb", path},
+                          {"HOME=" + dir});  // rpmbuild opens ~/.rpmdb (Debian's %_dbpath)
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    return dir + "/rpmbuild/RPMS/noarch/" + name + "-" + vr + ".noarch.rpm";
+  };
+  const std::vector<std::string> packages = {package("ldscope-shared-a", "2.0-3", {shared}),
+                                             package("ldscope-shared-b", "2.0-3", {shared}),
+                                             package("ldscope-vendor", "1:4.5.6-7.el9", {vendored})};
+  const std::string db = dir + "/rpmdb";
+  auto r = RunCmd({"/usr/bin/rpm", "--dbpath", db, "--initdb"}, {"HOME=" + dir});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::vector<std::string> install = {"/usr/bin/rpm", "--dbpath", db, "-i", "--nodeps", "--justdb", "--noscripts"};
+  install.insert(install.end(), packages.begin(), packages.end());
+  r = RunCmd(install, {"HOME=" + dir});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto traced = [&](const std::string& dbpath, const std::string& name) {
+    const std::string home = dir + "/home-" + name;
+    std::filesystem::create_directories(home);
+    testing::WriteFile(home + "/.rpmmacros", "%_dbpath " + dbpath + "\n");
+    const std::string trace = dir + "/" + name + ".ldscope";
+    const auto run = RunCmd({LDSCOPE_BIN, "run", "-q", "-o", trace, "--report", dir + "/" + name + ".txt", "--",
+                             DLPROBE, "open", shared, "open", vendored, "open", loose},
+                            {"HOME=" + home});
+    EXPECT_EQ(run.code, 0) << run.err;
+    return testing::ReadFile(dir + "/" + name + ".txt");
+  };
+  const std::string report = traced(db, "rpmdb"), none = traced(dir + "/no-rpmdb", "no-rpmdb");
+  testing::ExpectGolden("owners_rpm.txt", "== ~/.rpmmacros: %_dbpath ${SCRATCH}/rpmdb\n" + report +
+                                              "\n== ~/.rpmmacros: %_dbpath ${SCRATCH}/no-rpmdb\n" + none);
+  std::filesystem::remove_all(db);
+  const auto again = RunCmd({LDSCOPE_BIN, "report", dir + "/rpmdb.ldscope"});
+  EXPECT_EQ(again.out, report);
 }
 
 class HealthyStack : public ::testing::TestWithParam<Healthy> {};

@@ -5,18 +5,21 @@
 
 #include <set>
 
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/message_differencer.h>
 
 #include "render/render.h"
 #include "render/words.h"
 #include "support/report_json.h"
+#include "support/test_support.h"
 
 namespace ldscope {
 namespace {
 
 TEST(Json, EmptyReportHasEveryKey) {
   const std::string j = render::ReportJson(v1::Report());
-  for (const char* key : {"\"schemaVersion\": \"1.0\"", "\"findings\": []", "\"notes\": []", "\"errors\": 0",
+  for (const char* key : {"\"schemaVersion\": \"1.1\"", "\"findings\": []", "\"notes\": []", "\"errors\": 0",
                           "\"kinds\": {}", "\"ldscopeVersion\": \""})
     EXPECT_NE(j.find(key), std::string::npos) << key << " in " << j;
 }
@@ -35,12 +38,13 @@ TEST(Json, WordsAndReadBack) {
   o->mutable_python()->set_import_module("torch");
   v1::MissingSymbol* m = f->add_missing();
   m->set_cause(v1::CAUSE_CXX_ABI);
-  f->add_fixes()->set_action("preload-by-path");
+  f->add_fixes()->set_action(v1::FIX_PRELOAD_BY_PATH);
   r.add_notes("a note\twith a tab");
   const std::string j = render::Json(r);
-  for (const char* piece : {"\"kind\": \"runtime-family\"", "\"severity\": \"warning\"", "\"cause\": \"cxx-abi\"",
-                            "\"evidence\": [\n    \"1152921504606846976\"\n   ]", "\"lmid\": \"-1\"", "\"atMs\": 1.25",
-                            "\"callSite\": null", "\"a note\\u0009with a tab\"", "\\\"q\\\" <a>"})
+  for (const char* piece :
+       {"\"kind\": \"runtime-family\"", "\"severity\": \"warning\"", "\"cause\": \"cxx-abi\"",
+        "\"evidence\": [\n    \"1152921504606846976\"\n   ]", "\"lmid\": \"-1\"", "\"atMs\": 1.25",
+        "\"callSite\": null", "\"action\": \"preload-by-path\"", "\"a note\\u0009with a tab\"", "\\\"q\\\" <a>"})
     EXPECT_NE(j.find(piece), std::string::npos) << piece << " in " << j;
   v1::Report back;
   std::string why;
@@ -52,7 +56,8 @@ TEST(Json, WordsAndReadBack) {
 // the finding kinds' words are --fail-on's.
 TEST(Json, EveryEnumValueHasAWord) {
   for (const auto* e : {v1::FindingKind_descriptor(), v1::Severity_descriptor(), v1::MissingCause_descriptor(),
-                        v1::LoadReason_descriptor(), v1::CandidateStep_descriptor(), v1::StartReason_descriptor()}) {
+                        v1::LoadReason_descriptor(), v1::CandidateStep_descriptor(), v1::StartReason_descriptor(),
+                        v1::FixAction_descriptor()}) {
     std::set<std::string> seen;
     for (int i = 0; i < e->value_count(); ++i) {
       const std::string w = render::EnumWord(e->value(i));
@@ -65,6 +70,28 @@ TEST(Json, EveryEnumValueHasAWord) {
   EXPECT_EQ(render::EnumWord(v1::CAUSE_PYTHON_API), "python-api");
   EXPECT_EQ(render::EnumWord(v1::START_RECONNECT), "reconnect");
   EXPECT_EQ(render::EnumWord(v1::MISSING_CAUSE_UNSPECIFIED), "unspecified");
+  EXPECT_EQ(render::EnumWord(v1::FIX_DROP_FROM_LD_LIBRARY_PATH), "drop-from-ld-library-path");
+}
+
+// The published schema (docs/report.schema.json) lists exactly the words of the finding
+// kinds and fix actions, in the schema's order, the unspecified value left out.
+TEST(Json, SchemaListsEveryKindAndAction) {
+  google::protobuf::Struct schema;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(testing::ReadFile(PROJECT_SOURCE "/docs/report.schema.json"), &schema)
+          .ok());
+  const auto& defs = schema.fields().at("$defs").struct_value().fields();
+  const std::pair<const char*, const google::protobuf::EnumDescriptor*> enums[] = {
+      {"kind", v1::FindingKind_descriptor()}, {"fixAction", v1::FixAction_descriptor()}};
+  for (const auto& [def, e] : enums) {
+    ASSERT_TRUE(defs.count(def)) << def;
+    std::vector<std::string> listed, words;
+    for (const auto& v : defs.at(def).struct_value().fields().at("enum").list_value().values())
+      listed.push_back(v.string_value());
+    for (int i = 0; i < e->value_count(); ++i)
+      if (e->value(i)->number() != 0) words.push_back(render::EnumWord(e->value(i)));
+    EXPECT_EQ(listed, words) << def << " in docs/report.schema.json against " << e->full_name();
+  }
 }
 
 }  // namespace

@@ -5,7 +5,8 @@ usage: validate_reports.py SCHEMA GOLDEN_DIR
 A JSON golden is a report unless it is one of the other formats' (the Chrome trace's
 displayTimeUnit, OTLP's resourceSpans/resourceLogs); every report must validate. The
 schema itself is checked first, and a report without its summary must be refused (the
-validator is live, not a formality).
+validator is live, not a formality). Every finding's message must be the paragraph
+composed from its headline, details and fixes (collector/analysis/finding_builder.h).
 """
 import copy
 import json
@@ -15,6 +16,16 @@ import sys
 import jsonschema
 
 OTHER_FORMATS = ("displayTimeUnit", "resourceSpans", "resourceLogs", "traceEvents")
+
+
+def composed(finding):
+    """The message FindingBuilder composes: "<headline>. <label>: <text>. ... Fix: <text>."."""
+    m = finding["headline"] + "."
+    for d in finding["details"]:
+        m += f" {d['label']}: {d['text']}."
+    for x in finding["fixes"]:
+        m += f" Fix: {x['text']}."
+    return m
 
 
 def main():
@@ -34,7 +45,11 @@ def main():
         for e in errors[:5]:
             where = "/".join(str(p) for p in e.absolute_path) or "(top)"
             print(f"{name}: {where}: {e.message}")
-        failed += bool(errors)
+        wrong = [f for f in doc.get("findings", []) if f.get("message") != composed(f)]
+        for f in wrong[:2]:
+            print(f"{name}: a {f['kind']} finding's message is not composed from its headline, "
+                  f"details and fixes: {f['message'][:120]}")
+        failed += bool(errors) or bool(wrong)
     if not reports:
         print("no JSON report goldens found")
         return 1
