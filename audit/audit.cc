@@ -543,6 +543,41 @@ enum class Delivery { kNow, kOpenAdd, kOpenDelete, kClose, kFinal, kStartup };
 // r_state says the transaction is open.
 bool WindowStillOpen() { return g.window && (!g.window_add || BaseTransactionOpen()); }
 
+// Whether an event that fits a batch by itself, delivered `how`, is held in the batch
+// rather than sent: inside a base-namespace loader transaction (an ADD or DELETE opens
+// the window, and the event that closes it is the last one held), or at start-up before
+// the first search. Into a ring nothing is held: an event there costs no system call,
+// and is kept whatever happens to the process next. The library's lock is held.
+bool Hold(Delivery how, uintptr_t self) {
+  if (g.exited || g.transport.ring()) return false;
+  if (how == Delivery::kOpenAdd || how == Delivery::kOpenDelete) {
+    if (!g.window) {
+      g.window = true;
+      g.window_thread = self;
+      g.window_tid = Tid();
+    }
+    g.window_add = how == Delivery::kOpenAdd;
+    return true;
+  }
+  if (how == Delivery::kClose) return g.window;
+  if (how == Delivery::kNow) return WindowStillOpen();
+  if (how == Delivery::kStartup) return !g.started;
+  return false;
+}
+
+// An encoded event into the batch. Full: send what is held, start a new batch with this
+// event (it fits an empty one: only such events are held). When the held batch was
+// lost, this event may refer to a directory only that batch defined: it is dropped too
+// (and counted) rather than reach a reader with a reference the reader cannot resolve.
+// The library's lock is held.
+void AddToBatch(const wire::Writer& w) {
+  if (g_buf.batch.Add(g.transport, w.data(), w.size())) return;
+  if (FlushBatch())
+    g_buf.batch.Add(g.transport, w.data(), w.size());
+  else
+    ++g.dropped;
+}
+
 // The common path of every hook after it decided to record something. Events are held
 // only inside a base-namespace loader transaction (see WindowStillOpen); anything else (a
 // search for a dlopen that finds nothing, the exit event, events of other namespaces)
@@ -563,26 +598,7 @@ void Record(Encode&& encode, Delivery how = Delivery::kNow) {
   }
   // Only events that fit a batch by themselves are ever held.
   constexpr bool kHoldable = N + Transport::kMaxFrameHeader <= Batch::kBytes;
-  bool hold = false;
-  // Into a ring nothing is held: an event there costs no system call, and is kept
-  // whatever happens to the process next.
-  if (kHoldable && !g.exited && !g.transport.ring()) {
-    if (how == Delivery::kOpenAdd || how == Delivery::kOpenDelete) {
-      if (!g.window) {
-        g.window = true;
-        g.window_thread = self;
-        g.window_tid = Tid();
-      }
-      g.window_add = how == Delivery::kOpenAdd;
-      hold = true;
-    } else if (how == Delivery::kClose) {
-      hold = g.window;
-    } else if (how == Delivery::kNow) {
-      hold = WindowStillOpen();
-    } else if (how == Delivery::kStartup) {
-      hold = !g.started;
-    }
-  }
+  const bool hold = kHoldable && Hold(how, self);
   if (!hold) {
     g.window = false;
     FlushBatch();  // what is held goes first: the stream stays in sequence order
@@ -613,16 +629,7 @@ void Record(Encode&& encode, Delivery how = Delivery::kNow) {
   wire::Writer w(buf + Transport::kPrefixRoom, N);
   const EventHead h = NextHead(tid);
   encode(w, h);
-  if (!g_buf.batch.Add(g.transport, w.data(), w.size())) {
-    // Full: send what is held, start a new batch with this event (it fits an empty one:
-    // kHoldable). When the held batch was lost, this event may refer to a directory only
-    // that batch defined: it is dropped too (and counted) rather than reach a reader
-    // with a reference the reader cannot resolve.
-    if (FlushBatch())
-      g_buf.batch.Add(g.transport, w.data(), w.size());
-    else
-      ++g.dropped;
-  }
+  AddToBatch(w);
   if (how == Delivery::kClose) {
     g.window = false;
     FlushBatch();

@@ -58,9 +58,18 @@ struct RunOptions {
   std::string lock;               // --lock FILE: check the trace against it afterwards
   bool ignore_build_id = false;
   bool keep_argv = false;  // record secret arguments' values (audit/redact.h)
+  bool try_fixes = false;  // --try-fixes: run the command again per environment or import-order fix
+  // --with-env VAR=VALUE (hidden; a trial of --try-fixes): the command's environment with
+  // VAR set to VALUE, or without VAR when VALUE is empty; ldscope's own is left as it is.
+  std::vector<std::string> with_env;
   std::vector<std::string> command;
 };
 int Run(const RunOptions& opt);
+// `run --try-fixes` (try_fixes.cc): each environment and import-order fix of the report's
+// error findings tried by running opt.command again with the change, traced; the fix's
+// `verified` says what the trial showed. original_status: the command's wait status,
+// original_seconds how long it ran.
+void TryFixes(const RunOptions& opt, int original_status, double original_seconds, v1::Report* report);
 
 struct CollectOptions {
   std::string socket;
@@ -83,6 +92,15 @@ struct SnapshotOptions {
 };
 int Snapshot(const SnapshotOptions& opt);  // snapshot.cc
 
+struct HookOptions {
+  std::string action;              // "install" or "uninstall"
+  std::string python = "python3";  // whose site-packages (found on PATH without a slash)
+  std::string target;              // a site-packages directory, instead of asking python
+  bool user = false;               // python's user site instead of its purelib
+  bool quiet = false;
+};
+int Hook(const HookOptions& opt);  // hook.cc
+
 struct ShowOptions {
   std::vector<std::string> traces;
   std::string format = "text";
@@ -94,6 +112,7 @@ int Show(const ShowOptions& opt);
 struct ReportCommandOptions {
   std::vector<std::string> traces;
   ReportOptions report;
+  bool perf = false;  // each phase's and pass's time on stderr (--perf)
 };
 int Report(const ReportCommandOptions& opt);
 // Inputs grouped by the host that wrote them (TraceHeader.host, else the input's

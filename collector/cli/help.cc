@@ -10,6 +10,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "cli/commands.h"
 
@@ -74,7 +75,14 @@ class WrappingFormatter : public CLI::Formatter {
 void UseWrappingHelp(CLI::App& app) {
   auto f = std::make_shared<WrappingFormatter>();
   app.formatter(f);
-  for (CLI::App* sub : app.get_subcommands({})) sub->formatter(f);
+  // Every level: `hook install` is a sub-command's sub-command.
+  std::vector<CLI::App*> todo = app.get_subcommands({});
+  while (!todo.empty()) {
+    CLI::App* sub = todo.back();
+    todo.pop_back();
+    sub->formatter(f);
+    for (CLI::App* inner : sub->get_subcommands({})) todo.push_back(inner);
+  }
 }
 
 CLI::App* AddHelp(CLI::App& app, std::string& command) {

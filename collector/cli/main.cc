@@ -71,6 +71,23 @@ CLI::App* AddRun(CLI::App& app, RunOptions& run) {
                     "Record the values of arguments named like secrets (--password=..., "
                     "--token ..., API_KEY=...), which are otherwise replaced by <redacted> "
                     "(LDSCOPE_KEEP_ARGV=1 in the command's environment)");
+  run_cmd
+      ->add_flag("--try-fixes", run.try_fixes,
+                 "After a run with error findings, run the command again once per environment or "
+                 "import-order fix (traced, with the variable set or the script's lines moved in a copy; "
+                 "input from /dev/null, output into a kept directory under $TMPDIR that ldscope names) and "
+                 "mark each fix verified when the finding is gone and the command exits 0 or as before. "
+                 "A run may take twice as long as the command did (at least 10 s)")
+      ->excludes("--no-report");
+  // A trial's environment change, for the command only (the trial's `ldscope run` keeps
+  // the environment the first run had): not for people, so not in the help.
+  run_cmd->add_option("--with-env", run.with_env, "")
+      ->group("")
+      ->allow_extra_args(false)
+      ->check([](const std::string& v) {
+        return v.empty() || v.front() == '=' || v.find('=') == std::string::npos ? std::string("VAR=VALUE expected")
+                                                                                 : std::string();
+      });
   run_cmd->add_flag("--ignore-build-id", run.ignore_build_id,
                     "With --lock: do not compare build-ids");
   // Everything from the first non-option argument on is the command's.
@@ -194,6 +211,10 @@ CLI::App* AddReport(CLI::App& app, ReportCommandOptions& report) {
   report_cmd->add_flag("--github", report.report.github,
                        "GitHub Actions annotations (on stdout) and step summary (also when "
                        "GITHUB_ACTIONS=true)");
+  report_cmd->add_flag("--perf", report.perf,
+                       "After the report, a table of where the time went on standard error: each "
+                       "phase (read, facts, model, files, every analysis pass, notes, render), its "
+                       "wall-clock and CPU milliseconds and how often it ran");
 
   return report_cmd;
 }
@@ -333,6 +354,31 @@ Dashes SplitAtDashes(int& argc, char** argv) {
   return dashes;
 }
 
+// hook: the .pth hook that explains a loader error when it ends a Python program.
+CLI::App* AddHook(CLI::App& app, HookOptions& hook) {
+  auto* cmd = app.add_subcommand(
+      "hook",
+      "Install or remove a hook in a Python environment (one .pth file in its site-packages): when an "
+      "ImportError or OSError with a loader message (undefined symbol, cannot open shared object file, ...) ends "
+      "a Python program, it prints what `ldscope snapshot` finds in the process under the traceback. It "
+      "changes neither the traceback nor the exit status, and prints nothing otherwise.");
+  cmd->require_subcommand(1);
+  for (const char* action : {"install", "uninstall"}) {
+    auto* sub = cmd->add_subcommand(action, std::string(action) == "install"
+                                                ? "Write the hook into the environment's site-packages (replacing "
+                                                  "an earlier one of ldscope's)"
+                                                : "Remove exactly the file install wrote");
+    sub->callback([&hook, action] { hook.action = action; });
+    sub->add_option("--python", hook.python,
+                    "The Python whose site-packages (sysconfig's purelib: a venv's or conda env's own) gets the "
+                    "hook (default: python3 on PATH, the active environment's)");
+    sub->add_option("--target", hook.target, "A site-packages directory, instead of asking --python");
+    sub->add_flag("--user", hook.user, "--python's user site-packages instead (it must exist)");
+    sub->add_flag("-q,--quiet", hook.quiet, "Say nothing when it worked");
+  }
+  return cmd;
+}
+
 // run, once parsed: the command starts at the first non-option argument, or after a
 // "--" that comes before any. A "--" after the command's first word is the command's
 // (`ldscope run -o t /bin/echo a -- b` runs `/bin/echo a -- b`).
@@ -372,6 +418,8 @@ int main(int argc, char** argv) {
   auto* show_cmd = AddShow(app, show);
   SnapshotOptions snap;
   auto* snapshot_cmd = AddSnapshot(app, snap);
+  HookOptions hook;
+  auto* hook_cmd = AddHook(app, hook);
   ReportCommandOptions report;
   auto* report_cmd = AddReport(app, report);
   DiffOptions diff;
@@ -386,6 +434,8 @@ int main(int argc, char** argv) {
   auto* imports_cmd = AddImports(app, imports);
   std::string help_topic;
   auto* help_cmd = AddHelp(app, help_topic);
+  GenerateOptions generate;
+  auto* generate_cmd = AddGenerate(app, generate);
   UseWrappingHelp(app);
   const Dashes dashes = SplitAtDashes(argc, argv);
 
@@ -395,6 +445,7 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? kOk : kUsage;
   }
   if (*help_cmd) return PrintHelpCommand(app, help_topic);
+  if (*generate_cmd) return Generate(app, generate);
   if (*run_cmd) return StartRun(run, *run_cmd, dashes);
   if (dashes.had) {
     Complain("'--' is only meaningful with run");
@@ -402,6 +453,7 @@ int main(int argc, char** argv) {
   }
   if (*collect_cmd) return Collect(collect);
   if (*snapshot_cmd) return Snapshot(snap);
+  if (*hook_cmd) return Hook(hook);
   // Every reader takes "-" for standard input.
   std::vector<std::string*> inputs;
   for (auto* traces : {&show.traces, &report.traces, &lock.traces, &check.traces, &exp.traces})

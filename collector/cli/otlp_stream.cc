@@ -10,6 +10,7 @@
 #include "model/timeline.h"
 #include "render/render.h"
 #include "store/trace_file.h"
+#include "text/escape.h"
 
 namespace ldscope::cli {
 namespace {
@@ -30,7 +31,7 @@ render::OtlpSource OtlpSourceOf(const store::TraceSet& traces) {
     if (!store::Readable(f)) continue;
     const auto& h = f.header;
     if (first || (h.start_unix_ns() != 0 && h.start_unix_ns() < src.start_unix_ns)) {
-      src.host = h.host();
+      src.host = text::Escape(h.host());  // the header holds the bytes
       src.start_unix_ns = h.start_unix_ns();
       src.start_mono_ns = h.start_mono_ns();
       first = false;

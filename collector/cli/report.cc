@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
+#include <optional>
 #include <set>
 #include <string_view>
 
@@ -14,25 +15,25 @@
 #include <fmt/ranges.h>
 
 #include "analysis/analysis.h"
+#include "analysis/registry.h"
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "model/timeline.h"
 #include "render/render.h"
 #include "store/output_file.h"
 #include "store/trace_file.h"
 #include "text/escape.h"
+#include "text/timer.h"
 
 namespace ldscope::cli {
 namespace {
 
-// Every finding kind's name (from the schema's enum, so a new kind is never missing),
-// then the severities.
+// The word of every finding kind a pass reports (the pass registry's), then the
+// severities.
 const std::vector<std::string>& FailOnWords() {
   static const std::vector<std::string> words = [] {
     std::vector<std::string> w;
-    const auto* kinds = v1::FindingKind_descriptor();
-    for (int i = 0; i < kinds->value_count(); ++i)
-      if (kinds->value(i)->number() != v1::FINDING_KIND_UNSPECIFIED)
-        w.push_back(render::FindingKindName(static_cast<v1::FindingKind>(kinds->value(i)->number())));
+    for (v1::FindingKind k : analysis::ReportedKinds()) w.push_back(render::FindingKindName(k));
     w.insert(w.end(), {"error", "warning", "any"});
     return w;
   }();
@@ -53,6 +54,29 @@ Status WriteJunit(const v1::Timeline& timeline, const v1::Report& report,
   };
   return store::WriteTextFile(opt.junit, render::Junit(timeline, report, in));
 }
+
+// --perf: the phases' rows named up front, in the order they run, every registered pass
+// among them (one that did not run shows a count of 0); the table printed on stderr when
+// the command ends, after the report.
+class PhaseTimes {
+ public:
+  explicit PhaseTimes(bool on) : on_(on) {
+    if (!on_) return;
+    text::EnablePhaseTimes();
+    for (const char* phase : {"read", "facts", "model", "files"}) text::NamePhase(phase);
+    for (const analysis::RegisteredPass& p : analysis::Passes()) text::NamePhase(analysis::PassPhase(p));
+    text::NamePhase("notes");
+    text::NamePhase("render");
+  }
+  ~PhaseTimes() {
+    if (on_) std::fputs(text::PhaseTimesTable().c_str(), stderr);
+  }
+  PhaseTimes(const PhaseTimes&) = delete;
+  PhaseTimes& operator=(const PhaseTimes&) = delete;
+
+ private:
+  bool on_;
+};
 
 }  // namespace
 
@@ -112,6 +136,7 @@ int EmitAnalysed(const v1::Report& report, const v1::Timeline* timeline, const R
     }
   }
   if (when == PrintWhen::kNever) return kOk;
+  text::PhaseTimer timer("render");
   const char* gha = std::getenv("GITHUB_ACTIONS");
   const bool github = opt.github || (gha != nullptr && std::string(gha) == "true");
   // On GitHub each finding is printed once, as its annotation (which holds the same
@@ -154,26 +179,39 @@ int Report(const ReportCommandOptions& opt) {
     return kWriteFailed;
   }
   if (RefuseTooLarge(opt.traces)) return kUsage;
+  const PhaseTimes phase_times(opt.perf);
   // Traces of several hosts: one host at a time, then across them (report_hosts.cc).
   std::vector<std::string> errors;
   std::vector<HostInput> hosts = GroupByHost(opt.traces, &errors);
   if (hosts.size() > 1) return ReportHosts(ropt, std::move(hosts), errors);
-  store::TraceSet traces = store::LoadTracesIndexed(opt.traces);
+  // On a terminal: the files read so far, then the phase (progress.h); erased before the
+  // report prints.
+  std::optional<Progress> progress(std::in_place, "report", "trace files read");
+  store::TraceSet traces = text::Timed("read", [&] {
+    return store::LoadTracesIndexed(opt.traces,
+                                    [&progress](size_t done, size_t total) { progress->Count(done, total); });
+  });
+  progress->Say("analysing");
   ropt.trace_of_stream = store::TraceFilesByStream(traces);
-  const elf::TraceFacts facts = analysis::FactsOf(traces);
+  const elf::TraceFacts facts = text::Timed("facts", [&] { return analysis::FactsOf(traces); });
   ropt.facts = &facts;
   // The context takes each process as the model builds it, keeping its object table and
   // what the passes walk, not its millions of loads and unloads (a dlopen churn).
   v1::Timeline timeline;
   analysis::Context ctx(&timeline, &facts, ropt.files);
-  model::BuildTimeline(
-      traces, &timeline,
-      [&ctx](const v1::ProcessTimeline& p, bool complete) { return ctx.AddPart(p, complete); },
-      /*with_objects=*/true);
+  text::Timed("model", [&] {
+    model::BuildTimeline(
+        traces, &timeline, [&ctx](const v1::ProcessTimeline& p, bool complete) { return ctx.AddPart(p, complete); },
+        /*with_objects=*/true);
+  });
   store::DropEvents(&traces);  // all the timeline, the streams and the facts needed of them
+  const bool readable = store::AnyReadable(traces);
+  v1::Report report;
+  if (readable) report = analysis::Analyze(ctx);
+  progress.reset();  // before anything else is written to stderr
   for (const auto& p : timeline.problems()) ComplainDamage(p.file(), p.offset(), p.message(), "analysing");
-  if (!store::AnyReadable(traces)) return NoTrace();
-  const int rc = EmitAnalysed(analysis::Analyze(ctx), &timeline, ropt, stdout, PrintWhen::kAlways);
+  if (!readable) return NoTrace();
+  const int rc = EmitAnalysed(report, &timeline, ropt, stdout, PrintWhen::kAlways);
   if (rc != kOk) return rc;
   return timeline.problems_size() > 0 ? kDamagedTrace : kOk;
 }

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <regex>
 
 #include <fmt/format.h>
@@ -18,13 +19,19 @@
 #include "analysis/analysis.h"
 #include "analysis/fleet.h"
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "model/timeline.h"
 #include "store/trace_file.h"
 #include "store/trace_header.h"
 #include "text/escape.h"
+#include "text/timer.h"
 
 namespace ldscope::cli {
 namespace {
+
+// The row of `report --perf` that the pass over several hosts' contexts adds its time
+// to: the registry's "fleet" pass (registry.cc).
+constexpr const char* kFleetPhase = "pass fleet";
 
 // The host a trace file names in its header (escaped), or "" when the file has none or
 // its header cannot be read (the file is then named when it is loaded).
@@ -92,24 +99,36 @@ int ReportHosts(const ReportOptions& opt, std::vector<HostInput> hosts, const st
   v1::Report all;
   std::vector<std::string> skipped;
   std::map<std::string, std::string> unreadable;  // every host's, path -> error
-  for (auto& host : hosts) {
+  // On a terminal: the hosts analysed so far (progress.h), erased before anything else
+  // is written to stderr.
+  std::optional<Progress> progress(std::in_place, "report", "hosts analysed");
+  for (size_t host_no = 0; host_no < hosts.size(); ++host_no) {
+    auto& host = hosts[host_no];
+    progress->Count(host_no, hosts.size());
     v1::Report r;
     {
-      const store::TraceSet traces = store::LoadTracesIndexed(host.files);
-      const v1::Timeline timeline = model::BuildTimeline(traces);
+      const store::TraceSet traces = text::Timed("read", [&] { return store::LoadTracesIndexed(host.files); });
+      const v1::Timeline timeline = text::Timed("model", [&] { return model::BuildTimeline(traces); });
+      if (timeline.problems_size() > 0) {
+        progress.reset();
+        progress.emplace("report", "hosts analysed");
+      }
       for (const auto& p : timeline.problems()) ComplainDamage(p.file(), p.offset(), p.message(), "analysing");
       damaged |= timeline.problems_size() > 0;
       if (!store::AnyReadable(traces)) {
         skipped.push_back(host.label);
         continue;
       }
-      const elf::TraceFacts facts = analysis::FactsOf(traces);
+      const elf::TraceFacts facts = text::Timed("facts", [&] { return analysis::FactsOf(traces); });
       analysis::Files view(&files);
+      const auto add_to_fleet = [&](analysis::Context& ctx) {
+        text::Timed(kFleetPhase, [&] { fleet.Add(ctx, host.label); });
+      };
       if (opt.across_hosts_only) {
         analysis::Context ctx(timeline, &facts, &view);
-        fleet.Add(ctx, host.label);
+        add_to_fleet(ctx);
       } else {
-        r = analysis::Analyze(timeline, &facts, &view, [&](analysis::Context& ctx) { fleet.Add(ctx, host.label); });
+        r = analysis::Analyze(timeline, &facts, &view, add_to_fleet);
       }
       unreadable.insert(view.errors().begin(), view.errors().end());
     }
@@ -123,11 +142,12 @@ int ReportHosts(const ReportOptions& opt, std::vector<HostInput> hosts, const st
     for (const auto& n : r.notes())
       if (!std::regex_search(n, unreadable)) all.add_notes(fmt::format("host {}: {}", host.label, n));
   }
+  progress.reset();
   if (!skipped.empty())
     Complain(fmt::format("no trace of host{} {} could be read: left out of the report",
                          skipped.size() == 1 ? "" : "s", fmt::join(skipped, ", ")));
   if (fleet.hosts() == 0) return NoTrace();
-  fleet.Find(&all);
+  text::Timed(kFleetPhase, [&] { fleet.Find(&all); });
   if (std::string n = analysis::UnreadableFilesNote(unreadable); !n.empty()) all.add_notes(n);
   all.add_notes(fmt::format("{} hosts compared ({} processes): {} program{} ran on more than one host", fleet.hosts(),
                             fleet.processes(), fleet.SharedPrograms(), fleet.SharedPrograms() == 1 ? "" : "s"));

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -69,13 +70,23 @@ std::string OtherAuditors(const std::string& ld_audit) {
 // The command's environment: ours plus LD_AUDIT (after any auditors the user already
 // has, so ours sees what ld.so really does), the socket, and the Python hook's
 // directory first on PYTHONPATH (its sitecustomize chains to the environment's own).
+// with: "VAR=VALUE" changes (--with-env), applied to ours first: VAR set to VALUE, or
+// taken out when VALUE is empty.
 std::vector<std::string> ChildEnv(const std::string& audit_lib, const std::string& socket,
-                                  const std::string& python_hook, bool keep_argv) {
+                                  const std::string& python_hook, bool keep_argv,
+                                  const std::vector<std::string>& with) {
+  std::vector<std::string> ours;
+  for (char** e = environ; *e != nullptr; ++e) ours.emplace_back(*e);
+  for (const std::string& change : with) {
+    const std::string name = change.substr(0, change.find('=') + 1);  // "VAR="
+    ours.erase(std::remove_if(ours.begin(), ours.end(), [&](const std::string& e) { return e.rfind(name, 0) == 0; }),
+               ours.end());
+    if (change.size() > name.size()) ours.push_back(change);
+  }
   std::vector<std::string> env;
   std::string ld_audit = audit_lib;
   std::string pythonpath = python_hook;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string entry = *e;
+  for (const std::string& entry : ours) {
     if (entry.rfind("LD_AUDIT=", 0) == 0) {
       const std::string prev = OtherAuditors(entry.substr(9));
       if (!prev.empty()) ld_audit = prev + ":" + audit_lib;
@@ -98,6 +109,17 @@ std::vector<std::string> ChildEnv(const std::string& audit_lib, const std::strin
   if (keep_argv) env.push_back("LDSCOPE_KEEP_ARGV=1");
   if (!pythonpath.empty()) env.push_back("PYTHONPATH=" + pythonpath);
   return env;
+}
+
+timespec Monotonic() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t;
+}
+
+double SecondsSince(const timespec& t0) {
+  const timespec t = Monotonic();
+  return static_cast<double>(t.tv_sec - t0.tv_sec) + static_cast<double>(t.tv_nsec - t0.tv_nsec) / 1e9;
 }
 
 int ExitStatusOf(int status) {
@@ -300,6 +322,7 @@ int ServeUntilExit(Session& session, pid_t child) {
 // Returns Finish's result (an error when the trace is incomplete).
 Status CloseSession(const RunOptions& opt, const RunInputs& in, Session& session, const std::string& dir,
                     const SavedSignals& old, pid_t child, int status) {
+  session.SetCommandExit(child, status);
   // Children that outlive the command keep their connections: wait for them a little.
   session.Drain(kRunDrainPollMs, kRunDrainCapMs);
   if (opt.facts) session.WriteFacts(kFactsLimitMs);
@@ -327,7 +350,7 @@ Status CloseSession(const RunOptions& opt, const RunInputs& in, Session& session
 // The diagnosis and the lock check of what was recorded, from memory: the output may
 // be a pipe or a device, or incomplete after a write error, and is never read back.
 // Sets *rc (the report's status) and *lock_rc (the check's).
-void Diagnose(const RunOptions& opt, const RunInputs& in, Session& session, int* rc,
+void Diagnose(const RunOptions& opt, const RunInputs& in, Session& session, int status, double seconds, int* rc,
               int* lock_rc) {
   const store::TraceSet traces = store::LoadTraceImage(in.output, session.trace_copy());
   const v1::Timeline timeline = model::BuildTimeline(traces);
@@ -341,10 +364,12 @@ void Diagnose(const RunOptions& opt, const RunInputs& in, Session& session, int*
     if (!ropt.title.empty()) words.push_back(ropt.title);
     for (const auto& a : opt.keep_argv ? opt.command : RedactArgv(opt.command)) words.push_back(text::Escape(a));
     ropt.title = fmt::format("{}", fmt::join(words, " "));
-    *rc = EmitReport(timeline, ropt, stderr,
-                     !opt.analyse ? PrintWhen::kNever
-                     : opt.quiet  ? PrintWhen::kProblems
-                                  : PrintWhen::kFindings);
+    v1::Report report = analysis::Analyze(timeline, ropt.facts, ropt.files, {});
+    if (opt.try_fixes) TryFixes(opt, status, seconds, &report);
+    *rc = EmitAnalysed(report, &timeline, ropt, stderr,
+                       !opt.analyse ? PrintWhen::kNever
+                       : opt.quiet  ? PrintWhen::kProblems
+                                    : PrintWhen::kFindings);
   }
   // The differences go where ldscope's messages go (stderr: the command's stdout
   // stays its own), annotations included.
@@ -377,8 +402,10 @@ int Run(const RunOptions& opt) {
   SavedSignals old;
   IgnoreTerminalSignals(&old);
   int exec_errno = 0;
-  const pid_t child = Launch(opt.command, ChildEnv(in.audit_lib, SocketIn(dir), in.python_hook, opt.keep_argv),
-                             session.writes_stdout(), &old, &exec_errno);
+  const timespec started = Monotonic();
+  const pid_t child =
+      Launch(opt.command, ChildEnv(in.audit_lib, SocketIn(dir), in.python_hook, opt.keep_argv, opt.with_env),
+             session.writes_stdout(), &old, &exec_errno);
   if (child < 0) {
     // Nothing ran (no pipe, no fork): no trace, no run directory, our signals as they were.
     session.Abandon();
@@ -403,9 +430,10 @@ int Run(const RunOptions& opt) {
     Complain(begun.error() + " (the command runs, unrecorded on disk)");
 
   const int status = ServeUntilExit(session, child);
+  const double seconds = SecondsSince(started);
   const Status finished = CloseSession(opt, in, session, dir, old, child, status);
   int rc = kOk, lock_rc = kOk;
-  if (NeedsTimeline(opt)) Diagnose(opt, in, session, &rc, &lock_rc);
+  if (NeedsTimeline(opt)) Diagnose(opt, in, session, status, seconds, &rc, &lock_rc);
   sigaction(SIGPIPE, &old.pipe, nullptr);
   (void)owned.release();  // the trace is closed and the thread joined: Run's caller exits
   // A lock mismatch ranks as --fail-on does: over the command's own status, under a

@@ -3,6 +3,7 @@
 
 #include <gnu/libc-version.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "analysis/mounts.h"
+#include "analysis/owners.h"
 #include "analysis/record_facts.h"
 #include "text/escape.h"
 
@@ -29,9 +31,8 @@ uint64_t PidNamespace() {
 }
 
 bool Empty(const v1::CollectorNotes& n) {
-  return n.still_running_size() == 0 && n.held_by_children() == 0 &&
-         n.untraced_after_size() == 0 && n.accept_deferred() == 0 && n.refused() == 0 &&
-         n.python_hook_silent_size() == 0;
+  return n.still_running_size() == 0 && n.held_by_children() == 0 && n.untraced_after_size() == 0 &&
+         n.accept_deferred() == 0 && n.refused() == 0 && n.python_hook_silent_size() == 0 && n.command_pid() == 0;
 }
 
 // The NVIDIA kernel driver's version on this machine, a fact of the traced machine that
@@ -121,6 +122,12 @@ void Session::Drain(int idle_ms, int cap_ms) {
     if (idle || elapsed_ms >= cap_ms) break;
   }
   notes_ = server_.StopRecording();
+  // Only a command that failed is worth a record (a traced program's success adds none).
+  if (command_pid_ != 0 && command_status_ != 0) {
+    notes_.set_command_pid(command_pid_);
+    if (WIFEXITED(command_status_)) notes_.set_command_exit_status(WEXITSTATUS(command_status_));
+    if (WIFSIGNALED(command_status_)) notes_.set_command_signal(WTERMSIG(command_status_));
+  }
   if (Empty(notes_)) return;
   v1::Event e;
   e.set_pid(static_cast<uint32_t>(getpid()));  // readers require one; the body says whose
@@ -159,6 +166,12 @@ void Session::WriteFacts(int limit_ms) {
     const std::string bytes = e.SerializeAsString();
     writer_.AppendEvent(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 0).IgnoreError();
   }
+  // The package that installed each loaded file, looked up here and now.
+  for (const auto& o : analysis::RecordOwners(server_.object_paths())) {
+    *e.mutable_owner_facts() = o;
+    const std::string bytes = e.SerializeAsString();
+    writer_.AppendEvent(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 0).IgnoreError();
+  }
 }
 
 Status Session::Finish() {
@@ -168,7 +181,9 @@ Status Session::Finish() {
 
 std::string Session::Summary() const {
   const auto& s = server_.stats();
-  std::string out = fmt::format("{} process images, {} events, {} dropped", s.streams, s.events,
+  const ipc::Server::ProcessCount n = server_.CountProcesses();
+  std::string out = fmt::format("{} process{}{}, {} events, {} dropped", n.processes, n.processes == 1 ? "" : "es",
+                                n.images > n.processes ? fmt::format(" ({} images: exec)", n.images) : "", s.events,
                                 s.dropped_reported);
   if (s.bad_clients > 0) out += fmt::format(", {} bad clients disconnected", s.bad_clients);
   if (s.rejected_peers > 0) out += fmt::format(", {} peers of another user refused", s.rejected_peers);

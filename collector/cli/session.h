@@ -2,6 +2,8 @@
 // events stream into a trace file.
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 
 #include "analysis/context.h"
@@ -54,6 +56,13 @@ class Session {
   // kRunDrainPollMs). Then stops recording and writes what it saw of incomplete images
   // into the trace (see events.proto's CollectorNotes).
   void Drain(int idle_ms, int cap_ms);
+  // Before Drain: the command's pid and its wait status, which Drain writes into the
+  // notes unless it is exit status 0 (the analysis tells a failure the program did not
+  // survive from it).
+  void SetCommandExit(pid_t pid, int wait_status) {
+    command_pid_ = static_cast<uint32_t>(pid);
+    command_status_ = wait_status;
+  }
   // Before the traced programs start, when WriteFacts will be called: each object file
   // is read for its facts as soon as the first event naming it arrives, on a background
   // thread (analysis::FactsReader), so that WriteFacts has little left to read.
@@ -87,6 +96,8 @@ class Session {
   store::TraceWriter writer_;
   v1::TraceHeader header_;
   v1::CollectorNotes notes_;
+  uint32_t command_pid_ = 0;
+  int command_status_ = 0;
 };
 
 }  // namespace ldscope::cli

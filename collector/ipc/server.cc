@@ -16,6 +16,7 @@
 
 #include <cerrno>
 #include <algorithm>
+#include <set>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -356,6 +357,9 @@ bool Server::HandleEvent(Conn& c, const uint8_t* data, size_t size) {
     return false;  // one connection, one process
   }
   Stream& stream = stream_info_[c.stream];
+  ++stream.events;
+  stream.min_seq = std::min(stream.min_seq, e.seq());
+  stream.max_seq = std::max(stream.max_seq, e.seq());
   if (e.has_exit()) stream.exited = true;
   if (e.has_preinit()) stream.started = true;
   if (e.has_objopen() && stream.started) stream.dlopened = true;
@@ -614,11 +618,31 @@ std::map<uint32_t, const Server::Stream*> Server::StreamsInOrder() const {
   return ordered;
 }
 
+Server::ProcessCount Server::CountProcesses() const {
+  ProcessCount c;
+  std::set<uint32_t> pids;
+  for (const auto& [stream, s] : stream_info_) {
+    if (s.python) continue;
+    ++c.images;
+    pids.insert(s.pid);
+  }
+  c.processes = pids.size();
+  return c;
+}
+
 // Images that ended without their exit event, with no later image of their pid.
 void Server::NoteUntracedAfter(v1::CollectorNotes* notes) const {
   for (const auto& [stream, sp] : StreamsInOrder()) {
     const Stream& s = *sp;
     if (s.python || s.exited || s.open > 0 || !s.ended_open) continue;
+    // Gone without its exit event (_exit, as multiprocessing's workers end, or a crash)
+    // with every event it sent here: nothing of it is missing. Only an image seen
+    // running another program after (exe_after), or one whose events are missing, is
+    // worth a note.
+    auto d = dropped_by_stream_.find(stream);
+    const bool lossy =
+        (d != dropped_by_stream_.end() && d->second > 0) || (s.events > 0 && s.max_seq - s.min_seq + 1 != s.events);
+    if (s.exe_after.empty() && !lossy) continue;
     bool followed = false;
     for (const auto& [other_stream, o] : stream_info_)
       followed |= other_stream != stream && !o.python && o.pid == s.pid &&

@@ -112,6 +112,13 @@ class Server {
   }
   // Whether any event came from pid.
   bool SawPid(uint32_t pid) const;
+  // The traced processes (by pid) and their images (a process that exec'd a traced
+  // program has one per program), counting the audit library's streams only: a Python
+  // hook's stream is a second view of an image, not another one.
+  struct ProcessCount {
+    size_t processes = 0, images = 0;
+  };
+  ProcessCount CountProcesses() const;
   // The executable of an image named in the notes ("" when unknown).
   std::string ExeOfImage(uint32_t pid, uint64_t image_start_ns) const;
   // The images whose start event said that they are not traced, in stream order.
@@ -144,6 +151,8 @@ class Server {
     int open = 0;              // connections of it still open
     bool ended_open = false;   // a connection of it ended before the exit event
     std::string exe_after;     // /proc/PID/exe then (the process was alive: an exec)
+    // Its events' sequence numbers, to tell whether any is missing.
+    uint64_t events = 0, min_seq = UINT64_MAX, max_seq = 0;
     std::string cwd;           // its ProcessStart's working directory
     // Its ProcessStart said it is not traced (NotTraced), under this descriptor limit.
     v1::NotTraced not_traced = v1::NOT_TRACED_UNSPECIFIED;

@@ -1,6 +1,7 @@
 // Every lost event is counted, every process is
 // accounted for (still running, gone untraced), the collector under a descriptor limit,
 // nested runs, the ProcessStart budget, forked children's times, pid namespaces.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -178,7 +179,7 @@ TEST(Loss, UntracedProcessesAreNamed) {
                          script});
   ASSERT_EQ(r.code, 0) << r.err;
   const auto t = testing::TimelineOf({trace});
-  EXPECT_EQ(t.collector().untraced_after(), 5u) << "the four, and dash (below)";
+  EXPECT_EQ(t.collector().untraced_after(), 4u) << "the four, not dash (below)";
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"/nice", suid}, {"/env", DLPROBE}, {"/setpriv", "/usr/bin/sleep"}, {"/dlprobe", LOSS_STATIC}};
   for (const auto& [exe, after] : cases) {
@@ -197,17 +198,12 @@ TEST(Loss, UntracedProcessesAreNamed) {
               std::string::npos)
         << exe;
   }
-  // dash ends with _exit: no exit event either, and it was gone when its connection
-  // ended. Named as such, without a guess.
+  // dash ends with _exit: no exit event either, but every event it sent arrived and
+  // nothing of it is missing: not named.
   const auto shells = testing::ByExe(t, "/dash");
   ASSERT_EQ(shells.size(), 1u);
-  EXPECT_TRUE(shells[0]->untraced_after());
-  EXPECT_EQ(shells[0]->exe_after(), "");
-  EXPECT_NE(r.err.find("; 1 image ended without an exit event and nothing traced followed (_exit, "
-                       "a crash, or an exec into a program not traced): pid " +
-                       std::to_string(shells[0]->pid()) + " (/usr/bin/dash)"),
-            std::string::npos)
-      << r.err;
+  EXPECT_FALSE(shells[0]->untraced_after());
+  EXPECT_EQ(r.err.find("ended without an exit event"), std::string::npos) << r.err;
 }
 
 // A Python started with the hook on PYTHONPATH whose hook never reports (here python -S,
@@ -246,8 +242,9 @@ TEST(Loss, SilentPythonHookIsNamed) {
 
 // A collector at its descriptor limit with more traced processes than descriptors does
 // not spin: it stops accepting for a while instead, the others wait in the backlog, and
-// every process's stream arrives whole; the summary says the limit was reached. With
-// either transport: a ring's descriptor, passed at the limit, is not lost either.
+// every process's stream arrives whole, or (datagrams) with each loss counted; the
+// summary says the limit was reached. A ring's descriptor, passed at the limit, is not
+// lost either.
 void DescriptorLimitDoesNotSpin(const std::string& transport) {
   const auto dir = testing::ScratchDir("loss_emfile_" + transport);
   const std::string go = dir + "/go";
@@ -285,11 +282,26 @@ void DescriptorLimitDoesNotSpin(const std::string& transport) {
   const auto t = testing::TimelineOf({c.trace});
   const auto probes = testing::ByExe(t, "/dlprobe");
   EXPECT_EQ(probes.size(), 48u);
+  const std::string show = Show(c.trace);
+  // What a failure needs to be understood: the process's own account (dropped, missing,
+  // reconnections), the collector's, and the kernel's queue limits.
+  const auto why = [&](const auto* p) {
+    return fmt::format("pid {}: dropped {}, missing {}\nsummary: {}\nsomaxconn {}, wmem_max {}\n{}", p->pid(),
+                       p->dropped(), p->missing_seqs(), summary, testing::ReadFile("/proc/sys/net/core/somaxconn"),
+                       testing::ReadFile("/proc/sys/net/core/wmem_max"), show);
+  };
   for (const auto* p : probes) {
-    EXPECT_TRUE(p->exited()) << p->pid();
-    EXPECT_EQ(p->missing_seqs(), 0u) << p->pid();
+    EXPECT_TRUE(p->exited()) << why(p);
+    // A ring's records are in memory the collector maps: whole. A datagram that cannot
+    // be sent within the audit library's bounded wait is dropped and counted by the
+    // process (seen in full sequential runs of the suite: one process of 48 dropping its
+    // dlopen's batch); never lost silently.
+    if (transport == "ring")
+      EXPECT_EQ(p->missing_seqs(), 0u) << why(p);
+    else
+      EXPECT_EQ(p->missing_seqs(), p->dropped()) << why(p);
   }
-  EXPECT_NE(Show(c.trace).find("collector: descriptor limit 32 reached "), std::string::npos);
+  EXPECT_NE(show.find("collector: descriptor limit 32 reached "), std::string::npos);
 }
 
 TEST(Loss, DescriptorLimitDoesNotSpinDatagrams) { DescriptorLimitDoesNotSpin("datagram"); }
@@ -426,7 +438,7 @@ TEST(Loss, PidNamespaceIsNoted) {
 }
 
 // A top-level command that LD_AUDIT cannot reach is not traced at all: run says so and
-// why, even with -q, instead of a bare "0 process images".
+// why, even with -q, instead of a bare "0 processes".
 TEST(Loss, UntraceableCommandsSayWhy) {
   ASSERT_EQ(geteuid(), 0u) << "the set-user-ID case needs another owner: run the suite as root";
   const auto dir = testing::ScratchDir("loss_untraceable");
@@ -451,7 +463,7 @@ TEST(Loss, UntraceableCommandsSayWhy) {
     const auto r = RunCmd({LDSCOPE_BIN, "run", "-q", "-o", trace, "--", command});
     EXPECT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.err, "ldscope: " + command + ": exit status 0; trace " + trace +
-                         " (0 process images, 0 events, 0 dropped; the command itself was not "
+                         " (0 processes, 0 events, 0 dropped; the command itself was not "
                          "traced: " +
                          why + ")\n");
   }

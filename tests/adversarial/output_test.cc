@@ -31,7 +31,7 @@ testing::Proc Sh(const std::string& script, int timeout_s = 60) {
 
 // The run summary's counts, which other work changes, as "(...)"; event counts as N.
 std::string Normalise(const std::string& err) {
-  std::string s = std::regex_replace(err, std::regex(R"(\([0-9]+ process images[^\n]*\))"), "(...)");
+  std::string s = std::regex_replace(err, std::regex(R"(\([0-9]+ process(es)?[ ,][^\n]*\))"), "(...)");
   return std::regex_replace(s, std::regex(R"([0-9]+ of [0-9]+ events)"), "K of N events");
 }
 

@@ -75,8 +75,17 @@ TEST(Ring, SigkillInTheMiddleOfStartupKeepsItsEvents) {
   const pid_t pid = Spawn({DLPROBE, "open", FIXTURES "/lib/libfix_a.so"},
                           {"LD_AUDIT=" AUDIT_LIB ":" + kHoldAudit, "LDSCOPE_SOCKET=" + c.socket, kRing,
                            "HOLD_AUDIT_NAME=libc.so.6", "HOLD_AUDIT_MARK=" + mark, "HOLD_AUDIT_GO=" + go});
-  ASSERT_TRUE(WaitForFile(mark));
+  // A held process never exits by itself: killed on the way out whatever fails first,
+  // so that a failure is reported rather than the collector waiting for it.
+  struct KillOnExit {
+    pid_t pid;
+    ~KillOnExit() {
+      if (pid > 0 && kill(pid, SIGKILL) == 0) waitpid(pid, nullptr, 0);
+    }
+  } guard{pid};
+  ASSERT_TRUE(WaitForFile(mark)) << "the held auditor did not mark " << mark;
   kill(pid, SIGKILL);
+  guard.pid = -1;
   int st = 0;
   ASSERT_EQ(waitpid(pid, &st, 0), pid);
   ASSERT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);

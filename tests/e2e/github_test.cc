@@ -35,7 +35,10 @@ TEST(Github, AnnotationsAndStepSummary) {
                        "libnccl.so.2 it was bound to%0Afailed: " FIXTURES
                        "/site-packages/torch/lib/libtorch_cuda.so, loaded by ctypes.CDLL('"),
             std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("%0Afix: move `ctypes.CDLL('"), std::string::npos) << r.err;
+  EXPECT_NE(
+      r.err.find("%0Afix: move the statement at " SCENARIOS_DIR "/cupy_then_torch.py:6-10 (holding `ctypes.CDLL('"),
+      std::string::npos)
+      << r.err;
   // report: annotations on stdout; a clean trace gives a clean summary.
   const auto clean_trace = dir + "/clean.ldscope";
   ASSERT_EQ(RunCmd({LDSCOPE_BIN, "run", "-q", "-o", clean_trace, "--", "/bin/true"}, {}, {"GITHUB_ACTIONS"}).code, 0);

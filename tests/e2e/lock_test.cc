@@ -222,7 +222,9 @@ TEST(Lock, BadLockFiles) {
   testing::WriteFile(w.dir + "/cut.lock", good.substr(0, good.find(", version", at)) + "\n");
   const auto cut = check(w.dir + "/cut.lock");
   EXPECT_EQ(cut.code, 2);
-  EXPECT_EQ(cut.err, "ldscope: " + w.dir + "/cut.lock:" + std::to_string(line) + ": expected , or }\n");
+  const size_t column = good.find(", version", at) - at + 1;  // the line's end
+  EXPECT_EQ(cut.err, "ldscope: " + w.dir + "/cut.lock:" + std::to_string(line) + ":" + std::to_string(column) +
+                         ": Error while parsing inline table: expected key or closing '}', saw '\\n'\n");
   EXPECT_EQ(cut.out, "");
 
   testing::WriteFile(w.dir + "/format.lock", "# a later ldscope's\nformat = 2\n");
@@ -239,7 +241,12 @@ TEST(Lock, BadLockFiles) {
   testing::WriteFile(w.dir + "/twice.lock", good + "\n" + good.substr(good.find("[program.")));
   const auto twice = check(w.dir + "/twice.lock");
   EXPECT_EQ(twice.code, 2);
-  EXPECT_NE(twice.err.find("given twice"), std::string::npos) << twice.err;
+  const size_t second = static_cast<size_t>(std::count(good.begin(), good.end(), '\n')) + 2;
+  EXPECT_NE(twice.err.find("twice.lock:" + std::to_string(second) +
+                           ":1: Error while parsing table header: cannot "
+                           "redefine existing table"),
+            std::string::npos)
+      << twice.err;
 
   testing::WriteFile(w.dir + "/empty.lock", "");
   EXPECT_EQ(check(w.dir + "/empty.lock").code, 2);
@@ -248,7 +255,7 @@ TEST(Lock, BadLockFiles) {
   const auto run = Trace(w, w.dir + "/never.ldscope", w.base_env, {"mark", w.dir + "/ran"},
                          {"--lock", w.dir + "/cut.lock"});
   EXPECT_EQ(run.code, 2);
-  EXPECT_NE(run.err.find("cut.lock:" + std::to_string(line) + ": "), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("cut.lock:" + std::to_string(line) + ":"), std::string::npos) << run.err;
   EXPECT_NE(access((w.dir + "/ran").c_str(), F_OK), 0) << "the command ran";
   EXPECT_NE(access((w.dir + "/never.ldscope").c_str(), F_OK), 0);
 
@@ -259,6 +266,158 @@ TEST(Lock, BadLockFiles) {
   EXPECT_EQ(damaged.code, 0);
   const auto d = RunCmd({LDSCOPE_BIN, "check", "--lock", w.dir + "/good.lock", w.dir + "/damaged.ldscope"});
   EXPECT_EQ(d.code, 1) << d.out << d.err;
+}
+
+// A lock is TOML: one edited by hand with "…" strings, comments and other spacing is
+// the same lock, and `check` passes with it.
+TEST(Lock, HandEditedTomlIsTheSameLock) {
+  const Workload w = Make("lock_hand");
+  ASSERT_EQ(Trace(w, w.dir + "/base.ldscope", w.base_env).code, 0);
+  ASSERT_EQ(RunCmd({LDSCOPE_BIN, "lock", "-o", w.dir + "/good.lock", w.dir + "/base.ldscope"}).code, 0);
+  const std::string good = testing::ReadFile(w.dir + "/good.lock");
+  // Every '…' as "…" (a backslash doubled, \x27 as '), a comment after each table
+  // and library, other spacing.
+  std::string hand = "# edited by hand\n";
+  size_t pos = 0;
+  while (pos < good.size()) {
+    const size_t end = good.find('\n', pos);
+    std::string line = good.substr(pos, end - pos);
+    pos = end == std::string::npos ? good.size() : end + 1;
+    if (line.rfind("format", 0) == 0) {
+      hand += "format=1   # the layout\n";
+      continue;
+    }
+    std::string out;
+    for (size_t i = 0; i < line.size(); ++i) {
+      if (line[i] != '\'') {
+        out += line[i];
+        continue;
+      }
+      const size_t close = line.find('\'', i + 1);
+      const std::string value = testing::ReplaceAll(line.substr(i + 1, close - i - 1), "\\x27", "'");
+      out += "\"" + testing::ReplaceAll(value, "\\", "\\\\") + "\"";
+      i = close;
+    }
+    if (!out.empty() && out[0] != '#') out += "  # a note";
+    hand += out + "\n";
+  }
+  ASSERT_NE(hand.find("[program.\"" + std::string(DLPROBE) + "\"]  # a note\n"), std::string::npos) << hand;
+  ASSERT_NE(hand.find("\"libfix_b.so\" = { root = \""), std::string::npos) << hand;
+  testing::WriteFile(w.dir + "/hand.lock", hand);
+  const auto check = RunCmd({LDSCOPE_BIN, "check", "--lock", w.dir + "/hand.lock", w.dir + "/base.ldscope"});
+  EXPECT_EQ(check.code, 0) << check.err;
+  EXPECT_EQ(check.out + check.err, "");
+  const Result<v1::Lock> a = store::ParseLock(good, "good.lock"), b = store::ParseLock(hand, "hand.lock");
+  ASSERT_TRUE(a.ok()) << a.error();
+  ASSERT_TRUE(b.ok()) << b.error();
+  EXPECT_EQ(a->DebugString(), b->DebugString());
+
+  // A quote and a byte that is not UTF-8 (escaped text's \xff) in a "…" string.
+  const Result<v1::Lock> basic = store::ParseLock(
+      "format = 1\n[program.\"system:python3\"]\n\"libq'x.so.1\" = [{ root = \"/\", file = \"/o'ld\\\\xff/libq'x.so\", "
+      "version = \"1.2\", build-id = \"abcd\" }]\n",
+      "basic.lock");
+  const Result<v1::Lock> literal = store::ParseLock(
+      "format = 1\n[program.'system:python3']\n'libq\\x27x.so.1' = { root = '/', file = "
+      "'/o\\x27ld\\xff/libq\\x27x.so', "
+      "version = '1.2', build-id = 'abcd' }\n",
+      "literal.lock");
+  ASSERT_TRUE(basic.ok()) << basic.error();
+  ASSERT_TRUE(literal.ok()) << literal.error();
+  EXPECT_EQ(basic->DebugString(), literal->DebugString());
+  EXPECT_EQ(literal->programs(0).libraries(0).copies(0).file(), "/o'ld\\xff/libq'x.so");
+
+  // A backslash that starts no escape (the TOML "a\\'b" is a\'b) is an escaped
+  // backslash: the lock written of it reads back the same.
+  const Result<v1::Lock> lone = store::ParseLock(
+      "format = 1\n[program.\"a\\\\'b\"]\n'l' = { root = '/', file = '/f', version = '1', build-id = 'b' }\n",
+      "lone.lock");
+  ASSERT_TRUE(lone.ok()) << lone.error();
+  EXPECT_EQ(lone->programs(0).key(), "a\\\\'b");
+  const Result<v1::Lock> again = store::ParseLock(store::FormatLock(*lone), "again.lock");
+  ASSERT_TRUE(again.ok()) << again.error();
+  EXPECT_EQ(again->DebugString(), lone->DebugString());
+}
+
+// A lock file is untrusted input: whatever it holds, an error naming the line (and,
+// for text that is not TOML, the column), never a crash.
+TEST(Lock, MalformedTomlErrors) {
+  const std::string lib = "[program.'/x']\n'liba.so' = ";
+  const std::string kTable = "{ root = '…', file = '…', version = '…', build-id = '…' }";
+  const std::string table = "{ root = 'system', file = 'a', version = 'unknown', build-id = 'unknown' }\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"", "t.lock:1: empty: no `format = 1` (is this an ldscope lock file?)"},
+      {"# only a comment\n\n", "t.lock:1: empty: no `format = 1` (is this an ldscope lock file?)"},
+      {lib + table, "t.lock:1: no `format = 1` (is this an ldscope lock file?)"},
+      {"format = '1'\n", "t.lock:1: the format is a string, not a number"},
+      {"\nformat = 2\n", "t.lock:2: unsupported lock format 2 (this ldscope reads format 1)"},
+      {"format = 1\nformat = 1\n",
+       "t.lock:2:10: Error while parsing key-value pair: cannot redefine existing integer (each key and table once)"},
+      {"format = 1\nextra = true\n", "t.lock:2: unknown key 'extra' (format, program)"},
+      {"format = 1\nprogram = 3\n", "t.lock:2: expected [program.'EXECUTABLE'] tables"},
+      {"format = 1\n[program]\nx = 1\n", "t.lock:3: program 'x' is an integer, not a [program.'EXECUTABLE'] table"},
+      {"format = 1\n[[program.'/x']]\n", "t.lock:2: program '/x' is an array, not a [program.'EXECUTABLE'] table"},
+      {"format = 1\n" + lib + "'unterminated\n",
+       "t.lock:3:26: Error while parsing literal string: control characters other than TAB (U+0009) are explicitly "
+       "prohibited"},
+      {"format = 1\n" + lib + "{ root = 'system', file = 'a', version = 'unknown' }\n",
+       "t.lock:3: each library needs root, file, version and build-id"},
+      {"format = 1\n" + lib + "{ root = 'system', file = 'a', version = 1, build-id = 'x' }\n",
+       "t.lock:3: version is an integer, not a string"},
+      {"format = 1\n" + lib + "{ root = 'home', file = 'a', version = 'unknown', build-id = 'x' }\n",
+       "t.lock:3: unknown root 'home' (system, site-packages, conda, venv, cuda, /)"},
+      {"format = 1\n" + lib + "{ root = 'system', file = '', version = 'unknown', build-id = 'x' }\n",
+       "t.lock:3: file is empty (write 'unknown' for what was not read)"},
+      {"format = 1\n" + lib + "{ root = 'system', file = 'a', version = 'unknown', build-id = 'x', os = 'y' }\n",
+       "t.lock:3: unknown key 'os' (root, file, version, build-id)"},
+      {"format = 1\n" + lib + "{ root = 'system', file = \"a\\u0001\", version = 'unknown', build-id = 'x' }\n",
+       "t.lock:3: a control character in a string"},
+      {"format = 1\n" + lib + "[]\n", "t.lock:3: library 'liba.so' has no copies"},
+      {"format = 1\n" + lib + "[1]\n", "t.lock:3: expected " + kTable + ", not an integer"},
+      {"format = 1\n" + lib + "'x'\n", "t.lock:3: expected " + kTable + ", not a string"},
+      {"format = 1\n" + lib + table + "\"liba.so\" = " + table,
+       "t.lock:4:13: Error while parsing key-value pair: cannot redefine existing table (each key and table once)"},
+      {"format = 1\n" + lib + table + "'lib\\x27a.so' = " + table + "\"lib'a.so\" = " + table,
+       "t.lock:5: library 'lib'a.so' given twice in program '/x'"},
+      {"format = 1\n[program.'']\n", "t.lock:2: the program's name is empty"},
+      {"format = 1\n[program.'/x']\n'' = " + table, "t.lock:3: the library's name is empty"},
+      {"format = 1\n" + lib + "{ root = 'system', file = '\xff', version = 'unknown', build-id = 'x' }\n",
+       "t.lock:3:39: Encountered invalid utf-8 sequence"},
+      {"format = 1\nx = " + std::string(100000, '[') + "\n",
+       "t.lock:2:261: Error while parsing value: exceeded maximum nested value depth of 256 (TOML_MAX_NESTED_VALUES)"},
+      {"format = 1\nx = " + std::string(100000, '{') + "\n",
+       "t.lock:2:6: Error while parsing inline table: expected key or closing '}', saw '{'"},
+      {std::string("\xef\xbb\xbf") + "format = 1\n" + lib + table, ""},
+  };
+  for (const auto& [text, want] : cases) {
+    const Result<v1::Lock> lock = store::ParseLock(text, "t.lock");
+    EXPECT_EQ(lock.error(), want) << text.substr(0, 200);
+  }
+  // The largest lock read, of what makes the most TOML values per byte, within 1 GiB
+  // of address space; one byte more is refused before it is parsed.
+  const std::string dir = testing::ScratchDir("lock_malformed");
+  const std::string head = "format = 1\n[program.'/x']\n'l' = [", tail = "1]\n";
+  std::string big = head;
+  while (big.size() + 2 + tail.size() <= (16u << 20)) big += "1,";
+  big += tail;
+  big.resize(16u << 20, '\n');
+  testing::WriteFile(dir + "/big.lock", big);
+  const auto limited = RunCmd({"/bin/sh", "-c", "ulimit -v 1048576; exec \"$0\" check --lock \"$1\" /nonexistent",
+                               LDSCOPE_BIN, dir + "/big.lock"});
+  EXPECT_EQ(limited.code, 2);
+  EXPECT_EQ(limited.err, "ldscope: " + dir + "/big.lock:3: expected " + kTable + ", not an integer\n");
+  testing::WriteFile(dir + "/bigger.lock", big + "\n");
+  const auto bigger = RunCmd({LDSCOPE_BIN, "check", "--lock", dir + "/bigger.lock", "/nonexistent"});
+  EXPECT_EQ(bigger.code, 2);
+  EXPECT_EQ(bigger.err, "ldscope: cannot read the lock file " + dir + "/bigger.lock: larger than 16 MiB\n");
+
+  // The same through the command.
+  testing::WriteFile(dir + "/bad.lock",
+                     "format = 1\n" + lib + "{ root = 'system', file = 'a', version = 1, build-id = 'x' }\n");
+  const auto check = RunCmd({LDSCOPE_BIN, "check", "--lock", dir + "/bad.lock", "/nonexistent.ldscope"});
+  EXPECT_EQ(check.code, 2);
+  EXPECT_EQ(check.out, "");
+  EXPECT_EQ(check.err, "ldscope: " + dir + "/bad.lock:3: version is an integer, not a string\n");
 }
 
 // A library found in a glibc-hwcaps subdirectory is locked as the file it specialises,

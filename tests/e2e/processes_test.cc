@@ -217,5 +217,37 @@ TEST(Processes, CommandLineWholeAndCut) {
   }
 }
 
+// The run's summary counts processes: a Python program is one (its hook's connection is
+// not another), one that exec'd itself is one of two images, and multiprocessing's
+// workers, which end by _exit with every event sent, are not said to have lost any.
+TEST(Processes, SummaryCountsProcesses) {
+  const auto dir = testing::ScratchDir("summary_counts");
+  const std::string trace = dir + "/t.ldscope";
+  const auto summary = [&](const std::string& code) {
+    const auto r = RunCmd({LDSCOPE_BIN, "run", "--no-report", "-o", trace, "--", "/usr/bin/python3", "-c", code});
+    EXPECT_EQ(r.code, 0) << r.err;
+    return r.err;
+  };
+  const std::string one = summary("pass");
+  EXPECT_NE(one.find("(1 process, "), std::string::npos) << one;
+  const std::string exec = summary("import os; os.execv('/usr/bin/python3', ['python3', '-c', 'pass'])");
+  EXPECT_NE(exec.find("(1 process (2 images: exec), "), std::string::npos) << exec;
+  // Each worker loads a library, so that it sends events of its own.
+  const std::string workers = summary(
+      "import ctypes, multiprocessing as m\n"
+      "ps = [m.get_context('fork').Process(target=ctypes.CDLL, args=('" +
+      kLibA +
+      "',)) for _ in range(2)]\n"
+      "for p in ps: p.start()\n"
+      "for p in ps: p.join()\n");
+  EXPECT_NE(workers.find("(3 processes, "), std::string::npos) << workers;
+  EXPECT_EQ(workers.find("without an exit event"), std::string::npos) << workers;
+  // Each worker ended without its exit event, which the timeline still says.
+  size_t no_exit = 0;
+  const v1::Timeline t = testing::TimelineOf({trace});
+  for (const auto& p : t.processes()) no_exit += !p.exited();
+  EXPECT_EQ(no_exit, 2u);
+}
+
 }  // namespace
 }  // namespace ldscope

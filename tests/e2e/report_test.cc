@@ -7,8 +7,10 @@
 
 #include <filesystem>
 #include <regex>
+#include <sstream>
 
 #include "analysis/analysis.h"
+#include "analysis/registry.h"
 #include "support/canonical.h"
 #include "support/test_support.h"
 
@@ -142,6 +144,108 @@ TEST(Report, ColourAndNoFindings) {
   EXPECT_EQ(clean.code, 0);
   EXPECT_NE(clean.err.find("\nno findings\n"), std::string::npos) << clean.err;
   EXPECT_EQ(RunCmd({LDSCOPE_BIN, "report", "--color=sometimes", trace}).code, 2);
+}
+
+// --perf: the report on stdout as without it, and on stderr a row for each phase and for
+// every pass of the registry, in the order they run, with how often each ran (the times
+// are not compared); over several hosts the pass across hosts runs too.
+TEST(Report, PerfListsEveryPhaseAndPass) {
+  const auto dir = testing::ScratchDir("report_perf");
+  const auto sc = Scenarios();
+  const std::string trace = dir + "/a.ldscope";
+  ASSERT_EQ(
+      RunCmd({LDSCOPE_BIN, "run", "-q", "--no-report", "-o", trace, "--", sc[0].argv[0], sc[0].argv[1], sc[0].argv[2]})
+          .code,
+      0);
+  // The rows' phases and counts, one "PHASE COUNT" line each, after the header.
+  const auto rows = [](const std::string& table) {
+    std::istringstream in(table);
+    std::string line, header, out;
+    std::getline(in, header);
+    EXPECT_TRUE(std::regex_match(header, std::regex(R"(phase +wall ms +CPU ms +count)"))) << table;
+    const std::regex row(R"((.*[^ ]) +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3} +([0-9]+))");
+    while (std::getline(in, line)) {
+      std::smatch m;
+      EXPECT_TRUE(std::regex_match(line, m, row)) << line;
+      out += m[1].str() + " " + m[2].str() + "\n";
+    }
+    return out;
+  };
+  // Every pass ran once, but the one over several hosts' contexts.
+  std::string expected = "read 1\nfacts 1\nmodel 1\nfiles 1\n";
+  for (const auto& p : analysis::Passes()) expected += analysis::PassPhase(p) + (p.run != nullptr ? " 1\n" : " 0\n");
+  expected += "notes 1\nrender 1\n";
+  const auto plain = RunCmd({LDSCOPE_BIN, "report", trace});
+  const auto perf = RunCmd({LDSCOPE_BIN, "report", "--perf", trace});
+  ASSERT_EQ(perf.code, 0) << perf.err;
+  EXPECT_EQ(perf.out, plain.out);
+  EXPECT_EQ(rows(perf.err), expected);
+  EXPECT_EQ(plain.err, "");
+  // Two hosts of one trace each: each host read, modelled and analysed, the fleet pass
+  // fed by each host (its Add) and run once at the end (its Find).
+  const std::string b = dir + "/b.ldscope";
+  ASSERT_EQ(RunCmd({LDSCOPE_BIN, "run", "-q", "--no-report", "-o", b, "--", "/bin/true"}, {"LDSCOPE_HOST=host-b"}).code,
+            0);
+  const auto hosts = RunCmd({LDSCOPE_BIN, "report", "--perf", trace, b});
+  ASSERT_EQ(hosts.code, 0) << hosts.err;
+  EXPECT_NE(rows(hosts.err).find("read 2\nfacts 2\nmodel 2\nfiles 2\n"), std::string::npos) << hosts.err;
+  EXPECT_NE(rows(hosts.err).find("pass fleet 3\n"), std::string::npos) << hosts.err;
+}
+
+// Progress: on a terminal, a report over many traces counts the files read, then says
+// it is analysing, and erases the line before the report; over several hosts it counts
+// the hosts; in a pipe, nothing of it.
+TEST(Report, ProgressOnATerminalOnly) {
+  const auto dir = testing::ScratchDir("report_progress");
+  const auto sc = Scenarios();
+  for (int i = 0; i < 3; ++i)
+    ASSERT_EQ(RunCmd({LDSCOPE_BIN, "run", "-q", "--no-report", "-o", dir + "/t" + std::to_string(i) + ".ldscope", "--",
+                      sc[0].argv[0], sc[0].argv[1], sc[0].argv[2]})
+                  .code,
+              0);
+  const auto piped = RunCmd({LDSCOPE_BIN, "report", "--color=never", dir});
+  ASSERT_EQ(piped.code, 0) << piped.err;
+  EXPECT_EQ(piped.err, "");
+  const std::vector<std::string> on_tty = {"/bin/sh", "-c", "exec script -qec \"$0\" /dev/null </dev/null",
+                                           "'" LDSCOPE_BIN "' report --color=never '" + dir + "'"};
+  const auto tty = RunCmd(on_tty, {"TERM=xterm", "SHELL=/bin/sh"});
+  ASSERT_EQ(tty.code, 0) << tty.out << tty.err;
+  // The first count and the last are always shown (those between at most every 50 ms),
+  // each over the one before, then erased with spaces.
+  const std::string first = "\rreport: 1 of 3 trace files read", last = "\rreport: 3 of 3 trace files read";
+  const size_t width = last.size() - 1;
+  const std::string analysing =
+      "\rreport: analysing" + std::string(width - 17, ' ') + "\r" + std::string(width, ' ') + "\r";
+  const size_t a = tty.out.find(first), b = tty.out.find(last), c = tty.out.find(analysing);
+  ASSERT_EQ(a, 0u) << tty.out;
+  EXPECT_LT(a, b);
+  ASSERT_NE(c, std::string::npos) << tty.out;
+  EXPECT_LT(b, c);
+  // Then the report, as in a pipe (the terminal ends its lines with \r\n).
+  EXPECT_EQ(testing::ReplaceAll(tty.out.substr(c + analysing.size()), "\r\n", "\n"), piped.out);
+  // TERM=dumb cannot erase a line: no progress.
+  const auto dumb = RunCmd(on_tty, {"TERM=dumb", "SHELL=/bin/sh"});
+  EXPECT_EQ(testing::ReplaceAll(dumb.out, "\r\n", "\n"), piped.out);
+
+  // Traces of two hosts: the hosts analysed so far, erased before the report.
+  for (const std::string host : {"node-a", "node-b"})
+    ASSERT_EQ(RunCmd({LDSCOPE_BIN, "run", "-q", "--no-report", "-o", dir + "/" + host + ".ldscope", "--", "/bin/true"},
+                     {"LDSCOPE_HOST=" + host})
+                  .code,
+              0);
+  const std::string node_a = dir + "/node-a.ldscope", node_b = dir + "/node-b.ldscope";
+  const auto hosts_piped = RunCmd({LDSCOPE_BIN, "report", "--color=never", node_a, node_b});
+  ASSERT_EQ(hosts_piped.code, 0) << hosts_piped.err;
+  EXPECT_EQ(hosts_piped.err, "");
+  const auto hosts = RunCmd({"/bin/sh", "-c", "exec script -qec \"$0\" /dev/null </dev/null",
+                             "'" LDSCOPE_BIN "' report --color=never '" + node_a + "' '" + node_b + "'"},
+                            {"TERM=xterm", "SHELL=/bin/sh"});
+  const std::string counted = "\rreport: 0 of 2 hosts analysed";
+  const std::string erased = "\r" + std::string(counted.size() - 1, ' ') + "\r";
+  ASSERT_EQ(hosts.out.find(counted), 0u) << hosts.out;
+  const size_t end = hosts.out.find(erased);
+  ASSERT_NE(end, std::string::npos) << hosts.out;
+  EXPECT_EQ(testing::ReplaceAll(hosts.out.substr(end + erased.size()), "\r\n", "\n"), hosts_piped.out);
 }
 
 // A file that cannot be read when the report is made (removed since the trace, or the

@@ -10,6 +10,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include "ldscope_proto/report.pb.h"
+#include "render/words.h"
 #include "support/hwcaps.h"
 #include "support/ld_debug.h"
 #include "support/sequence.h"
@@ -229,10 +230,10 @@ const v1::Finding* Only(const Reported& r, v1::FindingKind kind) {
   return out;
 }
 
-std::string FixText(const v1::Finding& f, const std::string& action) {
+std::string FixText(const v1::Finding& f, v1::FixAction action) {
   for (const auto& x : f.fixes())
     if (x.action() == action) return x.text();
-  ADD_FAILURE() << "no fix " << action << ": " << f.message();
+  ADD_FAILURE() << "no fix " << render::EnumWord(action) << ": " << f.message();
   return "";
 }
 
@@ -259,8 +260,8 @@ TEST(NeedsNewerGlibc, BullseyeAndTheFixes) {
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(f->headline(), "libthreads.so failed to load: it needs glibc 2.34, this system has glibc 2.31");
   EXPECT_EQ(f->severity(), v1::WARNING);  // a C program's dlopen: it may go on without it
-  EXPECT_NE(FixText(*f, "older-glibc-build").find("made for glibc 2.31 or older"), std::string::npos);
-  EXPECT_NE(FixText(*f, "newer-distribution").find("whose glibc is 2.34 or newer"), std::string::npos);
+  EXPECT_NE(FixText(*f, v1::FIX_OLDER_GLIBC_BUILD).find("made for glibc 2.31 or older"), std::string::npos);
+  EXPECT_NE(FixText(*f, v1::FIX_NEWER_DISTRIBUTION).find("whose glibc is 2.34 or newer"), std::string::npos);
   // A build against bullseye's glibc.
   const auto dir = testing::ScratchDir("glibc_loadcheck_rebuilt");
   const std::string usr = bullseye.Root() + "/usr/lib/x86_64-linux-gnu";
@@ -293,7 +294,7 @@ TEST(ExecStackRefused, TrixieAndTheFixes) {
   // patchelf --clear-execstack (trixie's patchelf 0.18, run by its own loader) on a copy.
   const auto dir = testing::ScratchDir("glibc_loadcheck_execstack");
   std::filesystem::copy_file(lib, dir + "/libexecstack.so");
-  const std::string fix = FixText(*f, "clear-execstack");
+  const std::string fix = FixText(*f, v1::FIX_CLEAR_EXECSTACK);
   ASSERT_NE(fix.find("patchelf --clear-execstack " + lib), std::string::npos) << fix;
   const auto p =
       RunCmd(trixie.Under({trixie.Root() + "/usr/bin/patchelf", "--clear-execstack", dir + "/libexecstack.so"}));
@@ -301,7 +302,7 @@ TEST(ExecStackRefused, TrixieAndTheFixes) {
   ExpectClean(TraceUnder(trixie, "cleared", {trixie.Dir() + "/dlprobe", "open", dir + "/libexecstack.so"}),
               dir + "/libexecstack.so");
   // Rebuilt with -z noexecstack.
-  ASSERT_NE(FixText(*f, "rebuild-noexecstack").find("-Wl,-z,noexecstack"), std::string::npos);
+  ASSERT_NE(FixText(*f, v1::FIX_REBUILD_NOEXECSTACK).find("-Wl,-z,noexecstack"), std::string::npos);
   ASSERT_NO_FATAL_FAILURE(Build({CC_BIN, "-shared", "-fPIC", "-DFIX_NAME=execstack_init", "-Wl,-z,noexecstack", "-o",
                                  dir + "/rebuilt.so", FIXTURE_SRC "/fix.c"}));
   ExpectClean(TraceUnder(trixie, "rebuilt", {trixie.Dir() + "/dlprobe", "open", dir + "/rebuilt.so"}),
@@ -324,7 +325,7 @@ TEST(StaticTls, FitsOnlyTracedOnOtherGlibcs) {
     const v1::Finding* f = Only(traced, v1::STATIC_TLS_EXHAUSTED);
     ASSERT_NE(f, nullptr) << s.name;
     EXPECT_EQ(f->severity(), v1::WARNING) << s.name;
-    const std::string fix = FixText(*f, "set-tunable");
+    const std::string fix = FixText(*f, v1::FIX_SET_TUNABLE);
     const std::string var = fix.substr(fix.find("GLIBC_TUNABLES="));
     EXPECT_EQ(RunCmd(s.Under(argv), {var}).out, "open " + lib + ": ok\n") << s.name << " " << var;
   }

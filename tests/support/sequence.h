@@ -2,6 +2,7 @@
 // ("open libc.so.6", "activity ACTIVITY_ADD", "close libfix_b.so ns=N", ...).
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -14,5 +15,13 @@ std::vector<v1::Event> EventsOf(const std::string& trace);
 
 // One line per event but searches (the timeline tests check those).
 std::vector<std::string> Sequence(const std::vector<v1::Event>& events);
+
+// Fills every `bytes` field of m, and of one of each message it holds, with value, but
+// for the fields of keep (full names); appends the full names of those filled.
+void FillBytes(google::protobuf::Message* m, const std::string& value, const std::set<std::string>& keep,
+               std::vector<std::string>* filled, int depth = 0);
+// The bytes read from a field filled by FillBytes (the first element when repeated);
+// "(absent)" when there is none.
+std::string BytesOf(const google::protobuf::Message& m, const std::string& full_name);
 
 }  // namespace ldscope::testing
