@@ -114,8 +114,8 @@ TEST(Ring, SigkillInTheMiddleOfStartupKeepsItsEvents) {
 }
 
 // Five threads dlopen and dlclose at once, each its own library, 400 cycles each, and
-// one forks half-way (its child makes one more cycle of its library): every event of both
-// processes arrives, none lost.
+// one forks half-way, between the others' cycles (its child makes one more cycle of its
+// library): every event of both processes arrives, none lost.
 TEST(Ring, ThreadsThatDlopenAtOnceLoseNothing) {
   const auto dir = testing::ScratchDir("ring_threads");
   const std::string trace = dir + "/t.ldscope";
@@ -262,7 +262,7 @@ TEST(Ring, RogueRingsAreDisconnectedOthersUnharmed) {
   // A record that is no event.
   rogue(std::make_unique<RogueRing>(), [](RogueRing& r) {
     r.Put(StartEvent(910004));
-    r.Put(std::string("\x0a\xff\xff\xff\xff\x0f garbage", 16));
+    r.Put(std::string("\x0a\xff\xff\xff\xff\x0f garbage", 14));
   });
   {  // A second ring on the same connection.
     const int fd = testing::ConnectSeqpacket(c.socket);

@@ -227,6 +227,7 @@ TEST(PyHook, MalformedDatagramsAreRefusedWhole) {
   // Broken marshal data, by hand: the control, then each break.
   const std::string head("\x00\x01", 2);
   const std::string ok = bad[0];
+  // clang-format off
   const std::string by_hand[] = {
       head,                                                      // nothing
       std::string("\x00\x02", 2) + ok.substr(2),                 // another format
@@ -237,10 +238,11 @@ TEST(PyHook, MalformedDatagramsAreRefusedWhole) {
       head + [] { std::string t; for (int i = 0; i < 200; ++i) t += std::string(")\x01", 2); return t + "N"; }(),  // nested too deep
       head + std::string("l\x06\x00\x00\x00", 5) + std::string(12, '\x01'),  // a long of 90 bits
       head + std::string("l\x01\x00\x00\x00\xff\xff", 7),        // a digit past 15 bits
-      head + std::string("u\x10\x00\x00\x00ab", 7),              // a string past the end
+      head + std::string("u\x10\x00\x00\x00\x61\x62", 7),        // a string past the end ("ab")
       head + std::string("g", 1) + std::string(8, '\0'),         // a float
       head + std::string("c", 1) + std::string(40, '\0'),        // a code object
   };
+  // clang-format on
   for (const auto& d : by_hand) {
     SCOPED_TRACE(testing::ReplaceAll(d, std::string(1, '\0'), "\\0"));
     EXPECT_FALSE(Decode(d, &events));
