@@ -603,7 +603,9 @@ Lookup ElfInfo::Find(const SymbolQuery& q) const {
     const uint64_t nwords = gnu_bloom_.size() / 8;
     uint64_t word;
     std::memcpy(&word, gnu_bloom_.data() + ((h / 64) & (nwords - 1)) * 8, sizeof word);
-    const uint64_t mask = (uint64_t{1} << (h % 64)) | (uint64_t{1} << ((h >> gnu_shift_) % 64));
+    // The file's bloom shift may be any value: ld.so shifts its hash, a 64-bit
+    // uint_fast32_t on x86-64 and aarch64, by it, and the CPU takes the count modulo 64.
+    const uint64_t mask = (uint64_t{1} << (h % 64)) | (uint64_t{1} << ((uint64_t{h} >> (gnu_shift_ % 64)) % 64));
     if ((word & mask) != mask) return l;
     uint32_t i;
     std::memcpy(&i, gnu_buckets_.data() + (h % gnu_nbuckets_) * 4, sizeof i);
