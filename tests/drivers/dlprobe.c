@@ -4,8 +4,8 @@
  *   sleep MS |
  *   threads N PATH... (N threads released at once; thread k dlopens PATH number k) |
  *   tcycles N M PATH... (N threads released at once; thread k makes M dlopen+dlclose
- *   cycles of PATH number k; thread 0 forks half-way, and the child makes one more cycle
- *   and exits; prints the cycles that succeeded in the parent) |
+ *   cycles of PATH number k; thread 0 forks half-way, between the others' cycles, and the
+ *   child makes one more cycle and exits; prints the cycles that succeeded in the parent) |
  *   cycles N PATH (N times dlopen+dlclose of PATH; prints how many succeeded) |
  *   mark PATH (creates the file PATH: a signal to a test) | closefd N (closes descriptor N) |
  *   waitfile PATH (waits until the file PATH exists, 20 s at most) |
@@ -58,25 +58,37 @@ struct cjob {
   int ok;
 };
 
+/* Taken for reading around every cycle of tcycles, and for writing around its fork, so
+   the fork falls between the other threads' cycles (they still overlap each other). A
+   child forked in the middle of another thread's cycle inherits what glibc's fork does
+   not make consistent: dlclose runs the library's __cxa_finalize, which holds glibc's
+   __exit_funcs_lock (the child then hangs in exit()), and a half-done dlopen leaves an
+   object the child's next dlclose unloads. */
+static pthread_rwlock_t cycle_lock;
+
 static void* cycle_main(void* arg) {
   struct cjob* j = arg;
   pthread_barrier_wait(j->barrier);
   for (int k = 0; k < j->cycles; ++k) {
     if (j->fork_half_way && k == j->cycles / 2) {
+      pthread_rwlock_wrlock(&cycle_lock);
       const pid_t p = fork();
       if (p == 0) {
         void* h = dlopen(j->path, RTLD_NOW);
         if (h != NULL) dlclose(h);
         exit(h != NULL ? 0 : 1);
       }
+      pthread_rwlock_unlock(&cycle_lock);
       int st = 0;
       if (p > 0) waitpid(p, &st, 0);
     }
+    pthread_rwlock_rdlock(&cycle_lock);
     void* h = dlopen(j->path, RTLD_NOW);
     if (h != NULL) {
       ++j->ok;
       dlclose(h);
     }
+    pthread_rwlock_unlock(&cycle_lock);
   }
   return NULL;
 }
@@ -183,6 +195,11 @@ int main(int argc, char** argv) {
       pthread_barrier_t barrier;
       if (n > 64) n = 64;
       if (n < 1 || npaths < 1) return 2;
+      pthread_rwlockattr_t attr;
+      pthread_rwlockattr_init(&attr);
+      /* A waiting fork goes before new cycles: it happens half-way, among the others. */
+      pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+      pthread_rwlock_init(&cycle_lock, &attr);
       pthread_barrier_init(&barrier, NULL, (unsigned)n);
       for (int k = 0; k < n; ++k) {
         jobs[k] = (struct cjob){argv[i + 3 + k % npaths], m, k == 0, &barrier, 0};
