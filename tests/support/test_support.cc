@@ -2,6 +2,7 @@
 #include "support/test_support.h"
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -159,8 +160,13 @@ Collector::Collector(const std::string& dir, rlim_t fd_limit) {
   socket = dir + "/c.sock";
   trace = dir + "/t.ldscope";
   err_file = dir + "/collect.err";
+  const pid_t parent = getpid();
   pid = fork();
   if (pid == 0) {
+    // A test that dies (a failed assertion's abort, a sanitizer's report) takes its
+    // collector with it: one left running would hold ctest's output pipe open.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(124);
     if (freopen(err_file.c_str(), "w", stderr) == nullptr) _exit(126);
     if (fd_limit != 0) {
       const rlimit r{fd_limit, fd_limit};
