@@ -272,8 +272,11 @@ TEST(Help, WrappedAndByCommand) {
   EXPECT_NE(run.out.find("  --no-report "), std::string::npos) << run.out;
   EXPECT_EQ(run.out.find("{false}"), std::string::npos) << run.out;
   std::istringstream lines(run.out);
+  // (The usage line holds the program's path, as long as the build tree's: not wrapped.)
   for (std::string line; std::getline(lines, line);)
-    EXPECT_TRUE(line.size() <= 60 || line.find(' ', 31) == std::string::npos) << "too wide: " << line;
+    EXPECT_TRUE(line.size() <= 60 || line.find(' ', 31) == std::string::npos ||
+                line == "Usage: " + kLdscope + " run [OPTIONS]")
+        << "too wide: " << line;
   const auto top = RunCmd({kLdscope, "help"}, {"COLUMNS=60"});
   EXPECT_EQ(top.code, 0);
   EXPECT_NE(top.out.find("\n  imports "), std::string::npos) << top.out;
