@@ -20,7 +20,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <unordered_map>
 
@@ -37,19 +36,6 @@ namespace ldscope::analysis {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Up to limit bytes of the file; "" when it cannot be read. The buffer is the file's
-// size (a budget of many megabytes is not allocated for each small file).
-std::string ReadSome(const fs::path& p, size_t limit) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return "";
-  std::error_code ec;
-  const uintmax_t size = fs::file_size(p, ec);
-  std::string out(ec ? std::min<size_t>(limit, 1 << 20) : std::min<uintmax_t>(limit, size), '\0');
-  in.read(out.data(), static_cast<std::streamsize>(limit));
-  out.resize(static_cast<size_t>(in.gcount()));
-  return out;
-}
 
 // Calls f with each line of text (without its '\n').
 template <typename F>
@@ -99,7 +85,7 @@ CondaPrefix ReadConda(const std::string& prefix) {
   std::sort(jsons.begin(), jsons.end());
   size_t budget = kMaxCondaBytes;
   for (const auto& j : jsons) {
-    const std::string text = ReadSome(j, budget);
+    const std::string text = ReadPackageFile(j.string(), budget);
     budget -= std::min(budget, text.size());
     google::protobuf::Struct s;
     google::protobuf::util::JsonParseOptions opt;
@@ -146,7 +132,7 @@ struct DpkgVersion {
 // Package[:arch] -> version, for the packages named (status stanzas of installed ones).
 std::map<std::string, DpkgVersion> DpkgVersions(const std::string& admin, const std::set<std::string>& wanted) {
   std::map<std::string, DpkgVersion> out;
-  const std::string status = ReadSome(fs::path(admin) / "status", kMaxDpkgBytes);
+  const std::string status = ReadPackageFile((fs::path(admin) / "status").string(), kMaxDpkgBytes);
   std::string package, arch, version, multi_arch, state;
   auto flush = [&]() {
     if (!package.empty() && state.find(" installed") != std::string::npos) {
@@ -481,11 +467,13 @@ v1::OwnerFacts CondaOrPipOwner(const std::string& path, std::map<std::string, Co
 std::vector<v1::OwnerFacts> RecordOwners(const std::set<std::string>& paths, const OwnerDatabases& db) {
   std::vector<v1::OwnerFacts> out;
   std::map<std::string, CondaPrefix> conda;
-  std::unordered_map<std::string, size_t> wanted;  // a spelling dpkg may list -> index in out
+  // A spelling dpkg may list -> the indexes in out of the paths spelled so (two loaded
+  // paths can share one: /lib and /usr/lib under a merged /usr).
+  std::unordered_map<std::string, std::vector<size_t>> wanted;
   for (const std::string& path : paths) {
     v1::OwnerFacts o = CondaOrPipOwner(path, conda);
     if (o.manager() == v1::OwnerFacts::MANAGER_UNKNOWN)
-      for (const auto& s : Spellings(path)) wanted.emplace(s, out.size());
+      for (const auto& s : Spellings(path)) wanted[s].push_back(out.size());
     out.push_back(std::move(o));
   }
   if (wanted.empty()) return out;
@@ -511,19 +499,21 @@ std::vector<v1::OwnerFacts> RecordOwners(const std::set<std::string>& paths, con
       complete = false;
       break;
     }
-    const std::string text = ReadSome(l, budget);
+    const std::string text = ReadPackageFile(l.string(), budget);
     budget -= std::min(budget, text.size());
     const std::string package = l.stem().string();
     EachLine(text, [&](std::string_view line) {
       const auto w = wanted.find(std::string(line));
-      if (w != wanted.end() && listed.emplace(w->second, package).second) record[w->second] = l.string();
+      if (w == wanted.end()) return;
+      for (size_t i : w->second)
+        if (listed.emplace(i, package).second) record[i] = l.string();
     });
   }
   std::set<std::string> packages;
   for (const auto& [i, p] : listed) packages.insert(p);
   const auto versions = DpkgVersions(db.dpkg, packages);
   std::set<size_t> asked;
-  for (const auto& [s, i] : wanted) asked.insert(i);
+  for (const auto& [s, indexes] : wanted) asked.insert(indexes.begin(), indexes.end());
   std::vector<v1::OwnerFacts*> for_rpm;
   if (complete)
     for (size_t i : asked)
@@ -582,18 +572,21 @@ namespace {
 
 std::string Command(const v1::Owner* o, bool again) {
   if (o == nullptr) return "";
+  // Each word quoted for the shell: the fields are the package manager's (escaped) text.
+  const auto q = [](const std::string& word) { return text::ShellQuote(word); };
   switch (o->manager()) {
     case v1::OwnerFacts::MANAGER_PIP:
-      return fmt::format("pip install {}{}=={}", again ? "--force-reinstall " : "", o->name(), o->version());
+      return fmt::format("pip install {}{}", again ? "--force-reinstall " : "", q(o->name() + "==" + o->version()));
     case v1::OwnerFacts::MANAGER_CONDA:
-      return fmt::format("conda install -p {} {}{}={}", o->root(), again ? "--force-reinstall " : "", o->name(),
-                         o->version());
+      return fmt::format("conda install -p {} {}{}", q(o->root()), again ? "--force-reinstall " : "",
+                         q(o->name() + "=" + o->version()));
     case v1::OwnerFacts::MANAGER_DPKG:
-      return fmt::format("apt-get install {}{}{}{}", again ? "--reinstall " : "", o->name(),
-                         o->arch().empty() ? "" : ":" + o->arch(), o->version().empty() ? "" : "=" + o->version());
+      return fmt::format(
+          "apt-get install {}{}", again ? "--reinstall " : "",
+          q(o->name() + (o->arch().empty() ? "" : ":" + o->arch()) + (o->version().empty() ? "" : "=" + o->version())));
     case v1::OwnerFacts::MANAGER_RPM:
-      return fmt::format("dnf {} {}-{}{}", again ? "reinstall" : "install", o->name(), o->version(),
-                         o->arch().empty() ? "" : "." + o->arch());
+      return fmt::format("dnf {} {}", again ? "reinstall" : "install",
+                         q(o->name() + "-" + o->version() + (o->arch().empty() ? "" : "." + o->arch())));
     default:
       return "";
   }

@@ -3,10 +3,14 @@
 // is CSV (path relative to that directory, hash, size).
 #include "analysis/pip_owner.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cctype>
 #include <filesystem>
-#include <fstream>
 
 #include <fmt/format.h>
 
@@ -14,20 +18,32 @@
 #include "text/escape.h"
 
 namespace ldscope::analysis {
-namespace {
 
-// Up to limit bytes of the file; "" when it cannot be read. The buffer is the file's
-// size (a budget of many megabytes is not allocated for each small file).
-std::string ReadSome(const std::filesystem::path& p, size_t limit) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return "";
-  std::error_code ec;
-  const uintmax_t size = std::filesystem::file_size(p, ec);
-  std::string out(ec ? std::min<size_t>(limit, 1 << 20) : std::min<uintmax_t>(limit, size), '\0');
-  in.read(out.data(), static_cast<std::streamsize>(limit));
-  out.resize(static_cast<size_t>(in.gcount()));
+// Opened without blocking (a FIFO named like a package file would hold the reader) and
+// read only when it is a regular file, up to the size fstat gives and limit: a file
+// that grows while read, or a /proc file, gives at most that; nothing is read past
+// the buffer.
+std::string ReadPackageFile(const std::string& path, size_t limit) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return "";
+  std::string out;
+  struct stat st {};
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    out.resize(static_cast<size_t>(std::min<uint64_t>(limit, static_cast<uint64_t>(st.st_size))));
+    size_t got = 0;
+    while (got < out.size()) {
+      const ssize_t n = read(fd, out.data() + got, out.size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    out.resize(got);
+  }
+  close(fd);
   return out;
 }
+
+namespace {
 
 // A distribution's name as the directory names it, compared case-blind with '-' and '.'
 // as '_' (PEP 503's normalisation, spelled as wheels spell it).
@@ -70,8 +86,8 @@ bool RecordLists(const std::string& record, const std::string& rel) {
 
 // The headers of METADATA and WHEEL (RFC 822 style, up to the first empty line).
 void ReadHeaders(const std::filesystem::path& dir, PipDistribution* d) {
-  const std::string meta = ReadSome(dir / "METADATA", 1 << 20);
-  const std::string wheel = ReadSome(dir / "WHEEL", 64 << 10);
+  const std::string meta = ReadPackageFile((dir / "METADATA").string(), 1 << 20);
+  const std::string wheel = ReadPackageFile((dir / "WHEEL").string(), 64 << 10);
   auto each = [](const std::string& text, auto&& f) {
     size_t at = 0;
     while (at < text.size()) {
@@ -137,7 +153,7 @@ std::optional<PipDistribution> PipOwner(const std::string& path) {
   std::sort(infos.begin(), infos.end());
   size_t budget = kMaxRecordBytes;
   for (const auto& [unlikely, dir] : infos) {
-    const std::string record = ReadSome(dir / "RECORD", budget);
+    const std::string record = ReadPackageFile((dir / "RECORD").string(), budget);
     budget -= std::min(budget, record.size());
     if (RecordLists(record, rel)) {
       PipDistribution d;

@@ -24,6 +24,11 @@ inline constexpr size_t kMaxRecordBytes = 256u << 20;
 
 class Context;
 
+// Up to limit bytes of the regular file at path (a package manager's record: RECORD,
+// METADATA, conda-meta JSON, dpkg's lists); "" when it cannot be read or is no regular
+// file.
+std::string ReadPackageFile(const std::string& path, size_t limit);
+
 // The pip distributions a trace recorded (Context::OwnerOf: looked up where the trace
 // was taken, never on the reading machine), once per path.
 class PipOwners {

@@ -85,11 +85,19 @@ void EscapeByteStrings(v1::Event* e) {
       LDSCOPE_ESC(e->mutable_mount_facts(), source);
       Esc(e->mutable_mount_facts()->mutable_dirs());
       break;
-    case v1::Event::kOwnerFacts:
-      Esc(e->mutable_owner_facts()->mutable_paths());
-      LDSCOPE_ESC(e->mutable_owner_facts(), record);
-      LDSCOPE_ESC(e->mutable_owner_facts(), root);
+    case v1::Event::kOwnerFacts: {
+      auto* o = e->mutable_owner_facts();
+      Esc(o->mutable_paths());
+      LDSCOPE_ESC(o, name);
+      LDSCOPE_ESC(o, version);
+      LDSCOPE_ESC(o, record);
+      LDSCOPE_ESC(o, unknown);
+      LDSCOPE_ESC(o, arch);
+      Esc(o->mutable_tags());
+      Esc(o->mutable_requires_dist());
+      LDSCOPE_ESC(o, root);
       break;
+    }
     default:
       break;
   }

@@ -5,6 +5,8 @@
 // (Files::ReadAhead) answer as those read one by one.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -15,6 +17,7 @@
 #include "analysis/context.h"
 #include "analysis/families.h"
 #include "analysis/owners.h"
+#include "analysis/pip_owner.h"
 #include "analysis/record_facts.h"
 #include "elf/elf_file.h"
 #include "elf/facts.h"
@@ -348,6 +351,63 @@ TEST(Owners, DpkgAndRpm) {
   EXPECT_EQ(owners({dir + "/rpm"}),
             "/lib/libbar.so.1: MANAGER_UNKNOWN     no pip, conda or dpkg record lists it, and the RPM database \n"
             "/lib/libfoo.so.1: MANAGER_DPKG libfoo1 1.2-3 amd64 /dpkg/info/libfoo1:amd64.list \n");
+}
+
+// Two loaded paths that dpkg may list under one spelling (a symlink and its target, or
+// /lib and /usr/lib under a merged /usr) are each looked up: both are the package's.
+TEST(Owners, PathsSharingASpellingAreEachLookedUp) {
+  const std::string dir = testing::ScratchDir("owners_shared_spelling");
+  const std::string admin = dir + "/dpkg", real = dir + "/lib/libfoo.so.1", link = dir + "/lib/libfoo.so";
+  fs::create_directories(admin + "/info");
+  fs::create_directories(dir + "/lib");
+  testing::WriteFile(real, "");
+  fs::create_symlink("libfoo.so.1", link);
+  testing::WriteFile(admin + "/info/libfoo1.list", real + "\n");
+  testing::WriteFile(admin + "/status", "Package: libfoo1\nStatus: install ok installed\nVersion: 1.2-3\n\n");
+  analysis::OwnerDatabases db;
+  db.dpkg = admin;
+  db.rpm_program = dir + "/no-such-rpm";
+  std::string out;
+  for (const auto& o : analysis::RecordOwners({link, real}, db))
+    out += o.paths(0).substr(dir.size()) + ": " + v1::OwnerFacts::Manager_Name(o.manager()) + " " + o.name() + "\n";
+  EXPECT_EQ(out, "/lib/libfoo.so: MANAGER_DPKG libfoo1\n/lib/libfoo.so.1: MANAGER_DPKG libfoo1\n");
+}
+
+// The commands a fix names are shell words: a name, version or prefix from a package
+// manager's files (or a trace) that holds what a shell would act on is quoted.
+TEST(Owners, CommandsAreShellWords) {
+  v1::Owner o;
+  o.set_manager(v1::OwnerFacts::MANAGER_PIP);
+  o.set_name("torch");
+  o.set_version("2.5.1");
+  EXPECT_EQ(analysis::PinCommand(&o), "pip install torch==2.5.1");
+  EXPECT_EQ(analysis::ReinstallCommand(&o), "pip install --force-reinstall torch==2.5.1");
+  o.set_name("x;touch p");
+  EXPECT_EQ(analysis::PinCommand(&o), "pip install 'x;touch p==2.5.1'");
+  o.set_manager(v1::OwnerFacts::MANAGER_CONDA);
+  o.set_name("numpy");
+  o.set_version("1.26.4=py311");
+  o.set_root("/opt/my env");
+  EXPECT_EQ(analysis::PinCommand(&o), "conda install -p '/opt/my env' numpy=1.26.4=py311");
+  o.set_manager(v1::OwnerFacts::MANAGER_DPKG);
+  o.set_name("libfoo1");
+  o.set_arch("amd64");
+  o.set_version("1.2-3");
+  EXPECT_EQ(analysis::ReinstallCommand(&o), "apt-get install --reinstall libfoo1:amd64=1.2-3");
+}
+
+// A package manager's file is read only when it is a regular file, never past the size
+// it had when opened nor past the limit: a FIFO named like one does not block the
+// reader, and a /proc file (size 0) gives nothing.
+TEST(Owners, PackageFilesAreReadBounded) {
+  const std::string dir = testing::ScratchDir("owners_read_bounded");
+  testing::WriteFile(dir + "/RECORD", "0123456789");
+  EXPECT_EQ(analysis::ReadPackageFile(dir + "/RECORD", 4), "0123");
+  EXPECT_EQ(analysis::ReadPackageFile(dir + "/RECORD", 100), "0123456789");
+  ASSERT_EQ(mkfifo((dir + "/x.json").c_str(), 0600), 0);
+  EXPECT_EQ(analysis::ReadPackageFile(dir + "/x.json", 100), "");
+  EXPECT_EQ(analysis::ReadPackageFile("/proc/self/status", 1 << 20), "");
+  EXPECT_EQ(analysis::ReadPackageFile(dir + "/none", 100), "");
 }
 
 // Where rpm is found but does not answer in time, or fails, a file no other database
