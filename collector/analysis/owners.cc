@@ -462,6 +462,50 @@ v1::OwnerFacts CondaOrPipOwner(const std::string& path, std::map<std::string, Co
   return o;
 }
 
+// What dpkg's lists say of the spellings wanted (a spelling -> indexes of the files
+// spelled so).
+struct DpkgLists {
+  bool have = false;                     // dpkg has a database here
+  bool complete = true;                  // every list was read
+  std::map<size_t, std::string> listed;  // index -> package[:arch]
+  std::map<size_t, std::string> record;  // index -> the .list that lists it
+};
+
+// Every .list once, in name order (the first that lists a file owns it), within
+// kMaxDpkgLists lists and kMaxDpkgBytes bytes.
+DpkgLists ReadDpkgLists(const std::string& admin, const std::unordered_map<std::string, std::vector<size_t>>& wanted) {
+  DpkgLists out;
+  std::vector<fs::path> lists;
+  std::error_code ec;
+  for (fs::directory_iterator it(fs::path(admin) / "info", ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().extension() != ".list") continue;
+    if (lists.size() == kMaxDpkgLists) {
+      out.complete = false;
+      break;
+    }
+    lists.push_back(it->path());
+  }
+  out.have = !lists.empty();
+  std::sort(lists.begin(), lists.end());
+  size_t budget = kMaxDpkgBytes;
+  for (const auto& l : lists) {
+    if (budget == 0) {
+      out.complete = false;
+      break;
+    }
+    const std::string text = ReadPackageFile(l.string(), budget);
+    budget -= std::min(budget, text.size());
+    const std::string package = l.stem().string();
+    EachLine(text, [&](std::string_view line) {
+      const auto w = wanted.find(std::string(line));
+      if (w == wanted.end()) return;
+      for (size_t i : w->second)
+        if (out.listed.emplace(i, package).second) out.record[i] = l.string();
+    });
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<v1::OwnerFacts> RecordOwners(const std::set<std::string>& paths, const OwnerDatabases& db) {
@@ -477,38 +521,9 @@ std::vector<v1::OwnerFacts> RecordOwners(const std::set<std::string>& paths, con
     out.push_back(std::move(o));
   }
   if (wanted.empty()) return out;
-  // dpkg: every .list once, in name order (the first that lists a file owns it).
-  std::vector<fs::path> lists;
-  std::error_code ec;
-  bool complete = true;
-  for (fs::directory_iterator it(fs::path(db.dpkg) / "info", ec), end; !ec && it != end; it.increment(ec)) {
-    if (it->path().extension() != ".list") continue;
-    if (lists.size() == kMaxDpkgLists) {
-      complete = false;
-      break;
-    }
-    lists.push_back(it->path());
-  }
-  const bool have_dpkg = !lists.empty();
-  std::sort(lists.begin(), lists.end());
-  std::map<size_t, std::string> listed;  // index in out -> package[:arch], and its .list
-  std::map<size_t, std::string> record;
-  size_t budget = kMaxDpkgBytes;
-  for (const auto& l : lists) {
-    if (budget == 0) {
-      complete = false;
-      break;
-    }
-    const std::string text = ReadPackageFile(l.string(), budget);
-    budget -= std::min(budget, text.size());
-    const std::string package = l.stem().string();
-    EachLine(text, [&](std::string_view line) {
-      const auto w = wanted.find(std::string(line));
-      if (w == wanted.end()) return;
-      for (size_t i : w->second)
-        if (listed.emplace(i, package).second) record[i] = l.string();
-    });
-  }
+  const DpkgLists dpkg = ReadDpkgLists(db.dpkg, wanted);
+  const bool complete = dpkg.complete;
+  const auto& listed = dpkg.listed;
   std::set<std::string> packages;
   for (const auto& [i, p] : listed) packages.insert(p);
   const auto versions = DpkgVersions(db.dpkg, packages);
@@ -519,10 +534,11 @@ std::vector<v1::OwnerFacts> RecordOwners(const std::set<std::string>& paths, con
     for (size_t i : asked)
       if (listed.count(i) == 0) for_rpm.push_back(&out[i]);
   // Where rpm is found, its own database path is the one that counts.
-  const std::string unlisted = have_dpkg ? "no pip, conda or dpkg record lists it" : "no pip or conda record lists it";
+  const std::string unlisted = dpkg.have ? "no pip, conda or dpkg record lists it" : "no pip or conda record lists it";
   const Rpm rpm_answer = for_rpm.empty() ? Rpm::kAbsent : AskRpm(db, for_rpm, unlisted);
   const bool rpm_asked = rpm_answer == Rpm::kAsked;
   std::string rpm;
+  std::error_code ec;
   if (rpm_answer == Rpm::kAbsent)
     for (const auto& r : db.rpm)
       if (fs::is_directory(r, ec) && rpm.empty()) rpm = r;
@@ -536,7 +552,7 @@ std::vector<v1::OwnerFacts> RecordOwners(const std::set<std::string>& paths, con
       o.set_name(l->second.substr(0, colon));
       if (colon != std::string::npos) o.set_arch(l->second.substr(colon + 1));
       if (const auto v = versions.find(l->second); v != versions.end()) o.set_version(v->second.version);
-      o.set_record(record[i]);
+      o.set_record(dpkg.record.at(i));
     } else if (!complete) {
       o.set_unknown("dpkg's database is larger than ldscope reads");
     } else if (!rpm.empty()) {
