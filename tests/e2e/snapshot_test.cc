@@ -512,12 +512,9 @@ TEST(Snapshot, PythonPackage) {
       << ipy.out;
 }
 
-// pytest --ldscope (Debian's python3-pytest) on a small suite: the test that failed on a
-// loader error gets the section (the error, then what the snapshot of the test process
-// finds), its JUnit test case the findings' headlines and the section as system-out; the test that failed otherwise
-// gets nothing; the session ends with the process's report. Without --ldscope, nothing.
-TEST(Snapshot, PytestPlugin) {
-  const std::string dir = ScratchDir("snapshot_pytest");
+// DIR/site/ldscope: the package with its pytest plugin, as scripts/dist lays it out, and
+// the build's ldscope as its binary.
+void MakePytestPackage(const std::string& dir) {
   const std::string pkg = dir + "/site/ldscope";
   ASSERT_EQ(RunCmd({"/bin/mkdir", "-p", pkg + "/data/bin"}).code, 0);
   ASSERT_EQ(symlink(LDSCOPE_BIN, (pkg + "/data/bin/ldscope").c_str()), 0);
@@ -528,6 +525,15 @@ TEST(Snapshot, PytestPlugin) {
                             "open(sys.argv[2] + '/pytest_plugin.py', 'w').write(d.package_file('pytest_plugin.py'))\n",
                             SOURCE_DIR "/scripts/dist", pkg});
   ASSERT_EQ(made.code, 0) << made.err;
+}
+
+// pytest --ldscope (Debian's python3-pytest) on a small suite: the test that failed on a
+// loader error gets the section (the error, then what the snapshot of the test process
+// finds), its JUnit test case the findings' headlines and the section as system-out; the test that failed otherwise
+// gets nothing; the session ends with the process's report. Without --ldscope, nothing.
+TEST(Snapshot, PytestPlugin) {
+  const std::string dir = ScratchDir("snapshot_pytest");
+  ASSERT_NO_FATAL_FAILURE(MakePytestPackage(dir));
   const std::vector<std::string> env = {"PYTHONPATH=" + dir + "/site", "FIXTURES=" + kFix,
                                         "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1"};
   const std::string suite = PYFIXTURES_DIR "/snapshot_suite/test_loader.py";
@@ -578,16 +584,7 @@ std::string Block(const std::string& text, const std::string& first, const std::
 // loads one per worker), so the report names the odd one out.
 TEST(Snapshot, PytestPluginXdist) {
   const std::string dir = ScratchDir("snapshot_pytest_xdist");
-  const std::string pkg = dir + "/site/ldscope";
-  ASSERT_EQ(RunCmd({"/bin/mkdir", "-p", pkg + "/data/bin"}).code, 0);
-  ASSERT_EQ(symlink(LDSCOPE_BIN, (pkg + "/data/bin/ldscope").c_str()), 0);
-  const Proc made = RunCmd({"/usr/bin/python3", "-c",
-                            "import importlib.machinery as m, sys\n"
-                            "d = m.SourceFileLoader('dist', sys.argv[1]).load_module()\n"
-                            "open(sys.argv[2] + '/__init__.py', 'w').write(d.package_init('0.0.0'))\n"
-                            "open(sys.argv[2] + '/pytest_plugin.py', 'w').write(d.package_file('pytest_plugin.py'))\n",
-                            SOURCE_DIR "/scripts/dist", pkg});
-  ASSERT_EQ(made.code, 0) << made.err;
+  ASSERT_NO_FATAL_FAILURE(MakePytestPackage(dir));
   const Proc r = RunCmd(
       {"/usr/bin/python3", "-m", "pytest", "-p", "xdist.plugin", "-n", "2", "-p", "ldscope.pytest_plugin", "--ldscope",
        "-rA", "-q", "-p", "no:cacheprovider", "--junitxml", dir + "/junit.xml", PYFIXTURES_DIR "/xdist_suite"},
