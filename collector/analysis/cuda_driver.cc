@@ -78,9 +78,11 @@ int CompareVersions(const std::string& a, const std::string& b) {
   return 0;
 }
 
-std::string Step(const Obj& o) {
-  if (o.load == nullptr || o.load->tried_size() == 0) return "";
-  return render::FoundByWord(*o.load);
+// The candidate that found o: the last one its load tried; none for an inherited copy
+// or a load that tried no candidate.
+const v1::Candidate* FoundBy(const Obj& o) {
+  if (o.load == nullptr || o.load->tried_size() == 0) return nullptr;
+  return &o.load->tried(o.load->tried_size() - 1);
 }
 
 class Pass {
@@ -120,9 +122,9 @@ class Pass {
   std::string Where(const Obj& o) const {
     const std::string p = NormalPath(o.path), r = Resolved(o.path);
     std::string how = ctx_.HowLoaded(pi_, o);
-    const std::string step = Step(o);
-    if (o.load != nullptr && o.load->reason() != v1::LOAD_NEEDED && !step.empty() && step != "as given")
-      how += fmt::format("; found via {}", step);
+    const v1::Candidate* c = FoundBy(o);
+    if (c != nullptr && o.load->reason() != v1::LOAD_NEEDED && c->step() != v1::STEP_AS_GIVEN)
+      how += fmt::format("; found via {}", render::CandidateWord(*c));
     return !r.empty() && r != p ? fmt::format("{} -> {} ({})", p, r, how) : fmt::format("{} ({})", p, how);
   }
 
@@ -138,7 +140,8 @@ class Pass {
   // How to stop finding `o` the way it was found; keep: the copy to load instead.
   void AvoidFix(FindingBuilder* f, const Obj& o, const std::string& instead, const Obj* keep = nullptr) {
     const std::string dir = DirName(NormalPath(o.path));
-    const std::string step = Step(o);
+    const v1::Candidate* c = FoundBy(o);
+    const v1::CandidateStep step = c == nullptr ? v1::STEP_UNKNOWN : c->step();
     if (o.load != nullptr && o.load->reason() == v1::LOAD_PRELOAD) {
       // LD_PRELOAD without the entry that loaded it (as the variable names it).
       std::string text = fmt::format("remove {} from LD_PRELOAD{}", NormalPath(o.path), instead);
@@ -149,15 +152,15 @@ class Pass {
         f->Fix(v1::FIX_DROP_FROM_LD_PRELOAD, std::move(text), "LD_PRELOAD", kept);
       else
         f->Fix(v1::FIX_DROP_FROM_LD_PRELOAD, std::move(text));
-    } else if (step == "LD_LIBRARY_PATH") {
+    } else if (step == v1::STEP_LD_LIBRARY_PATH) {
       DropFromLdLibraryPathFix(pi_, dir, fmt::format("remove {} from LD_LIBRARY_PATH{}", dir, instead), f);
-    } else if (step == "RPATH" || step == "RUNPATH") {
+    } else if (step == v1::STEP_RPATH || step == v1::STEP_RUNPATH) {
       auto req = pi_.objects.find(o.requester);
       f->Fix(v1::FIX_RELINK,
              fmt::format("relink {} without {} in its {}{}",
                          req == pi_.objects.end() ? std::string("the requester") : NormalPath(req->second.path), dir,
-                         step, instead));
-    } else if (step == "ld.so.cache" || step == "default dirs") {
+                         render::StepWord(step), instead));
+    } else if (step == v1::STEP_LD_SO_CACHE || step == v1::STEP_DEFAULT_DIRS) {
       f->Fix(v1::FIX_EDIT_LD_SO_CONF,
              fmt::format("remove {} from /etc/ld.so.conf.d/ and run ldconfig{}", dir, instead));
     } else if (keep != nullptr) {
@@ -209,8 +212,8 @@ class Pass {
 
   void Compat(const Obj& o) {
     const std::string compat = FileVersion(o.path);
-    const std::string step = Step(o);
-    const std::string found = step.empty() ? ctx_.HowLoaded(pi_, o) : step;
+    const v1::Candidate* c = FoundBy(o);
+    const std::string found = c == nullptr ? ctx_.HowLoaded(pi_, o) : render::CandidateWord(*c);
     if (compat != "unknown" && !kernel_.empty()) {
       const int cmp = CompareVersions(compat, kernel_);
       if (cmp == 0) return;  // the compat copy matches the kernel driver: what cuda-compat is for

@@ -17,6 +17,7 @@
 
 #include "analysis/analysis.h"
 #include "analysis/families.h"
+#include "loader/search.h"
 
 namespace ldscope::analysis {
 namespace {
@@ -381,7 +382,10 @@ class Pass {
   // Load the object at start-up, or enlarge the surplus (where glibc has the tunable).
   static void AddFixes(FindingBuilder& f, const Params& params, const Obj& o, const Plan& fix_plan, size_t fix_naudit) {
     const std::string base = BaseName(o.path), path = NormalPath(o.path);
-    const std::string tunables_prefix = params.tunables.empty() ? "" : params.tunables + ":";
+    // The process's other tunables kept; its own optional_static_tls replaced, not repeated.
+    std::string tunables_prefix;
+    for (const std::string& t : loader::SplitPath(params.tunables, ":"))
+      if (t.rfind("glibc.rtld.optional_static_tls=", 0) != 0) tunables_prefix += t + ":";
     const bool python = o.load != nullptr && o.load->has_python();
     f.Fix(v1::FIX_PRELOAD_BY_PATH,
           fmt::format("load {} at start-up, where glibc sizes the static TLS block for it: LD_PRELOAD={}{}", base, path,

@@ -12,7 +12,10 @@
 // kept and named on stderr. An environment trial changes the command's environment only
 // (`run --with-env`): ldscope, and nothing else it starts, runs with the environment the
 // first run had. The user's files are never written: an import-order trial runs a moved
-// copy of the script through `python -c`, under the script's own name.
+// copy of the script through `python -c`, under the script's own name. A trial that
+// fails on a load that fails only under ldscope's audit module (static TLS laid out for
+// an auditor) proves nothing traced: the command runs once more with the change,
+// untraced, and its exit status decides.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -92,7 +95,18 @@ struct Trial {
   bool timed_out = false;  // stopped at the limit
   double limit = 0;
   v1::Report report;
+  // When the traced trial failed on a load that fails only under ldscope's audit module:
+  // that finding, and the command run again with the change but untraced (its status, or
+  // why it could not run).
+  const v1::Finding* traced_only = nullptr;
+  int untraced_status = 0;
+  std::string untraced_why_not;
 };
+
+// A finding that says a load failed only because the process was traced: the report
+// schema's info level of static-tls-exhausted (glibc lays the static TLS block out
+// differently under an LD_AUDIT module).
+bool FailedOnlyTraced(const v1::Finding& f) { return f.kind() == v1::STATIC_TLS_EXHAUSTED && f.severity() == v1::INFO; }
 
 std::string ReadAll(const std::string& path, bool* ok) {
   std::ifstream in(path, std::ios::binary);
@@ -168,8 +182,78 @@ std::string TrialCommand(const std::vector<std::string>& command, const v1::Fix&
 
 double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-// Runs `ldscope run` of the trial's command in a process group of its own, its output
-// in log; stops it at limit seconds.
+// Our environment with x's change (VAR=VALUE; VAR taken out when VALUE is empty), as
+// `run --with-env` gives the command; ours unchanged when x changes no variable.
+std::vector<std::string> ChangedEnv(const v1::Fix& x) {
+  std::vector<std::string> env;
+  const std::string name = x.env().variable() + "=";
+  for (char** e = environ; *e != nullptr; ++e)
+    if (!x.has_env() || std::strncmp(*e, name.data(), name.size()) != 0) env.emplace_back(*e);
+  if (x.has_env() && !x.env().value().empty()) env.push_back(name + x.env().value());
+  return env;
+}
+
+// Runs argv (the program found on PATH) with environment env in a process group of its
+// own, its output in log; stops it at limit seconds. Sets t's status, or why_not.
+void RunStopped(std::vector<std::string> argv, std::vector<std::string> env, const std::string& log, double limit,
+                Trial* t) {
+  std::vector<char*> args, envp;
+  for (auto& s : argv) args.push_back(s.data());
+  args.push_back(nullptr);
+  for (auto& s : env) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  const int out = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  const int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (out < 0 || in < 0) {
+    t->why_not = fmt::format("cannot open {}: {}", text::Escape(log), std::strerror(errno));
+    if (out >= 0) close(out);
+    if (in >= 0) close(in);
+    return;
+  }
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    dup2(in, 0);
+    dup2(out, 1);
+    dup2(out, 2);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    execvpe(args[0], args.data(), envp.data());
+    _exit(127);
+  }
+  close(out);
+  close(in);
+  if (pid < 0) {
+    t->why_not = fmt::format("fork: {}", std::strerror(errno));
+    return;
+  }
+  setpgid(pid, pid);  // as the child does: whichever runs first
+  const double start = Now();
+  double killed_at = 0;
+  int st = 0;
+  for (;;) {
+    const pid_t r = waitpid(pid, &st, WNOHANG);
+    if (r == pid || (r < 0 && errno != EINTR)) break;
+    const double now = Now();
+    if (killed_at == 0 && (now - start >= limit || g_stop)) {
+      t->timed_out = !g_stop;
+      kill(-pid, SIGTERM);
+      killed_at = now;
+    } else if (killed_at > 0 && now - killed_at >= kGraceSeconds) {
+      kill(-pid, SIGKILL);
+    }
+    const timespec ts{0, 10 * 1000 * 1000};
+    nanosleep(&ts, nullptr);
+  }
+  kill(-pid, SIGKILL);  // whatever the command left running in its group
+  if (g_stop) {
+    t->why_not = "ldscope was interrupted";
+    return;
+  }
+  t->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+// Runs `ldscope run` of the trial's command (RunStopped) and analyses its trace.
 Trial RunTrial(const RunOptions& opt, const std::string& self, const v1::Fix& x,
                const std::vector<std::string>& command, const std::string& trace, const std::string& log,
                double limit) {
@@ -182,59 +266,11 @@ Trial RunTrial(const RunOptions& opt, const std::string& self, const v1::Fix& x,
   if (opt.keep_argv) argv.push_back("--keep-argv");
   argv.push_back("--");
   argv.insert(argv.end(), command.begin(), command.end());
-  std::vector<char*> args;
-  for (auto& s : argv) args.push_back(s.data());
-  args.push_back(nullptr);
-  const int out = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  const int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (out < 0 || in < 0) {
-    t.why_not = fmt::format("cannot open {}: {}", text::Escape(log), std::strerror(errno));
-    if (out >= 0) close(out);
-    if (in >= 0) close(in);
-    return t;
-  }
-  const pid_t pid = fork();
-  if (pid == 0) {
-    setpgid(0, 0);
-    dup2(in, 0);
-    dup2(out, 1);
-    dup2(out, 2);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  close(out);
-  close(in);
-  if (pid < 0) {
-    t.why_not = fmt::format("fork: {}", std::strerror(errno));
-    return t;
-  }
-  setpgid(pid, pid);  // as the child does: whichever runs first
-  const double start = Now();
-  double killed_at = 0;
-  int st = 0;
-  for (;;) {
-    const pid_t r = waitpid(pid, &st, WNOHANG);
-    if (r == pid || (r < 0 && errno != EINTR)) break;
-    const double now = Now();
-    if (killed_at == 0 && (now - start >= limit || g_stop)) {
-      t.timed_out = !g_stop;
-      kill(-pid, SIGTERM);
-      killed_at = now;
-    } else if (killed_at > 0 && now - killed_at >= kGraceSeconds) {
-      kill(-pid, SIGKILL);
-    }
-    const timespec ts{0, 10 * 1000 * 1000};
-    nanosleep(&ts, nullptr);
-  }
-  kill(-pid, SIGKILL);  // whatever the command left running in its group
-  if (g_stop) {
-    t.why_not = "ldscope was interrupted";
-    return t;
-  }
-  t.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-  if (t.status == 127 && !WIFSIGNALED(st) && access(trace.c_str(), F_OK) != 0) {
+  std::vector<std::string> ours;
+  for (char** e = environ; *e != nullptr; ++e) ours.emplace_back(*e);
+  RunStopped(std::move(argv), std::move(ours), log, limit, &t);
+  if (!t.why_not.empty()) return t;
+  if (t.status == 127 && access(trace.c_str(), F_OK) != 0) {
     t.why_not = fmt::format("cannot run {}", text::Escape(self));
     return t;
   }
@@ -247,6 +283,21 @@ Trial RunTrial(const RunOptions& opt, const std::string& self, const v1::Fix& x,
   const elf::TraceFacts facts = analysis::FactsOf(traces);
   t.report = analysis::Analyze(timeline, &facts);
   return t;
+}
+
+// A trial that failed on a load that fails only under ldscope's audit module says nothing
+// of the change: the command runs again with it, untraced, and its exit status is the
+// evidence (output in N.untraced.log).
+void RunUntraced(const v1::Fix& x, const std::vector<std::string>& command, const std::string& dir, size_t n,
+                 double limit, Trial* t) {
+  for (const auto& g : t->report.findings())
+    if (FailedOnlyTraced(g)) t->traced_only = &g;
+  if (t->traced_only == nullptr) return;
+  Trial u;
+  RunStopped(command, ChangedEnv(x), fmt::format("{}/{}.untraced.log", dir, n), limit, &u);
+  t->untraced_why_not =
+      u.why_not.empty() && u.timed_out ? fmt::format("it was still running after {:.0f} s", limit) : u.why_not;
+  t->untraced_status = u.status;
 }
 
 // A finding of the trial that the run without the change did not have, about one of f's
@@ -264,6 +315,30 @@ const v1::Finding* StandIn(const v1::Finding& f, const v1::Report& before, const
       if (std::find(paths.begin(), paths.end(), analysis::NormalPath(o.path())) != paths.end()) return &g;
   }
   return nullptr;
+}
+
+// The verdict where the traced trial failed on a load only the audit module makes fail
+// (Trial.traced_only): the untraced run with the change decides.
+v1::Verification UntracedVerdict(const v1::Finding& f, const v1::Fix& x, const Trial& t, int original) {
+  v1::Verification v;
+  const v1::Finding& g = *t.traced_only;
+  const std::string traced = fmt::format(
+      "{} the {} finding is gone; traced, the command then exits {} on a load that fails only under ldscope's "
+      "audit module ({}: {})",
+      ChangeText(x), render::EnumWord(f.kind()), t.status,
+      g.objects_size() > 0 ? text::BaseName(g.objects(0).path()) : std::string("unknown"), render::EnumWord(g.kind()));
+  if (!t.untraced_why_not.empty()) {
+    v.set_state(v1::VERIFY_UNTRIED);
+    v.set_text(fmt::format("{}, and run untraced it did not finish: {}", traced, t.untraced_why_not));
+  } else if (t.untraced_status == 0 || (original == 0 && t.untraced_status == original)) {
+    v.set_state(v1::VERIFY_CLEARED);
+    v.set_text(fmt::format("{}; run untraced with the change, it exits {}", traced, t.untraced_status));
+  } else {
+    v.set_state(v1::VERIFY_NOT_CLEARED);
+    v.set_text(fmt::format("{}; run untraced with the change, it exits {}{}", traced, t.untraced_status,
+                           t.untraced_status == original ? " (as without the change)" : ""));
+  }
+  return v;
 }
 
 // The verdict of trial t on finding f of report before, fixed by x; original: the
@@ -300,6 +375,7 @@ v1::Verification Verdict(const v1::Finding& f, const v1::Report& before, const v
                     change, kind, t.limit));
     return v;
   }
+  if (t.traced_only != nullptr) return UntracedVerdict(f, x, t, original);
   // A command that failed and still fails the same way is not helped, whatever finding
   // went away.
   if (original != 0 && t.status == original) {
@@ -380,6 +456,7 @@ void TryFixes(const RunOptions& opt, int original_status, double original_second
       if (t.why_not.empty())
         t = RunTrial(opt, *self, x, command, fmt::format("{}/{}.ldscope", dir, n), fmt::format("{}/{}.log", dir, n),
                      limit);
+      if (t.why_not.empty() && t.status != 0 && !t.timed_out) RunUntraced(x, command, dir, n, limit, &t);
       progress.Count(trials.size(), changes.size());
     }
   }

@@ -1,6 +1,7 @@
 /* dlprobe: a scriptable test program that drives the dynamic loader. Each argument
  * is a step, run in order:
  *   open PATH | lazy PATH | gopen PATH (RTLD_GLOBAL) | mopen PATH | noload PATH | close |
+ *   must PATH (open; when it fails, exit 1 at once, as a program that needs the library) |
  *   sleep MS |
  *   threads N PATH... (N threads released at once; thread k dlopens PATH number k) |
  *   tcycles N M PATH... (N threads released at once; thread k makes M dlopen+dlclose
@@ -109,6 +110,10 @@ int main(int argc, char** argv) {
     const char* a = i + 1 < argc ? argv[i + 1] : "";
     if (!strcmp(s, "open")) {
       opened("open", a, dlopen(a, RTLD_NOW)), ++i;
+    } else if (!strcmp(s, "must")) {
+      void* h = dlopen(a, RTLD_NOW);
+      opened("must", a, h), ++i;
+      if (h == NULL) return 1;
     } else if (!strcmp(s, "gopen")) {
       opened("gopen", a, dlopen(a, RTLD_NOW | RTLD_GLOBAL)), ++i;
     } else if (!strcmp(s, "lazy")) {
