@@ -11,6 +11,7 @@
 #include "analysis/analysis.h"
 #include "analysis/families.h"
 #include "analysis/owners.h"
+#include "text/escape.h"
 #include "render/python_text.h"
 
 namespace ldscope::analysis {
@@ -45,7 +46,8 @@ void DuplicateFixes(Context& ctx, const ProcessIndex& pi, const Obj& first, cons
                        other, one, one));
   } else {
     f->Fix(v1::FIX_PRELOAD_BY_PATH,
-           fmt::format("LD_PRELOAD={} makes every NEEDED {} reuse that copy", one, first.soname), "LD_PRELOAD", one);
+           fmt::format("LD_PRELOAD={} makes every NEEDED {} reuse that copy", text::ShellQuote(one), first.soname),
+           "LD_PRELOAD", one);
   }
   // Each copy's package, and the command that installs its version (the pin the other
   // user can follow), or that no package owns it.

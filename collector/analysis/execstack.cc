@@ -12,6 +12,7 @@
 
 #include "analysis/analysis.h"
 #include "analysis/families.h"
+#include "text/escape.h"
 #include "render/python_text.h"
 
 namespace ldscope::analysis {
@@ -109,7 +110,7 @@ class Pass {
     f.Fix(v1::FIX_CLEAR_EXECSTACK,
           fmt::format("or, as a stop-gap, clear the flag in the file (patchelf 0.18 or later): "
                       "patchelf --clear-execstack {}",
-                      path));
+                      text::ShellQuote(path)));
     std::move(f).AddTo(out_);
   }
 

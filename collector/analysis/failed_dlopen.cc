@@ -387,12 +387,13 @@ class Pass {
     const loader::Result own = loader::Search(pname, pi.AsRequester(o, ctx_.files()), pi.LoaderChain(o, ctx_.files()),
                                               pi.env);
     f->Fix(v1::FIX_ADD_NEEDED,
-           fmt::format("or link {} against {} (a DT_NEEDED entry: patchelf --add-needed {} {}){}", BaseName(o.path),
-                       pname, pname, NormalPath(o.path),
-                       !own.path.empty() && ctx_.SameFile(own.path, p.path)
-                           ? ""
-                           : fmt::format(", with a RUNPATH that finds it (patchelf --add-rpath {} {})",
-                                         DirName(NormalPath(p.path)), NormalPath(o.path))));
+           fmt::format(
+               "or link {} against {} (a DT_NEEDED entry: patchelf --add-needed {} {}){}", BaseName(o.path), pname,
+               text::ShellQuote(pname), text::ShellQuote(NormalPath(o.path)),
+               !own.path.empty() && ctx_.SameFile(own.path, p.path)
+                   ? ""
+                   : fmt::format(", with a RUNPATH that finds it (patchelf --add-rpath {} {})",
+                                 text::ShellQuote(DirName(NormalPath(p.path))), text::ShellQuote(NormalPath(o.path)))));
   }
 
   // Does a file that o's own search finds for one of its NEEDED names (any match along
@@ -508,7 +509,7 @@ class Pass {
     } else if (name.find('/') == std::string::npos) {
       f.Fix(v1::FIX_SET_VARIABLE, fmt::format("or, if {} is installed in a directory of its own, add that directory to "
                                               "LD_LIBRARY_PATH or to {}'s RUNPATH (patchelf --add-rpath DIR {})",
-                                              name, BaseName(r.path), NormalPath(r.path)));
+                                              name, BaseName(r.path), text::ShellQuote(NormalPath(r.path))));
     }
     std::move(f).AddTo(out_);
   }
@@ -608,8 +609,9 @@ class Pass {
       const loader::Object self = pi.AsRequester(r, ctx_.files());
       f.Fix(v1::FIX_SET_RUNPATH,
             fmt::format("give {} a RUNPATH of its own that holds {}: patchelf --add-rpath {} {}", rbase, name,
-                        DirName(file) == DirName(NormalPath(r.path)) ? std::string("'$ORIGIN'") : DirName(file),
-                        NormalPath(r.path)));
+                        DirName(file) == DirName(NormalPath(r.path)) ? std::string("'$ORIGIN'")
+                                                                     : text::ShellQuote(DirName(file)),
+                        text::ShellQuote(NormalPath(r.path))));
       f.Fix(v1::FIX_DLOPEN_BY_PATH, fmt::format("or have {} dlopen {} by its full path", rbase, file));
       // glibc's RPATH walk follows l_loader, which a dlopen leaves empty (dl-load.c
       // clears the loader for __RTLD_CALLMAP): only a chain of NEEDED entries from l to

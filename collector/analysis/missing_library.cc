@@ -145,18 +145,20 @@ bool AddReachFixes(const Obj& requester, const std::string& name, const Reach& w
     f->Fix(v1::FIX_SET_VARIABLE,
            fmt::format("LD_LIBRARY_PATH={} (searched whatever the flag; the default directories "
                        "are not)",
-                       dir),
+                       text::ShellQuote(dir)),
            "LD_LIBRARY_PATH", dir);
     f->Fix(v1::FIX_RELINK, fmt::format("or relink {} without -z nodefaultlib, or give it a RUNPATH that holds {}: "
                                        "patchelf --add-rpath {} {}",
-                                       BaseName(requester.path), dir, dir, NormalPath(requester.path)));
+                                       BaseName(requester.path), dir, text::ShellQuote(dir),
+                                       text::ShellQuote(NormalPath(requester.path))));
     return true;
   }
   if (why.kind == Reach::kOriginLink) {
     const std::string link_dir = DirName(NormalPath(why.owner));
     f->Fix(v1::FIX_ADD_SYMLINK,
-           fmt::format("put {} beside the link: ln -s {} {}/{}", name, NormalPath(why.found), link_dir, name));
-    f->Fix(v1::FIX_SET_VARIABLE, fmt::format("or LD_LIBRARY_PATH={}", dir), "LD_LIBRARY_PATH", dir);
+           fmt::format("put {} beside the link: ln -s {} {}", name, text::ShellQuote(NormalPath(why.found)),
+                       text::ShellQuote(link_dir + "/" + name)));
+    f->Fix(v1::FIX_SET_VARIABLE, fmt::format("or LD_LIBRARY_PATH={}", text::ShellQuote(dir)), "LD_LIBRARY_PATH", dir);
     f->Fix(v1::FIX_LOAD_BY_PATH, fmt::format("or have {} found by its real directory ({}) rather than through the link",
                                              BaseName(why.owner), DirName(why.real_owner)));
     return true;
@@ -176,9 +178,10 @@ void AddFixes(Context& ctx, const ProcessIndex& pi, const Obj& requester, const 
   else
     f->Fix(v1::FIX_INSTALL, fmt::format("install the package that provides {} ({} is {})", name,
                                         NormalPath(requester.path), OwnerText(owner)));
-  f->Fix(v1::FIX_SET_VARIABLE, fmt::format("if {} is installed in a directory of its own, add that directory to "
-                                           "LD_LIBRARY_PATH, or to {}'s RUNPATH (patchelf --add-rpath DIR {})",
-                                           name, BaseName(requester.path), NormalPath(requester.path)));
+  f->Fix(v1::FIX_SET_VARIABLE,
+         fmt::format("if {} is installed in a directory of its own, add that directory to "
+                     "LD_LIBRARY_PATH, or to {}'s RUNPATH (patchelf --add-rpath DIR {})",
+                     name, BaseName(requester.path), text::ShellQuote(NormalPath(requester.path))));
 }
 
 // The first NEEDED search of a start-up object that found nothing, when nothing by that

@@ -14,6 +14,7 @@
 #include "analysis/families.h"
 #include "analysis/missing_symbols.h"
 #include "analysis/owners.h"
+#include "text/escape.h"
 #include "render/python_text.h"
 #include "render/words.h"
 
@@ -181,18 +182,20 @@ class Pass {
         elems.erase(w);
         elems.insert(elems.begin() + (fm - elems.begin()), moved);
         f->Fix(v1::FIX_SET_RUNPATH,
-               fmt::format("put {} before {} in {}'s {}: patchelf --set-rpath '{}' {}", want, first, base,
-                           runpath ? "RUNPATH" : "RPATH", fmt::join(elems, ":"), NormalPath(o.path)));
+               fmt::format("put {} before {} in {}'s {}: patchelf --set-rpath {} {}", want, first, base,
+                           runpath ? "RUNPATH" : "RPATH", text::ShellQuote(fmt::format("{}", fmt::join(elems, ":"))),
+                           text::ShellQuote(NormalPath(o.path))));
       }
     }
     if (m.first_step == v1::STEP_RUNPATH || m.first_step == v1::STEP_LD_SO_CACHE ||
         m.first_step == v1::STEP_DEFAULT_DIRS)
       f->Fix(v1::FIX_SET_VARIABLE,
              fmt::format("or search {} first, before {}'s {}: LD_LIBRARY_PATH={}", want, base,
-                         render::StepWord(m.first_step), want),
+                         render::StepWord(m.first_step), text::ShellQuote(want)),
              "LD_LIBRARY_PATH", want);
     f->Fix(v1::FIX_PRELOAD_BY_PATH,
-           fmt::format("or preload the copy that offers version {}: LD_PRELOAD={}", m.version, m.provider),
+           fmt::format("or preload the copy that offers version {}: LD_PRELOAD={}", m.version,
+                       text::ShellQuote(m.provider)),
            "LD_PRELOAD", m.provider);
   }
 
@@ -500,7 +503,7 @@ class Pass {
           fmt::format("load the copy {}'s {} names before anything loads {}: {}LD_PRELOAD={}", base,
                       render::StepWord(m0.provider_step), m0.needed_name,
                       python ? fmt::format("ctypes.CDLL('{}', mode=ctypes.RTLD_GLOBAL) first, or ", m0.provider) : "",
-                      m0.provider),
+                      text::ShellQuote(m0.provider)),
           "LD_PRELOAD", m0.provider);
       return;
     }
@@ -512,7 +515,7 @@ class Pass {
       f->Fix(v1::FIX_DROP_FROM_LD_LIBRARY_PATH,
              fmt::format("drop the empty element from LD_LIBRARY_PATH: it is the current directory, whose {} lacks "
                          "{}: LD_LIBRARY_PATH={}",
-                         m0.needed_name, what, kept),
+                         m0.needed_name, what, text::ShellQuote(kept)),
              "LD_LIBRARY_PATH", kept);
     } else if (m0.first_step == v1::STEP_LD_LIBRARY_PATH && !m0.first_match.empty()) {
       const std::string dir = m0.first_match.substr(0, m0.first_match.rfind('/'));
@@ -526,7 +529,7 @@ class Pass {
     if (m0.bound != nullptr && NormalPath(m0.bound->path) != m0.provider)
       f->Fix(v1::FIX_PRELOAD_BY_PATH,
              fmt::format("or preload the copy that {}: LD_PRELOAD={}",
-                         m0.version_only ? "offers " + what : "defines " + what, m0.provider),
+                         m0.version_only ? "offers " + what : "defines " + what, text::ShellQuote(m0.provider)),
              "LD_PRELOAD", m0.provider);
   }
 
@@ -612,8 +615,8 @@ class Pass {
       return;
     }
     if (!provider.empty())
-      f.Fix(v1::FIX_LOAD_RTLD_GLOBAL,
-            fmt::format("load {} with RTLD_GLOBAL before {} (or LD_PRELOAD={})", provider, base, provider));
+      f.Fix(v1::FIX_LOAD_RTLD_GLOBAL, fmt::format("load {} with RTLD_GLOBAL before {} (or LD_PRELOAD={})", provider,
+                                                  base, text::ShellQuote(provider)));
     f.Fix(v1::FIX_ADD_NEEDED,
           fmt::format("link {} against the library that defines {} (a DT_NEEDED entry)", base, SymbolList(ms)));
     std::move(f).AddTo(out_);

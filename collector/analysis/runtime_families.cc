@@ -11,6 +11,7 @@
 
 #include "analysis/analysis.h"
 #include "analysis/families.h"
+#include "text/escape.h"
 #include "elf/elf_file.h"
 
 namespace ldscope::analysis {
@@ -186,7 +187,7 @@ class Pass {
         f.Fix(v1::FIX_PRELOAD_BY_PATH,
               fmt::format("load {} first, so that it serves every OpenMP call (it defines each entry point the "
                           "other's callers use): LD_PRELOAD={}{}",
-                          serves->id.implementation, NormalPath(serves->o->path),
+                          serves->id.implementation, text::ShellQuote(NormalPath(serves->o->path)),
                           preloaded != nullptr ? fmt::format(" in place of {}", BaseName(preloaded->o->path)) : ""),
               "LD_PRELOAD", NormalPath(serves->o->path));
       } else {
@@ -294,7 +295,7 @@ class Pass {
       f.Fix(v1::FIX_PRELOAD_BY_PATH,
             fmt::format("load the newest copy first, for every object to share it: "
                         "LD_PRELOAD={}",
-                        NormalPath(newest->o->path)),
+                        text::ShellQuote(NormalPath(newest->o->path))),
             "LD_PRELOAD", NormalPath(newest->o->path));
     else
       f.Fix(v1::FIX_INSTALL, fmt::format("{} cannot stand in for libstdc++.so.6 (another SONAME): install a "

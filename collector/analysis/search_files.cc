@@ -491,8 +491,9 @@ class Pass {
              "before the other directories: a directory it is started in can run code in it");
     const std::string fixed = WithoutEmpty(llp, ":;");
     f.Fix(v1::FIX_SET_VARIABLE,
-          fixed.empty() ? std::string("unset LD_LIBRARY_PATH (it names no directory)")
-                        : fmt::format("LD_LIBRARY_PATH={} (the same without the empty element)", fixed),
+          fixed.empty()
+              ? std::string("unset LD_LIBRARY_PATH (it names no directory)")
+              : fmt::format("LD_LIBRARY_PATH={} (the same without the empty element)", text::ShellQuote(fixed)),
           "LD_LIBRARY_PATH", fixed);
     f.Fix(v1::FIX_SET_VARIABLE,
           "and append without making one: export LD_LIBRARY_PATH="
@@ -528,9 +529,10 @@ class Pass {
              "a file named like a library in the directory the program runs in is loaded "
              "first: a directory it is started in can run code in it");
     const std::string fixed = WithoutEmpty(list, ":");
-    f.Fix(v1::FIX_SET_RPATH, fixed.empty() ? fmt::format("patchelf --remove-rpath {}", NormalPath(o.path))
-                                           : fmt::format("patchelf {}--set-rpath '{}' {}",
-                                                         rpath ? "--force-rpath " : "", fixed, NormalPath(o.path)));
+    const std::string file = text::ShellQuote(NormalPath(o.path));
+    f.Fix(v1::FIX_SET_RPATH, fixed.empty() ? fmt::format("patchelf --remove-rpath {}", file)
+                                           : fmt::format("patchelf {}--set-rpath {} {}", rpath ? "--force-rpath " : "",
+                                                         text::ShellQuote(fixed), file));
     std::move(f).AddTo(out_);
   }
 

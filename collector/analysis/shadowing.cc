@@ -8,6 +8,7 @@
 #include "analysis/analysis.h"
 #include "analysis/env_change.h"
 #include "analysis/owners.h"
+#include "text/escape.h"
 #include "render/words.h"
 
 namespace ldscope::analysis {
@@ -84,7 +85,7 @@ void ReusedNeeded(Context& ctx, const ProcessIndex& pi, v1::Report* out) {
       AddSwapFix(pi, o, used->second, &f);
       f.Fix(v1::FIX_PRELOAD_BY_PATH,
             fmt::format("load the copy {}'s {} names before anything loads {}: LD_PRELOAD={}{}", BaseName(o.path),
-                        render::StepWord(own.step), reuse.name(), would.path(),
+                        render::StepWord(own.step), reuse.name(), text::ShellQuote(would.path()),
                         o.load->has_python()
                             ? fmt::format(", or ctypes.CDLL('{}', mode=ctypes.RTLD_GLOBAL) first", would.path())
                             : ""),

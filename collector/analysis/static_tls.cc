@@ -17,6 +17,7 @@
 
 #include "analysis/analysis.h"
 #include "analysis/families.h"
+#include "text/escape.h"
 #include "loader/search.h"
 
 namespace ldscope::analysis {
@@ -388,15 +389,15 @@ class Pass {
       if (t.rfind("glibc.rtld.optional_static_tls=", 0) != 0) tunables_prefix += t + ":";
     const bool python = o.load != nullptr && o.load->has_python();
     f.Fix(v1::FIX_PRELOAD_BY_PATH,
-          fmt::format("load {} at start-up, where glibc sizes the static TLS block for it: LD_PRELOAD={}{}", base, path,
-                      python ? " (or import the module that loads it before the others)" : ""),
+          fmt::format("load {} at start-up, where glibc sizes the static TLS block for it: LD_PRELOAD={}{}", base,
+                      text::ShellQuote(path), python ? " (or import the module that loads it before the others)" : ""),
           "LD_PRELOAD", path);
     if (params.tunables_supported()) {
       const uint64_t opt = OptionalNeeded(fix_plan, params, fix_naudit);
       if (opt > 0)
         f.Fix(v1::FIX_SET_TUNABLE,
-              fmt::format("or enlarge the surplus: GLIBC_TUNABLES={}glibc.rtld.optional_static_tls={}", tunables_prefix,
-                          opt),
+              fmt::format("or enlarge the surplus: GLIBC_TUNABLES={}",
+                          text::ShellQuote(fmt::format("{}glibc.rtld.optional_static_tls={}", tunables_prefix, opt))),
               "GLIBC_TUNABLES", fmt::format("{}glibc.rtld.optional_static_tls={}", tunables_prefix, opt));
     }
   }

@@ -380,6 +380,9 @@ struct ApplyCase {
   Applier apply;
   bool works_before = false;      // the finding is a warning: the command worked without the fix
   bool load_fails_after = false;  // the fix is to do without what failed: its load still fails
+  // A directory under the scratch directory that holds the copied trees (and is the
+  // argv's dir): a name the shell must be given quoted, for fixes that are commands.
+  std::string nest = "";
 };
 
 void PrintTo(const ApplyCase& c, std::ostream* os) { *os << c.name; }
@@ -588,6 +591,22 @@ std::vector<ApplyCase> ApplyCases() {
        "libsf_rpath.so: ok",
        [](const std::string& fix, Applying*) { RunPatchelf(fix, "^(patchelf .*)$"); },
        true},
+      // The same in a directory named with a space and a quote: the command quotes it.
+      {"set_rpath_quoted_dir",
+       v1::FIX_SET_RPATH,
+       v1::EMPTY_PATH_ELEMENT,
+       {"classes/search/app", "classes/search/work"},
+       [](const std::string& dir) {
+         return std::vector<std::string>{DLPROBE, "open", dir + "/app/libsf_rpath.so"};
+       },
+       {},
+       0,
+       0,
+       "libsf_rpath.so: ok",
+       [](const std::string& fix, Applying*) { RunPatchelf(fix, "^(patchelf .*)$"); },
+       true,
+       false,
+       "it's a dir"},
       // "or relink exe_a without -z nodefaultlib, or give it a RUNPATH that holds DIR:
       // patchelf --add-rpath DIR PATH", run.
       {"relink",
@@ -599,7 +618,20 @@ std::vector<ApplyCase> ApplyCases() {
        127,
        0,
        "",
-       [](const std::string& fix, Applying*) { RunPatchelf(fix, ": (patchelf --add-rpath \\S+ \\S+)$"); }},
+       [](const std::string& fix, Applying*) { RunPatchelf(fix, ": (patchelf --add-rpath .+)$"); }},
+      {"relink_quoted_dir",
+       v1::FIX_RELINK,
+       v1::MISSING_LIBRARY,
+       {"classes/search/nodeflib"},
+       [](const std::string& dir) { return std::vector<std::string>{dir + "/nodeflib/exe_a"}; },
+       {},
+       127,
+       0,
+       "",
+       [](const std::string& fix, Applying*) { RunPatchelf(fix, ": (patchelf --add-rpath .+)$"); },
+       false,
+       false,
+       "it's a dir"},
       // "or relink exe_a without -z nodefaultlib, ...": exe_a linked again from the
       // fixture's source with the fixture's link options, less the one the text names.
       {"relink_without_flag",
@@ -815,6 +847,10 @@ TEST_P(AppliedFixes, FindingGoneProgramWorks) {
   const ApplyCase& c = GetParam();
   Applying a;
   a.dir = testing::ScratchDir("fixes_applied_" + c.name);
+  if (!c.nest.empty()) {
+    a.dir += "/" + c.nest;
+    fs::create_directories(a.dir);
+  }
   for (const std::string& tree : c.trees)
     fs::copy(kFx + "/" + tree, a.dir + "/" + fs::path(tree).filename().string(),
              fs::copy_options::recursive | fs::copy_options::copy_symlinks);
