@@ -16,6 +16,7 @@
 #include "analysis/analysis.h"
 #include "analysis/families.h"
 #include "analysis/missing_symbols.h"
+#include "text/escape.h"
 #include "elf/demangle.h"
 
 namespace ldscope::analysis {
@@ -399,15 +400,15 @@ void PythonFixes(const ProcessIndex& pi, const std::string& base, const Missing&
   f->Fix(v1::FIX_INSTALL_FOR_PYTHON,
          own && !own->name.empty()
              ? fmt::format("install the build of {} for this interpreter{}: {} -m pip install --no-cache-dir "
-                           "--force-reinstall {}{}",
-                           own->name, tag.empty() ? "" : " (tag " + tag + ")", exe, own->name,
-                           own->version.empty() ? "" : "==" + own->version)
+                           "--force-reinstall {}",
+                           own->name, tag.empty() ? "" : " (tag " + tag + ")", text::ShellQuote(exe),
+                           text::ShellQuote(own->version.empty() ? own->name : own->name + "==" + own->version))
              : fmt::format("install a build of {} made for {}{}", base, PythonWords(m),
                            tag.empty() ? "" : " (" + tag + ")"));
   f->Fix(v1::FIX_REBUILD_FOR_PYTHON,
          fmt::format("or rebuild {} with this interpreter's headers: {} -c "
                      "'import sysconfig; print(sysconfig.get_paths()[\"include\"])' prints their directory",
-                     base, exe));
+                     base, text::ShellQuote(exe)));
 }
 
 // Exporting the definition: how depends on why it is local.

@@ -498,13 +498,14 @@ class Pass {
     }
     if (Reused(o, m0.bound)) {
       AddSwapFix(pi, o, *m0.bound, f);
-      f->Fix(
-          v1::FIX_PRELOAD_BY_PATH,
-          fmt::format("load the copy {}'s {} names before anything loads {}: {}LD_PRELOAD={}", base,
-                      render::StepWord(m0.provider_step), m0.needed_name,
-                      python ? fmt::format("ctypes.CDLL('{}', mode=ctypes.RTLD_GLOBAL) first, or ", m0.provider) : "",
-                      text::ShellQuote(m0.provider)),
-          "LD_PRELOAD", m0.provider);
+      f->Fix(v1::FIX_PRELOAD_BY_PATH,
+             fmt::format("load the copy {}'s {} names before anything loads {}: {}LD_PRELOAD={}", base,
+                         render::StepWord(m0.provider_step), m0.needed_name,
+                         python ? fmt::format("ctypes.CDLL({}, mode=ctypes.RTLD_GLOBAL) first, or ",
+                                              text::PythonString(m0.provider))
+                                : "",
+                         text::ShellQuote(m0.provider)),
+             "LD_PRELOAD", m0.provider);
       return;
     }
     if (m0.first_step == v1::STEP_LD_LIBRARY_PATH && !m0.first_match.empty() && EmptyElementFound(pi, m0.first_match)) {

@@ -264,8 +264,8 @@ class Pass {
                        "-Djava.io.tmpdir=/var/tmp",
                        BaseName(st.file)),
            "TMPDIR", "/var/tmp");
-    f->Fix(v1::FIX_REMOUNT,
-           fmt::format("or remount {} without noexec: mount -o remount,exec {}", m.mount_point(), m.mount_point()));
+    f->Fix(v1::FIX_REMOUNT, fmt::format("or remount {} without noexec: mount -o remount,exec {}", m.mount_point(),
+                                        text::ShellQuote(m.mount_point())));
     f->Fix(v1::FIX_MOVE, fmt::format("or move {} to a directory on another mount", st.file));
   }
 
@@ -285,8 +285,9 @@ class Pass {
     const std::string real = ScriptDetails(pi, r, st.ident, f);
     if (!real.empty())
       f->Fix(v1::FIX_LOAD_BY_PATH,
-             fmt::format("dlopen {} (the library the script names) instead of {}{}", real, s.requested_name(),
-                         s.python().dlopen_call().empty() ? "" : fmt::format(": ctypes.CDLL('{}')", real)));
+             fmt::format(
+                 "dlopen {} (the library the script names) instead of {}{}", real, s.requested_name(),
+                 s.python().dlopen_call().empty() ? "" : fmt::format(": ctypes.CDLL({})", text::PythonString(real))));
     if (st.step == v1::STEP_LD_LIBRARY_PATH)
       f->Fix(v1::FIX_DROP_FROM_LD_LIBRARY_PATH,
              fmt::format("or take {} off LD_LIBRARY_PATH: it holds link-time files", DirName(st.file)));

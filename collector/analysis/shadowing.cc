@@ -86,9 +86,9 @@ void ReusedNeeded(Context& ctx, const ProcessIndex& pi, v1::Report* out) {
       f.Fix(v1::FIX_PRELOAD_BY_PATH,
             fmt::format("load the copy {}'s {} names before anything loads {}: LD_PRELOAD={}{}", BaseName(o.path),
                         render::StepWord(own.step), reuse.name(), text::ShellQuote(would.path()),
-                        o.load->has_python()
-                            ? fmt::format(", or ctypes.CDLL('{}', mode=ctypes.RTLD_GLOBAL) first", would.path())
-                            : ""),
+                        o.load->has_python() ? fmt::format(", or ctypes.CDLL({}, mode=ctypes.RTLD_GLOBAL) first",
+                                                           text::PythonString(would.path()))
+                                             : ""),
             "LD_PRELOAD", would.path());
       std::move(f).AddTo(out);
     }

@@ -188,6 +188,38 @@ std::string ShellQuote(std::string_view escaped) {
   return out + "'";
 }
 
+std::string PythonString(std::string_view escaped) {
+  const std::string raw = Unescape(escaped);
+  std::string out = "'";
+  for (size_t i = 0; i < raw.size();) {
+    const auto b = static_cast<uint8_t>(raw[i]);
+    if (b < 0x80) {
+      if (b == '\'' || b == '\\') out += '\\';
+      if (b < 0x20 || b == 0x7f)
+        PutHexByte(out, b);
+      else
+        out += static_cast<char>(b);
+      ++i;
+      continue;
+    }
+    uint32_t cp = 0;
+    const size_t n = Utf8At(raw, i, &cp);
+    if (n > 0 && !Unprintable(cp)) {
+      out.append(raw, i, n);
+      i += n;
+      continue;
+    }
+    for (size_t k = 0; k < (n > 0 ? n : 1); ++k) {
+      const auto x = static_cast<uint8_t>(raw[i + k]);
+      out += "\\udc";
+      out += kHex[x >> 4];
+      out += kHex[x & 0xf];
+    }
+    i += n > 0 ? n : 1;
+  }
+  return out + "'";
+}
+
 std::string GuardLines(std::string text) {
   for (size_t line = 0; line < text.size();) {
     size_t i = line;

@@ -28,6 +28,13 @@ std::string Unescape(std::string_view text);
 // printable, bash/POSIX-2024 $'...' when they need escapes.
 std::string ShellQuote(std::string_view escaped);
 
+// A Python str literal ('...') for the raw bytes behind an escaped text, that
+// os.fsencode (UTF-8, surrogateescape: what ctypes.CDLL and open do with a str path)
+// turns back into exactly those bytes; printable text stays as it is, a quote and a
+// backslash are escaped, a control byte is \xNN, and a byte of invalid UTF-8 or of an
+// unprintable code point is the surrogate \udcNN.
+std::string PythonString(std::string_view escaped);
+
 // GitHub Actions runs any log line that begins, after blanks, with "::" as a workflow
 // command. In text that is not one of ldscope's own annotations, such a line's first
 // ':' becomes `\x3a` (Unescape still gives the original text back).

@@ -157,6 +157,32 @@ TEST(Escape, ShellQuoteRoundTripsThroughBash) {
   EXPECT_EQ(text::ShellQuote("bad\\xff'"), "$'bad\\xff\\''");
 }
 
+// Python reads PythonString's literals back, through os.fsencode, as the original bytes.
+TEST(Escape, PythonStringRoundTripsThroughPython) {
+  std::mt19937 rng(11);
+  std::vector<std::string> words = {
+      "",       "plain",        "it's",     "a b",         "bad\xff",          "\x1b[1m",      "back\\slash",
+      "x\\xff", "\xe2\x80\xae", "\xc2\x85", "caf\xc3\xa9", "\xf0\x9f\x98\x80", "\xed\xa0\x80", "\x7f\"q\""};
+  for (int i = 0; i < 300; ++i) {
+    std::string w = RandomBytes(rng, 10);
+    w.erase(std::remove(w.begin(), w.end(), '\0'), w.end());  // a path cannot hold NUL
+    words.push_back(w);
+  }
+  std::string script = "import os, sys; sys.stdout.buffer.write(b''.join(os.fsencode(x) + b'\\0' for x in [";
+  for (const auto& w : words) script += text::PythonString(Escape(w)) + ", ";
+  script += "]))";
+  std::string why;
+  EXPECT_TRUE(PrintableUtf8(script, &why)) << why;
+  const auto r = testing::RunCmd({"/usr/bin/python3", "-c", script});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::string expected;
+  for (const auto& w : words) expected += w + std::string(1, '\0');
+  EXPECT_EQ(r.out, expected);
+  EXPECT_EQ(text::PythonString("/opt/lib/libx.so.1"), "'/opt/lib/libx.so.1'");
+  EXPECT_EQ(text::PythonString("it's"), "'it\\'s'");
+  EXPECT_EQ(text::PythonString("bad\\xff"), "'bad\\udcff'");
+}
+
 TEST(Escape, GuardLines) {
   const std::string in =
       "ok\n::error::x\n  ::warning::y\n\t::z\n\xc2\xa0::nbsp\na ::fine\n::";
