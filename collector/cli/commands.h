@@ -65,6 +65,15 @@ struct RunOptions {
   std::vector<std::string> command;
 };
 int Run(const RunOptions& opt);
+// LD_AUDIT's entries other than an ldscope audit library (ours, or another copy of it:
+// a nested `ldscope run`, or a user's own LD_AUDIT), ':'-joined.
+std::string OtherAuditors(const std::string& ld_audit);
+// Our environment with "VAR=VALUE" changes (--with-env's) applied: VAR set to VALUE, or
+// taken out when VALUE is empty.
+std::vector<std::string> WithChanges(const std::vector<std::string>& with);
+// The same, as a command runs without ldscope: no ldscope audit library in LD_AUDIT and
+// none of the variables a traced process gets from `run` (what a nested run inherits).
+std::vector<std::string> UntracedEnv(const std::vector<std::string>& with);
 // `run --try-fixes` (try_fixes.cc): each environment and import-order fix of the report's
 // error findings tried by running opt.command again with the change, traced; the fix's
 // `verified` says what the trial showed. original_status: the command's wait status,

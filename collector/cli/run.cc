@@ -51,38 +51,14 @@ void ForwardInt(int sig, siginfo_t* info, void*) {
   Forward(sig);
 }
 
-// LD_AUDIT's entries other than an ldscope audit library (ours, or another copy of it:
-// a nested `ldscope run`, or a user's own LD_AUDIT): each copy would be loaded into a
-// namespace of its own and trace every process once more.
-std::string OtherAuditors(const std::string& ld_audit) {
-  std::vector<std::string> others;
-  size_t start = 0;
-  while (start <= ld_audit.size()) {
-    size_t end = ld_audit.find(':', start);
-    if (end == std::string::npos) end = ld_audit.size();
-    const std::string entry = ld_audit.substr(start, end - start);
-    if (!entry.empty() && text::BaseName(entry) != "libldscope_audit.so") others.push_back(entry);
-    start = end + 1;
-  }
-  return fmt::format("{}", fmt::join(others, ":"));
-}
-
 // The command's environment: ours plus LD_AUDIT (after any auditors the user already
 // has, so ours sees what ld.so really does), the socket, and the Python hook's
 // directory first on PYTHONPATH (its sitecustomize chains to the environment's own).
-// with: "VAR=VALUE" changes (--with-env), applied to ours first: VAR set to VALUE, or
-// taken out when VALUE is empty.
+// with: "VAR=VALUE" changes (--with-env), applied to ours first (WithChanges).
 std::vector<std::string> ChildEnv(const std::string& audit_lib, const std::string& socket,
                                   const std::string& python_hook, bool keep_argv,
                                   const std::vector<std::string>& with) {
-  std::vector<std::string> ours;
-  for (char** e = environ; *e != nullptr; ++e) ours.emplace_back(*e);
-  for (const std::string& change : with) {
-    const std::string name = change.substr(0, change.find('=') + 1);  // "VAR="
-    ours.erase(std::remove_if(ours.begin(), ours.end(), [&](const std::string& e) { return e.rfind(name, 0) == 0; }),
-               ours.end());
-    if (change.size() > name.size()) ours.push_back(change);
-  }
+  const std::vector<std::string> ours = WithChanges(with);
   std::vector<std::string> env;
   std::string ld_audit = audit_lib;
   std::string pythonpath = python_hook;
@@ -379,6 +355,48 @@ void Diagnose(const RunOptions& opt, const RunInputs& in, Session& session, int 
 }
 
 }  // namespace
+
+// LD_AUDIT's entries other than an ldscope audit library (ours, or another copy of it:
+// a nested `ldscope run`, or a user's own LD_AUDIT): each copy would be loaded into a
+// namespace of its own and trace every process once more.
+std::string OtherAuditors(const std::string& ld_audit) {
+  std::vector<std::string> others;
+  size_t start = 0;
+  while (start <= ld_audit.size()) {
+    size_t end = ld_audit.find(':', start);
+    if (end == std::string::npos) end = ld_audit.size();
+    const std::string entry = ld_audit.substr(start, end - start);
+    if (!entry.empty() && text::BaseName(entry) != "libldscope_audit.so") others.push_back(entry);
+    start = end + 1;
+  }
+  return fmt::format("{}", fmt::join(others, ":"));
+}
+
+std::vector<std::string> WithChanges(const std::vector<std::string>& with) {
+  std::vector<std::string> ours;
+  for (char** e = environ; *e != nullptr; ++e) ours.emplace_back(*e);
+  for (const std::string& change : with) {
+    const std::string name = change.substr(0, change.find('=') + 1);  // "VAR="
+    ours.erase(std::remove_if(ours.begin(), ours.end(), [&](const std::string& e) { return e.rfind(name, 0) == 0; }),
+               ours.end());
+    if (change.size() > name.size()) ours.push_back(change);
+  }
+  return ours;
+}
+
+std::vector<std::string> UntracedEnv(const std::vector<std::string>& with) {
+  std::vector<std::string> env;
+  for (const std::string& entry : WithChanges(with)) {
+    if (entry.rfind("LD_AUDIT=", 0) == 0) {
+      if (const std::string others = OtherAuditors(entry.substr(9)); !others.empty())
+        env.push_back("LD_AUDIT=" + others);
+    } else if (entry.rfind("LDSCOPE_SOCKET=", 0) != 0 && entry.rfind("LDSCOPE_DIR=", 0) != 0 &&
+               entry.rfind("LDSCOPE_KEEP_ARGV=", 0) != 0) {
+      env.push_back(entry);
+    }
+  }
+  return env;
+}
 
 int Run(const RunOptions& opt) {
   RunInputs in;

@@ -182,17 +182,6 @@ std::string TrialCommand(const std::vector<std::string>& command, const v1::Fix&
 
 double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-// Our environment with x's change (VAR=VALUE; VAR taken out when VALUE is empty), as
-// `run --with-env` gives the command; ours unchanged when x changes no variable.
-std::vector<std::string> ChangedEnv(const v1::Fix& x) {
-  std::vector<std::string> env;
-  const std::string name = x.env().variable() + "=";
-  for (char** e = environ; *e != nullptr; ++e)
-    if (!x.has_env() || std::strncmp(*e, name.data(), name.size()) != 0) env.emplace_back(*e);
-  if (x.has_env() && !x.env().value().empty()) env.push_back(name + x.env().value());
-  return env;
-}
-
 // Runs argv (the program found on PATH) with environment env in a process group of its
 // own, its output in log; stops it at limit seconds. Sets t's status, or why_not.
 void RunStopped(std::vector<std::string> argv, std::vector<std::string> env, const std::string& log, double limit,
@@ -218,6 +207,7 @@ void RunStopped(std::vector<std::string> argv, std::vector<std::string> env, con
     dup2(out, 2);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);  // an ignored signal stays ignored across exec
     execvpe(args[0], args.data(), envp.data());
     _exit(127);
   }
@@ -233,7 +223,12 @@ void RunStopped(std::vector<std::string> argv, std::vector<std::string> env, con
   int st = 0;
   for (;;) {
     const pid_t r = waitpid(pid, &st, WNOHANG);
-    if (r == pid || (r < 0 && errno != EINTR)) break;
+    if (r == pid) break;
+    if (r < 0 && errno != EINTR) {
+      t->why_not = fmt::format("waitpid: {}", std::strerror(errno));
+      kill(-pid, SIGKILL);
+      return;
+    }
     const double now = Now();
     if (killed_at == 0 && (now - start >= limit || g_stop)) {
       t->timed_out = !g_stop;
@@ -294,7 +289,9 @@ void RunUntraced(const v1::Fix& x, const std::vector<std::string>& command, cons
     if (FailedOnlyTraced(g)) t->traced_only = &g;
   if (t->traced_only == nullptr) return;
   Trial u;
-  RunStopped(command, ChangedEnv(x), fmt::format("{}/{}.untraced.log", dir, n), limit, &u);
+  std::vector<std::string> with;
+  if (x.has_env()) with.push_back(x.env().variable() + "=" + x.env().value());
+  RunStopped(command, UntracedEnv(with), fmt::format("{}/{}.untraced.log", dir, n), limit, &u);
   t->untraced_why_not =
       u.why_not.empty() && u.timed_out ? fmt::format("it was still running after {:.0f} s", limit) : u.why_not;
   t->untraced_status = u.status;
@@ -323,14 +320,14 @@ v1::Verification UntracedVerdict(const v1::Finding& f, const v1::Fix& x, const T
   v1::Verification v;
   const v1::Finding& g = *t.traced_only;
   const std::string traced = fmt::format(
-      "{} the {} finding is gone; traced, the command then exits {} on a load that fails only under ldscope's "
-      "audit module ({}: {})",
+      "{} the {} error is gone; traced, the command then exits {} because {} fails to load only under "
+      "ldscope's audit module (info {})",
       ChangeText(x), render::EnumWord(f.kind()), t.status,
       g.objects_size() > 0 ? text::BaseName(g.objects(0).path()) : std::string("unknown"), render::EnumWord(g.kind()));
   if (!t.untraced_why_not.empty()) {
     v.set_state(v1::VERIFY_UNTRIED);
     v.set_text(fmt::format("{}, and run untraced it did not finish: {}", traced, t.untraced_why_not));
-  } else if (t.untraced_status == 0 || (original == 0 && t.untraced_status == original)) {
+  } else if (t.untraced_status == 0) {
     v.set_state(v1::VERIFY_CLEARED);
     v.set_text(fmt::format("{}; run untraced with the change, it exits {}", traced, t.untraced_status));
   } else {
@@ -353,7 +350,7 @@ v1::Verification Verdict(const v1::Finding& f, const v1::Report& before, const v
   }
   const std::string subject = Subject(f);
   bool still = false;
-  for (const auto& g : t.report.findings()) still |= Subject(g) == subject;
+  for (const auto& g : t.report.findings()) still |= Subject(g) == subject && !FailedOnlyTraced(g);
   const std::string kind = render::EnumWord(f.kind());
   const std::string change = ChangeText(x);
   if (still) {

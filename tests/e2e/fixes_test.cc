@@ -314,7 +314,7 @@ INSTANTIATE_TEST_SUITE_P(
                 true},
         // The same with GLIBC_TUNABLES set: the fix keeps the other tunables and replaces
         // optional_static_tls rather than repeating it.
-        TryCase{"static_tls_tunables_set",
+        TryCase{"tls_tunables",
                 {DLPROBE, "open", kFx + "/classes/loadcheck/initial-exec/libtls_a.so", "open",
                  kFx + "/classes/loadcheck/initial-exec/libtls_b.so"},
                 {"GLIBC_TUNABLES=glibc.malloc.perturb=0:glibc.rtld.optional_static_tls=512"},
@@ -322,10 +322,16 @@ INSTANTIATE_TEST_SUITE_P(
         // Static TLS, where the preload of the late library makes another fail under the
         // trace only (the audit module's layout takes start-up TLS from the surplus): the
         // trial proves nothing traced, so the command runs again untraced with the change.
-        TryCase{"static_tls_traced_only",
+        TryCase{"tls_traced",
                 {DLPROBE, "must", kFx + "/classes/loadcheck/initial-exec/libtls_a.so", "must",
                  kFx + "/classes/loadcheck/initial-exec/libtls_big.so"},
                 {},
+                1},
+        // With libtls_a preloaded: the tunable sized for the untraced layout leaves the late
+        // library failing under the trace only (its own finding, at info level).
+        TryCase{"tls_preloaded",
+                {DLPROBE, "must", kFx + "/classes/loadcheck/initial-exec/libtls_big.so"},
+                {"LD_PRELOAD=" + kFx + "/classes/loadcheck/initial-exec/libtls_a.so"},
                 1},
         // A missing library: LD_LIBRARY_PATH naming the directory the loader's rules put out
         // of reach (-z nodefaultlib; $ORIGIN of a symbolic link).
