@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -179,7 +180,14 @@ std::string SocketIn(const std::string& dir) { return dir + "/events.sock"; }
 // Makes the private run directory and starts serving its socket. Returns the
 // directory, or "" (complained) when either fails.
 std::string OpenSession(const RunInputs& in, Session& session) {
-  const std::string tmpdir = TempRoot();
+  std::string tmpdir = TempRoot();
+  // A socket's path holds at most 107 bytes (sun_path): a $TMPDIR too long for
+  // TMPDIR/ldscope-XXXXXX/events.sock (a build system's sandbox) gives way to /tmp.
+  if (SocketIn(tmpdir + "/ldscope-XXXXXX").size() >= sizeof(sockaddr_un::sun_path)) {
+    Complain(fmt::format("$TMPDIR is too long for a socket path under it ({} bytes); the run directory is in /tmp",
+                         tmpdir.size()));
+    tmpdir = "/tmp";
+  }
   CleanStaleRunDirs(tmpdir);
   const Result<std::string> made = MakeRunDir(tmpdir);
   if (!made.ok()) {

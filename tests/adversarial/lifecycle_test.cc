@@ -217,6 +217,21 @@ TEST(RunDirs, StaleOnesOfDeadRunsAreRemoved) {
   EXPECT_EQ(after, (std::set<std::string>{"ldscope-LIVE00", "ldscope-OTHER0"}));
 }
 
+// A $TMPDIR too long for a socket path under it (a build system's sandbox): the run
+// directory goes to /tmp, with a note, and the run works.
+TEST(RunDirs, LongTmpdirFallsBackToTmp) {
+  const std::string dir = ScratchDir("rundirs_long");
+  const std::string tmp = dir + "/" + std::string(100, 'd');
+  std::filesystem::create_directories(tmp);
+  const auto r =
+      RunCmd({kLdscope, "run", "-q", "--no-report", "-o", dir + "/t.ldscope", "--", "/bin/true"}, {"TMPDIR=" + tmp});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "ldscope: $TMPDIR is too long for a socket path under it (" + std::to_string(tmp.size()) +
+                       " bytes); the run directory is in /tmp\n");
+  EXPECT_TRUE(std::filesystem::is_empty(tmp));
+  EXPECT_GT(std::filesystem::file_size(dir + "/t.ldscope"), 0u);
+}
+
 // Short of descriptors, `run` fails at its epoll, its socket, the exec pipe or the trace:
 // whichever it is, it says so, exits 2 (4 for the trace, an output) with no trace, and
 // leaves no run directory behind.

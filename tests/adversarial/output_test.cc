@@ -262,12 +262,11 @@ TEST(Create, AFailedStartLeavesAnExistingTraceAlone) {
   const std::string dir = ScratchDir("create_failed_start");
   const std::string x = dir + "/x.ldscope";
   WriteFile(x, "earlier trace");
-  // A $TMPDIR too long for a socket path (Bazel sandboxes have such).
-  const std::string tmp = dir + "/" + std::string(120, 't');
-  std::filesystem::create_directories(tmp);
+  // A $TMPDIR where the run directory cannot be made.
+  const std::string tmp = dir + "/no-such-dir";
   auto r = RunCmd({kLdscope, "run", "-o", x, "--", "/bin/true"}, {"TMPDIR=" + tmp});
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.err.rfind("ldscope: socket path too long", 0), 0u) << r.err;
+  EXPECT_EQ(r.err.rfind("ldscope: cannot create a private directory " + tmp + "/ldscope-", 0), 0u) << r.err;
   EXPECT_EQ(ReadFile(x), "earlier trace");
   // A command that cannot be run: no trace, the old one intact, no new file.
   r = RunCmd({kLdscope, "run", "-o", x, "--", dir + "/no-such-command"});
