@@ -464,7 +464,22 @@ const char kInterposingApp[] =
     "  return 0;\n"
     "}\n";
 
+std::vector<ApplyCase> ApplyCasesInFixtureDirs();
+
+// Each case, and the commands among them run again in a directory named with a space and
+// a quote, which the fix's command must quote for the shell.
 std::vector<ApplyCase> ApplyCases() {
+  std::vector<ApplyCase> cases = ApplyCasesInFixtureDirs();
+  for (const char* name : {"set_rpath", "relink"}) {
+    ApplyCase quoted = *std::find_if(cases.begin(), cases.end(), [&](const ApplyCase& c) { return c.name == name; });
+    quoted.name += "_quoted_dir";
+    quoted.nest = "it's a dir";
+    cases.push_back(std::move(quoted));
+  }
+  return cases;
+}
+
+std::vector<ApplyCase> ApplyCasesInFixtureDirs() {
   const auto fixed = [](std::vector<std::string> argv) { return [argv](const std::string&) { return argv; }; };
   const std::string tls = kFx + "/classes/loadcheck/initial-exec";
   return {
@@ -597,22 +612,6 @@ std::vector<ApplyCase> ApplyCases() {
        "libsf_rpath.so: ok",
        [](const std::string& fix, Applying*) { RunPatchelf(fix, "^(patchelf .*)$"); },
        true},
-      // The same in a directory named with a space and a quote: the command quotes it.
-      {"set_rpath_quoted_dir",
-       v1::FIX_SET_RPATH,
-       v1::EMPTY_PATH_ELEMENT,
-       {"classes/search/app", "classes/search/work"},
-       [](const std::string& dir) {
-         return std::vector<std::string>{DLPROBE, "open", dir + "/app/libsf_rpath.so"};
-       },
-       {},
-       0,
-       0,
-       "libsf_rpath.so: ok",
-       [](const std::string& fix, Applying*) { RunPatchelf(fix, "^(patchelf .*)$"); },
-       true,
-       false,
-       "it's a dir"},
       // "or relink exe_a without -z nodefaultlib, or give it a RUNPATH that holds DIR:
       // patchelf --add-rpath DIR PATH", run.
       {"relink",
@@ -625,19 +624,6 @@ std::vector<ApplyCase> ApplyCases() {
        0,
        "",
        [](const std::string& fix, Applying*) { RunPatchelf(fix, ": (patchelf --add-rpath .+)$"); }},
-      {"relink_quoted_dir",
-       v1::FIX_RELINK,
-       v1::MISSING_LIBRARY,
-       {"classes/search/nodeflib"},
-       [](const std::string& dir) { return std::vector<std::string>{dir + "/nodeflib/exe_a"}; },
-       {},
-       127,
-       0,
-       "",
-       [](const std::string& fix, Applying*) { RunPatchelf(fix, ": (patchelf --add-rpath .+)$"); },
-       false,
-       false,
-       "it's a dir"},
       // "or relink exe_a without -z nodefaultlib, ...": exe_a linked again from the
       // fixture's source with the fixture's link options, less the one the text names.
       {"relink_without_flag",
