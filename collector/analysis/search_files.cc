@@ -437,7 +437,7 @@ class Pass {
         if (!loader::EmptyElements(*list, ":").empty() &&
             std::find(told.begin(), told.end(), o.path.str()) == told.end()) {
           told.push_back(o.path);
-          EmptyInDynamic(pi, o, list == &o.load->rpath() ? "RPATH" : "RUNPATH", *list);
+          EmptyInDynamic(pi, o, list == &o.load->rpath() ? v1::STEP_RPATH : v1::STEP_RUNPATH, *list);
         }
     }
   }
@@ -505,9 +505,10 @@ class Pass {
   // An object's own list is its vendor's: a warning only where a library came from the
   // working directory through it, else information (LD_LIBRARY_PATH, which the user
   // sets, is always a warning).
-  void EmptyInDynamic(const ProcessIndex& pi, const Obj& o, const char* tag, const std::string& list) {
-    const bool rpath = std::string(tag) == "RPATH";
-    const std::vector<const Obj*> found = FoundInCwd(pi, rpath ? v1::STEP_RPATH : v1::STEP_RUNPATH, &o);
+  void EmptyInDynamic(const ProcessIndex& pi, const Obj& o, v1::CandidateStep step, const std::string& list) {
+    const bool rpath = step == v1::STEP_RPATH;
+    const char* tag = render::StepWord(step);
+    const std::vector<const Obj*> found = FoundInCwd(pi, step, &o);
     FindingBuilder f(pi, v1::EMPTY_PATH_ELEMENT, found.empty() ? v1::INFO : v1::WARNING);
     const std::string cwd = found.empty() ? pi.p->cwd() : DirName(found.front()->path);
     *f.proto().add_objects() = ctx_.Describe(pi, o);
