@@ -52,6 +52,13 @@ void ForwardInt(int sig, siginfo_t* info, void*) {
   Forward(sig);
 }
 
+// A variable `run` sets for the traced command (and a nested run inherits): its own value
+// replaces ours, and an untraced command gets none.
+bool SetByRun(const std::string& entry) {
+  return entry.rfind("LDSCOPE_SOCKET=", 0) == 0 || entry.rfind("LDSCOPE_DIR=", 0) == 0 ||
+         entry.rfind("LDSCOPE_KEEP_ARGV=", 0) == 0;
+}
+
 // The command's environment: ours plus LD_AUDIT (after any auditors the user already
 // has, so ours sees what ld.so really does), the socket, and the Python hook's
 // directory first on PYTHONPATH (its sitecustomize chains to the environment's own).
@@ -76,10 +83,7 @@ std::vector<std::string> ChildEnv(const std::string& audit_lib, const std::strin
       if (!prev.empty()) pythonpath = python_hook + ":" + prev;
       continue;
     }
-    if (entry.rfind("LDSCOPE_SOCKET=", 0) == 0 || entry.rfind("LDSCOPE_DIR=", 0) == 0 ||
-        entry.rfind("LDSCOPE_KEEP_ARGV=", 0) == 0)
-      continue;
-    env.push_back(entry);
+    if (!SetByRun(entry)) env.push_back(entry);
   }
   env.push_back("LD_AUDIT=" + ld_audit);
   env.push_back("LDSCOPE_SOCKET=" + socket);
@@ -398,8 +402,7 @@ std::vector<std::string> UntracedEnv(const std::vector<std::string>& with) {
     if (entry.rfind("LD_AUDIT=", 0) == 0) {
       if (const std::string others = OtherAuditors(entry.substr(9)); !others.empty())
         env.push_back("LD_AUDIT=" + others);
-    } else if (entry.rfind("LDSCOPE_SOCKET=", 0) != 0 && entry.rfind("LDSCOPE_DIR=", 0) != 0 &&
-               entry.rfind("LDSCOPE_KEEP_ARGV=", 0) != 0) {
+    } else if (!SetByRun(entry)) {
       env.push_back(entry);
     }
   }

@@ -133,25 +133,35 @@ TEST(Escape, RandomBytesRoundTrip) {
   }
 }
 
-// The shell reads ShellQuote's words back as the original bytes.
-TEST(Escape, ShellQuoteRoundTripsThroughBash) {
-  std::mt19937 rng(7);
-  std::vector<std::string> words = {"", "plain", "it's", "a b", "$HOME", "bad\xff", "\x1b[1m",
-                                    "back\\slash", "x\\xff", "\xe2\x80\xae", "*"};
+// words and 300 random byte strings of up to 10 bytes, without NUL (argv and paths
+// cannot hold one).
+std::vector<std::string> WithRandomWords(std::vector<std::string> words, unsigned seed) {
+  std::mt19937 rng(seed);
   for (int i = 0; i < 300; ++i) {
     std::string w = RandomBytes(rng, 10);
-    w.erase(std::remove(w.begin(), w.end(), '\0'), w.end());  // argv cannot hold NUL
+    w.erase(std::remove(w.begin(), w.end(), '\0'), w.end());
     words.push_back(w);
   }
+  return words;
+}
+
+std::string NulTerminated(const std::vector<std::string>& words) {
+  std::string out;
+  for (const auto& w : words) out += w + std::string(1, '\0');
+  return out;
+}
+
+// The shell reads ShellQuote's words back as the original bytes.
+TEST(Escape, ShellQuoteRoundTripsThroughBash) {
+  const std::vector<std::string> words = WithRandomWords(
+      {"", "plain", "it's", "a b", "$HOME", "bad\xff", "\x1b[1m", "back\\slash", "x\\xff", "\xe2\x80\xae", "*"}, 7);
   std::string script = "printf '%s\\0'";
   for (const auto& w : words) script += " " + text::ShellQuote(Escape(w));
   std::string why;
   EXPECT_TRUE(PrintableUtf8(script, &why)) << why;
   const auto r = testing::RunCmd({"/bin/bash", "-c", script});
   ASSERT_EQ(r.code, 0) << r.err;
-  std::string expected;
-  for (const auto& w : words) expected += w + std::string(1, '\0');
-  EXPECT_EQ(r.out, expected);
+  EXPECT_EQ(r.out, NulTerminated(words));
   EXPECT_EQ(text::ShellQuote("plain/path-1.2"), "plain/path-1.2");
   EXPECT_EQ(text::ShellQuote("it's"), "'it'\\''s'");
   EXPECT_EQ(text::ShellQuote("bad\\xff'"), "$'bad\\xff\\''");
@@ -159,15 +169,10 @@ TEST(Escape, ShellQuoteRoundTripsThroughBash) {
 
 // Python reads PythonString's literals back, through os.fsencode, as the original bytes.
 TEST(Escape, PythonStringRoundTripsThroughPython) {
-  std::mt19937 rng(11);
-  std::vector<std::string> words = {
-      "",       "plain",        "it's",     "a b",         "bad\xff",          "\x1b[1m",      "back\\slash",
-      "x\\xff", "\xe2\x80\xae", "\xc2\x85", "caf\xc3\xa9", "\xf0\x9f\x98\x80", "\xed\xa0\x80", "\x7f\"q\""};
-  for (int i = 0; i < 300; ++i) {
-    std::string w = RandomBytes(rng, 10);
-    w.erase(std::remove(w.begin(), w.end(), '\0'), w.end());  // a path cannot hold NUL
-    words.push_back(w);
-  }
+  const std::vector<std::string> words =
+      WithRandomWords({"", "plain", "it's", "a b", "bad\xff", "\x1b[1m", "back\\slash", "x\\xff", "\xe2\x80\xae",
+                       "\xc2\x85", "caf\xc3\xa9", "\xf0\x9f\x98\x80", "\xed\xa0\x80", "\x7f\"q\""},
+                      11);
   std::string script = "import os, sys; sys.stdout.buffer.write(b''.join(os.fsencode(x) + b'\\0' for x in [";
   for (const auto& w : words) script += text::PythonString(Escape(w)) + ", ";
   script += "]))";
@@ -175,9 +180,7 @@ TEST(Escape, PythonStringRoundTripsThroughPython) {
   EXPECT_TRUE(PrintableUtf8(script, &why)) << why;
   const auto r = testing::RunCmd({"/usr/bin/python3", "-c", script});
   ASSERT_EQ(r.code, 0) << r.err;
-  std::string expected;
-  for (const auto& w : words) expected += w + std::string(1, '\0');
-  EXPECT_EQ(r.out, expected);
+  EXPECT_EQ(r.out, NulTerminated(words));
   EXPECT_EQ(text::PythonString("/opt/lib/libx.so.1"), "'/opt/lib/libx.so.1'");
   EXPECT_EQ(text::PythonString("it's"), "'it\\'s'");
   EXPECT_EQ(text::PythonString("bad\\xff"), "'bad\\udcff'");
