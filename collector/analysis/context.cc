@@ -1,4 +1,5 @@
 // See context.h.
+#include "text/shown.h"
 #include "analysis/context.h"
 
 #include <elf.h>
@@ -98,7 +99,7 @@ const elf::ElfInfo* Files::Get(const std::string& path) {
         if (!changed.empty()) changed_[path] = changed;
         info = *from_trace;
       } else if (info == nullptr) {
-        err = fmt::format("{}: {}", path, from_trace.error());
+        err = fmt::format("{}: {}", text::Escape(path), from_trace.error());
       }
     }
   }
@@ -249,8 +250,8 @@ void AddSwapFix(const ProcessIndex& pi, const Obj& late, const Obj& early, Findi
   move.set_last(m.last);
   move.set_above(m.above);
   f->Fix(mine.import && theirs.import ? v1::FIX_SWAP_IMPORTS : v1::FIX_SWAP_LOADS,
-         fmt::format("move {} above {}, so that {} is loaded before {}", StatementText(mine, m.first, m.last, cwd),
-                     StatementText(theirs, m.above, m.above_last, cwd), BaseName(late.path), BaseName(early.path)),
+         text::Show("move {} above {}, so that {} is loaded before {}", StatementText(mine, m.first, m.last, cwd),
+                    StatementText(theirs, m.above, m.above_last, cwd), BaseName(late.path), BaseName(early.path)),
          std::move(move));
 }
 
@@ -712,11 +713,8 @@ std::string Context::VersionOf(const std::string& path, const std::string& sonam
     const std::string s = files_->FindString(path, "NCCL version ");
     if (!s.empty()) v = "NCCL " + s.substr(std::string("NCCL version ").size());
     // The string is printed as is by NCCL ("NCCL version 2.28.3 compiled with CUDA
-    // 13.0\n" in Ubuntu's build): the version without its line break. v is escaped text
-    // (the break is the two characters `\n` there): trimmed as raw bytes.
-    std::string raw = text::Unescape(v);
-    while (!raw.empty() && std::isspace(static_cast<unsigned char>(raw.back()))) raw.pop_back();
-    v = text::Escape(raw);
+    // 13.0\n" in Ubuntu's build): the version without its line break.
+    while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.pop_back();
   }
   if (v.empty() && family == "libstdc++") {
     if (const elf::ElfInfo* e = files_->Get(path)) {
@@ -852,7 +850,7 @@ std::vector<const Obj*> AliveTogether(const std::vector<const Obj*>& files) {
 const Context::Identity& Context::IdentityOf(const std::string& path) {
   const auto [it, fresh] = identities_.try_emplace(path);
   struct stat st;
-  if (fresh && stat(text::Unescape(path).c_str(), &st) == 0) it->second = {true, st.st_dev, st.st_ino};
+  if (fresh && stat(path.c_str(), &st) == 0) it->second = {true, st.st_dev, st.st_ino};
   return it->second;
 }
 

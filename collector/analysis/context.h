@@ -357,7 +357,7 @@ class Context {
   // One object per distinct file (the device and inode the trace recorded, else
   // SameFile), the first loaded first.
   std::vector<const Obj*> DistinctFiles(std::vector<const Obj*> objs);
-  // The package that installed the file at path (escaped text), as the trace recorded
+  // The package that installed the file at path, as the trace recorded
   // it where it was taken (events.proto's OwnerFacts); nullptr: not recorded, unknown.
   // Never looked up on this machine.
   const v1::Owner* OwnerOf(const std::string& path);

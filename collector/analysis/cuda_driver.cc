@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "text/shown.h"
 #include "analysis/analysis.h"
 #include "analysis/env_change.h"
 #include "analysis/families.h"
@@ -35,8 +36,8 @@ bool IsDriver(const Obj& o) {
 // Where a path leads through symlinks, as the file system says now ("" if it cannot).
 std::string Resolved(const std::string& path) {
   std::error_code ec;
-  const auto p = std::filesystem::canonical(text::Unescape(path), ec);
-  return ec ? std::string() : text::Escape(p.string());
+  const auto p = std::filesystem::canonical(path, ec);
+  return ec ? std::string() : p.string();
 }
 
 bool Under(const std::string& path, const char* dir) {
@@ -149,37 +150,36 @@ class Pass {
       std::string kept = LdPreloadWithout(pi_, o.load->requested_name(), &dropped);
       if (!dropped) kept = LdPreloadWithout(pi_, NormalPath(o.path), &dropped);
       if (dropped)
-        f->Fix(v1::FIX_DROP_FROM_LD_PRELOAD, std::move(text), "LD_PRELOAD", kept);
+        f->Fix(v1::FIX_DROP_FROM_LD_PRELOAD, text::ShowBytes(std::move(text)), "LD_PRELOAD", kept);
       else
-        f->Fix(v1::FIX_DROP_FROM_LD_PRELOAD, std::move(text));
+        f->Fix(v1::FIX_DROP_FROM_LD_PRELOAD, text::ShowBytes(std::move(text)));
     } else if (step == v1::STEP_LD_LIBRARY_PATH) {
       DropFromLdLibraryPathFix(pi_, dir, fmt::format("remove {} from LD_LIBRARY_PATH{}", dir, instead), f);
     } else if (step == v1::STEP_RPATH || step == v1::STEP_RUNPATH) {
       auto req = pi_.objects.find(o.requester);
       f->Fix(v1::FIX_RELINK,
-             fmt::format("relink {} without {} in its {}{}",
-                         req == pi_.objects.end() ? std::string("the requester") : NormalPath(req->second.path), dir,
-                         render::StepWord(step), instead));
+             text::Show("relink {} without {} in its {}{}",
+                        req == pi_.objects.end() ? std::string("the requester") : NormalPath(req->second.path), dir,
+                        render::StepWord(step), instead));
     } else if (step == v1::STEP_LD_SO_CACHE || step == v1::STEP_DEFAULT_DIRS) {
-      f->Fix(v1::FIX_EDIT_LD_SO_CONF,
-             fmt::format("remove {} from /etc/ld.so.conf.d/ and run ldconfig{}", dir, instead));
+      f->Fix(v1::FIX_EDIT_LD_SO_CONF, text::Show("remove {} from /etc/ld.so.conf.d/ and run ldconfig{}", dir, instead));
     } else if (keep != nullptr) {
-      f->Fix(v1::FIX_LOAD_BY_PATH, fmt::format("make the code that loads {} ({}) load {} instead", NormalPath(o.path),
-                                               ctx_.HowLoaded(pi_, o), NormalPath(keep->path)));
+      f->Fix(v1::FIX_LOAD_BY_PATH, text::Show("make the code that loads {} ({}) load {} instead", NormalPath(o.path),
+                                              ctx_.HowLoaded(pi_, o), NormalPath(keep->path)));
     } else {
       f->Fix(v1::FIX_LOAD_BY_NAME,
-             fmt::format("load libcuda.so.1 by name, not by the path {}{}", NormalPath(o.path), instead));
+             text::Show("load libcuda.so.1 by name, not by the path {}{}", NormalPath(o.path), instead));
     }
   }
 
   void Stub(const Obj& o) {
     auto f = Start(v1::ERROR, {&o});
-    f.Headline(fmt::format("{} is a CUDA toolkit stub: every CUDA driver call fails", BaseName(o.path)));
-    f.Detail("loaded", Where(o));
+    f.Headline(text::Show("{} is a CUDA toolkit stub: every CUDA driver call fails", BaseName(o.path)));
+    f.Detail("loaded", text::ShowBytes(Where(o)));
     f.Detail("why",
              "a toolkit's stubs directory holds a placeholder to link against on machines "
              "without a driver; at run time its functions return CUDA_ERROR_STUB_LIBRARY (34)");
-    f.Detail("kernel driver", KernelText());
+    f.Detail("kernel driver", text::ShowBytes(KernelText()));
     AvoidFix(&f, o, ": the stubs are for linking (-L), never for running");
     if (source_ == "none")
       f.Fix(v1::FIX_INSTALL,
@@ -194,14 +194,14 @@ class Pass {
 
   void TwoCopies(const std::vector<const Obj*>& copies) {
     auto f = Start(v1::WARNING, copies);
-    f.Headline(fmt::format("{} copies of the CUDA driver library (libcuda) are loaded together",
-                           copies.size() == 2 ? "two" : std::to_string(copies.size())));
+    f.Headline(text::Show("{} copies of the CUDA driver library (libcuda) are loaded together",
+                          copies.size() == 2 ? "two" : std::to_string(copies.size())));
     // The copy to keep: the one of the kernel driver's version, else the first.
     const Obj* keep = copies.front();
     for (const Obj* o : copies)
       if (!kernel_.empty() && FileVersion(o->path) == kernel_) keep = o;
-    for (const Obj* o : copies) f.Detail("copy", fmt::format("{}, version {}", Where(*o), FileVersion(o->path)));
-    f.Detail("kernel driver", KernelText());
+    for (const Obj* o : copies) f.Detail("copy", text::Show("{}, version {}", Where(*o), FileVersion(o->path)));
+    f.Detail("kernel driver", text::ShowBytes(KernelText()));
     f.Detail("why",
              "each copy keeps its own driver state: contexts, memory and streams made through "
              "one are unknown to the other");
@@ -218,9 +218,9 @@ class Pass {
       const int cmp = CompareVersions(compat, kernel_);
       if (cmp == 0) return;  // the compat copy matches the kernel driver: what cuda-compat is for
       auto f = Start(v1::WARNING, {&o});
-      f.Headline(fmt::format("cuda-compat libcuda {} (via {}) with kernel driver {}", compat, found, kernel_));
-      f.Detail("loaded", Where(o));
-      f.Detail("kernel driver", KernelText());
+      f.Headline(text::Show("cuda-compat libcuda {} (via {}) with kernel driver {}", compat, found, kernel_));
+      f.Detail("loaded", text::ShowBytes(Where(o)));
+      f.Detail("kernel driver", text::ShowBytes(KernelText()));
       if (cmp < 0)
         f.Detail("why",
                  "a compat libcuda older than the kernel driver is unsupported: cuInit fails "
@@ -232,24 +232,24 @@ class Pass {
                  "on unsupported GPUs)");
       AvoidFix(&f, o, fmt::format(", so that the kernel driver's own libcuda.so.1 ({}) is used", kernel_));
       if (cmp > 0)
-        f.Fix(v1::FIX_PIN_VERSION, fmt::format("or keep it only where forward compatibility is supported "
-                                               "(a data-center GPU on a driver branch cuda-compat {} lists)",
-                                               compat));
+        f.Fix(v1::FIX_PIN_VERSION, text::Show("or keep it only where forward compatibility is supported "
+                                              "(a data-center GPU on a driver branch cuda-compat {} lists)",
+                                              compat));
       std::move(f).AddTo(out_);
       return;
     }
     auto f = Start(v1::INFO, {&o});
     f.Headline(
-        fmt::format("libcuda is a cuda-compat copy ({}, via {}); its match with the kernel driver is "
-                    "unknown",
-                    compat == "unknown" ? "version unknown" : compat, found));
-    f.Detail("loaded", Where(o));
-    f.Detail("compat version", compat == "unknown" ? "unknown (its file name does not say)" : compat);
-    f.Detail("kernel driver", KernelText());
-    f.Fix(v1::FIX_CHECK_VERSION, fmt::format("compare with the kernel driver (cat /proc/driver/nvidia/version): "
-                                             "a compat libcuda must not be older; if it is, remove {} from "
-                                             "the search path",
-                                             DirName(NormalPath(o.path))));
+        text::Show("libcuda is a cuda-compat copy ({}, via {}); its match with the kernel driver is "
+                   "unknown",
+                   compat == "unknown" ? "version unknown" : compat, found));
+    f.Detail("loaded", text::ShowBytes(Where(o)));
+    f.Detail("compat version", text::ShowBytes(compat == "unknown" ? "unknown (its file name does not say)" : compat));
+    f.Detail("kernel driver", text::ShowBytes(KernelText()));
+    f.Fix(v1::FIX_CHECK_VERSION, text::Show("compare with the kernel driver (cat /proc/driver/nvidia/version): "
+                                            "a compat libcuda must not be older; if it is, remove {} from "
+                                            "the search path",
+                                            DirName(NormalPath(o.path))));
     std::move(f).AddTo(out_);
   }
 

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "render/render.h"
 #include "analysis/analysis.h"
 #include "text/strings.h"
 #include "render/words.h"
@@ -145,6 +146,7 @@ v1::Diff DiffTimelines(const v1::Timeline& base, const v1::Timeline& now,
     if (!bkeys.count(FindingKey(f))) *d.add_new_findings() = f;
   for (const auto& f : br.findings())
     if (!nkeys.count(FindingKey(f))) *d.add_resolved_findings() = f;
+  render::EscapeByteFields(&d, {"ldscope.v1.Finding"});  // the changes' bytes; findings are text
   return d;
 }
 

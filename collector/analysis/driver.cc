@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "text/shown.h"
 #include "analysis/analysis.h"
 #include "analysis/finding_builder.h"
 #include "analysis/registry.h"
@@ -44,9 +45,11 @@ void NoteChangedFiles(Context& ctx, v1::Report* out) {
   }
   const size_t changed = changed_paths.size();
   if (changed > 0)
-    out->add_notes(fmt::format("{} file{} changed since the trace was taken, and findings about "
-                               "them use the files as they are now: {}{}",
-                               changed, changed == 1 ? "" : "s", fmt::join(changed_list, ", "), changed > 3 ? ", ..." : ""));
+    out->add_notes(text::Show("{} file{} changed since the trace was taken, and findings about "
+                              "them use the files as they are now: {}{}",
+                              changed, changed == 1 ? "" : "s", fmt::join(changed_list, ", "),
+                              changed > 3 ? ", ..." : "")
+                       .str());
   // Files no longer the ones traced, answered from the facts the trace recorded: the
   // findings are about the traced files, which a fix on this machine may not meet.
   const auto& from_trace = ctx.files().changed();
@@ -54,12 +57,14 @@ void NoteChangedFiles(Context& ctx, v1::Report* out) {
     std::vector<std::string> list;
     for (const auto& [path, how] : from_trace)
       if (list.size() < 3) list.push_back(fmt::format("{} ({})", path, how));
-    out->add_notes(fmt::format("{} file{} changed since the trace was taken; findings about them use "
-                               "the ELF facts the trace recorded: {}{}",
-                               from_trace.size(), from_trace.size() == 1 ? "" : "s", fmt::join(list, ", "),
-                               from_trace.size() > 3 ? ", ..." : ""));
+    out->add_notes(text::Show("{} file{} changed since the trace was taken; findings about them use "
+                              "the ELF facts the trace recorded: {}{}",
+                              from_trace.size(), from_trace.size() == 1 ? "" : "s", fmt::join(list, ", "),
+                              from_trace.size() > 3 ? ", ..." : "")
+                       .str());
   }
-  // Unreadable files (a trace analysed on another machine, say): one note, not one each.
+  // Unreadable files (a trace analysed on another machine, say): one note, not one each
+  // (made of the reader's errors: text).
   if (std::string note = UnreadableFilesNote(ctx.files()); !note.empty()) out->add_notes(note);
   std::sort(out->mutable_notes()->begin(), out->mutable_notes()->end());
   out->mutable_notes()->erase(std::unique(out->mutable_notes()->begin(), out->mutable_notes()->end()),
@@ -76,13 +81,13 @@ void NoteSnapshots(const Context& ctx, v1::Report* out) {
     ++n;
     if (pi.p->snapshot().statically_linked()) {
       ++static_n;
-      out->add_notes(
-          fmt::format("pid {} ({}) is statically linked: it has no dynamic loader and no link map, so "
-                      "the snapshot lists no library",
-                      pi.p->pid(), pi.p->exe()));
+      out->add_notes(text::Show("pid {} ({}) is statically linked: it has no dynamic loader and no link map, so "
+                                "the snapshot lists no library",
+                                pi.p->pid(), pi.p->exe())
+                         .str());
     }
     for (const auto& note : pi.p->snapshot().notes())
-      out->add_notes(fmt::format("pid {} ({}): {}", pi.p->pid(), pi.p->exe(), note));
+      out->add_notes(text::Show("pid {} ({}): {}", pi.p->pid(), pi.p->exe(), note).str());
   }
   if (n > static_n)
     out->add_notes(fmt::format(
@@ -195,7 +200,8 @@ void FoldInfoAcrossProcesses(v1::Report* r) {
     // A few by pid (a parent's hundreds of fork children are counted, not listed).
     for (size_t k = 0; k < pids.size() && k < 8; ++k) each.push_back(fmt::format("process {}", pids[k]));
     if (pids.size() > 8) each.push_back("...");
-    f.Detail("also in", fmt::format("{} ({} more of {})", fmt::join(each, ", "), pids.size(), f.proto().exe()));
+    f.Detail("also in", text::Show("{} ({} more of {})", fmt::join(each, ", "), pids.size(),
+                                   text::Shown::Escaped(f.proto().exe())));  // a finished finding's: text
     *fs->Mutable(i) = std::move(f).Finish();
   }
 }

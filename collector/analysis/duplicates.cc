@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "text/shown.h"
 #include "analysis/analysis.h"
 #include "analysis/families.h"
 #include "analysis/owners.h"
@@ -36,31 +37,31 @@ void DuplicateFixes(Context& ctx, const ProcessIndex& pi, const Obj& first, cons
             ? "the dlopen of " + second.load->requested_name()
             : fmt::format("{} at {}", py.dlopen_call(), render::PyFrameText(py.call_site(), pi.p->cwd()));
     f->Fix(v1::FIX_LOAD_BY_PATH,
-           fmt::format("make {} load {} (the copy already loaded) instead of {}", where, one, other));
+           text::Show("make {} load {} (the copy already loaded) instead of {}", where, one, other));
   } else if (first.load != nullptr && first.load->reason() == v1::LOAD_PRELOAD) {
     // The preload is in effect already: the other copy came by its path (a dlopen of a
     // path, a NEEDED entry with a '/'), which glibc matches by file, never by SONAME.
     f->Fix(v1::FIX_LOAD_BY_PATH,
-           fmt::format("make what loads {} by its path load {} instead: {} is preloaded already, and a "
-                       "load by path does not reuse a copy by its SONAME",
-                       other, one, one));
+           text::Show("make what loads {} by its path load {} instead: {} is preloaded already, and a "
+                      "load by path does not reuse a copy by its SONAME",
+                      other, one, one));
   } else {
     f->Fix(v1::FIX_PRELOAD_BY_PATH,
-           fmt::format("LD_PRELOAD={} makes every NEEDED {} reuse that copy", text::ShellQuote(one), first.soname),
+           text::Show("LD_PRELOAD={} makes every NEEDED {} reuse that copy", text::ShellQuote(one), first.soname),
            "LD_PRELOAD", one);
   }
   // Each copy's package, and the command that installs its version (the pin the other
   // user can follow), or that no package owns it.
   auto whose = [&](const std::string& path) {
     const v1::Owner* o = ctx.OwnerOf(path);
-    const std::string pin = PinCommand(o);
-    if (!pin.empty()) return fmt::format("{} comes from the {} (`{}`)", path, OwnerText(o), pin);
+    const text::Shown pin = PinCommand(o);
+    if (!pin.empty()) return text::Show("{} comes from the {} (`{}`)", path, OwnerText(o), pin);
     if (o != nullptr && o->manager() == v1::OwnerFacts::MANAGER_NONE)
-      return fmt::format("{} is not owned by any package (remove it or replace it by hand)", path);
-    return fmt::format("{}'s package is {}", path, OwnerText(o));
+      return text::Show("{} is not owned by any package (remove it or replace it by hand)", path);
+    return text::Show("{}'s package is {}", path, OwnerText(o));
   };
   f->Fix(v1::FIX_PIN_VERSION,
-         fmt::format("or install one version of {} for both users: {}; {}", first.soname, whose(one), whose(other)));
+         text::Show("or install one version of {} for both users: {}; {}", first.soname, whose(one), whose(other)));
 }
 
 using NsKey = std::pair<int64_t, std::string>;  // (namespace, SONAME or family)
@@ -148,12 +149,12 @@ void FindCopies(Context& ctx, const ProcessIndex& pi, const NsKey& key, const Ob
     *f.proto().add_objects() = ctx.Describe(pi, *o);
     f.proto().add_evidence(o->open_seq);
   }
-  f.Headline(fmt::format("{} copies of {} are loaded together (namespace {})",
-                         together.size() == 2 ? "two" : std::to_string(together.size()), key.second, key.first));
+  f.Headline(text::Show("{} copies of {} are loaded together (namespace {})",
+                        together.size() == 2 ? "two" : std::to_string(together.size()), key.second, key.first));
   for (const auto& l : f.proto().objects())
-    f.Detail("copy", fmt::format("{}, loaded {}{}", Label(l), l.loaded_by(), LoadedAt(pi, l, ", ")));
+    f.Detail("copy", text::Show("{}, loaded {}{}", Label(l), l.loaded_by(), LoadedAt(pi, l, ", ")));
   for (const Obj* o : together)
-    f.Detail("owner", fmt::format("{}: {}", NormalPath(o->path), OwnerText(ctx.OwnerOf(o->path))));
+    f.Detail("owner", text::Show("{}: {}", NormalPath(o->path), OwnerText(ctx.OwnerOf(o->path))));
   f.Detail("why",
            "they share a SONAME: each symbol both define binds to whichever copy a "
            "lookup scope reaches first, and state (communicators, handles) can split");
@@ -186,8 +187,8 @@ void FindNamespaceSets(Context& ctx, const ProcessIndex& pi,
     }
     const std::string names = fmt::format("{}", fmt::join(sonames, ", "));
     const std::string ns_list = fmt::format("{}", fmt::join(namespaces, ", "));
-    f.Headline(fmt::format("{} loaded in each of namespaces {} (dlmopen isolation)", names, ns_list));
-    f.Detail("namespaces", ns_list);
+    f.Headline(text::Show("{} loaded in each of namespaces {} (dlmopen isolation)", names, ns_list));
+    f.Detail("namespaces", text::ShowBytes(ns_list));
     f.Detail("why",
              "namespaces do not share symbols: deliberate isolation (dlmopen), not a "
              "conflict; nothing to do");
@@ -209,9 +210,9 @@ void FindFamilySonames(Context& ctx, const ProcessIndex& pi, const NsKey& key, c
     *f.proto().add_objects() = ctx.Describe(pi, *o);
     f.proto().add_evidence(o->open_seq);
   }
-  f.Headline(fmt::format("{} is loaded under {} sonames (namespace {})", key.second, sonames.size(), key.first));
+  f.Headline(text::Show("{} is loaded under {} sonames (namespace {})", key.second, sonames.size(), key.first));
   for (const auto& l : f.proto().objects())
-    f.Detail("copy", fmt::format("{} (soname {}), loaded {}", Label(l), l.soname(), l.loaded_by()));
+    f.Detail("copy", text::Show("{} (soname {}), loaded {}", Label(l), l.soname(), l.loaded_by()));
   f.Detail("why",
            "different sonames do not replace each other: both stay loaded, and "
            "symbols they share bind to whichever a lookup scope reaches first");

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "text/shown.h"
 #include "analysis/analysis.h"
 #include "analysis/families.h"
 #include "text/escape.h"
@@ -90,27 +91,26 @@ class Pass {
     *f.proto().add_objects() = ctx_.Describe(pi, r);
     f.proto().add_evidence(entry.seq());
     f.Headline(
-        fmt::format("{} failed to load: it asks for an executable stack, which glibc {} refuses to "
-                    "enable after start-up",
-                    base, pi.p->glibc_version()));
+        text::Show("{} failed to load: it asks for an executable stack, which glibc {} refuses to "
+                   "enable after start-up",
+                   base, pi.p->glibc_version()));
     const std::string py = render::PyCauseText(s.python(), pi.p->cwd());
-    f.Detail("requested by", fmt::format("{} {} {} {} (loaded {}){}", needed ? "NEEDED" : "dlopen of",
-                                         s.requested_name(), needed ? "of" : "from", NormalPath(r.path),
-                                         ctx_.HowLoaded(pi, r), py.empty() ? "" : ", for " + py));
-    f.Detail("object", fmt::format("{}: {}", path, StackWords(*e)));
-    f.Detail("glibc", fmt::format("{}: since 2.41 a dlopen no longer makes the stack executable for an "
-                                  "object that asks for it, and fails instead; the program's stack was "
-                                  "not executable at start-up",
-                                  pi.p->glibc_version()));
+    f.Detail("requested by", text::Show("{} {} {} {} (loaded {}){}", needed ? "NEEDED" : "dlopen of",
+                                        s.requested_name(), needed ? "of" : "from", NormalPath(r.path),
+                                        ctx_.HowLoaded(pi, r), py.empty() ? "" : ", for " + py));
+    f.Detail("object", text::Show("{}: {}", path, StackWords(*e)));
+    f.Detail("glibc", text::Show("{}: since 2.41 a dlopen no longer makes the stack executable for an "
+                                 "object that asks for it, and fails instead; the program's stack was "
+                                 "not executable at start-up",
+                                 pi.p->glibc_version()));
     f.Detail("loader says", "cannot enable executable stack as shared object requires: Invalid argument");
     f.Fix(v1::FIX_REBUILD_NOEXECSTACK,
-          fmt::format("rebuild {} with -Wl,-z,noexecstack (and assembly files with .note.GNU-stack): it almost "
-                      "never needs an executable stack",
-                      base));
-    f.Fix(v1::FIX_CLEAR_EXECSTACK,
-          fmt::format("or, as a stop-gap, clear the flag in the file (patchelf 0.18 or later): "
-                      "patchelf --clear-execstack {}",
-                      text::ShellQuote(path)));
+          text::Show("rebuild {} with -Wl,-z,noexecstack (and assembly files with .note.GNU-stack): it almost "
+                     "never needs an executable stack",
+                     base));
+    f.Fix(v1::FIX_CLEAR_EXECSTACK, text::Show("or, as a stop-gap, clear the flag in the file (patchelf 0.18 or later): "
+                                              "patchelf --clear-execstack {}",
+                                              text::ShellQuote(path)));
     std::move(f).AddTo(out_);
   }
 

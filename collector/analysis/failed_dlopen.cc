@@ -21,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include "text/shown.h"
 #include "analysis/analysis.h"
 #include "analysis/families.h"
 #include "render/python_text.h"
@@ -214,31 +215,32 @@ class Pass {
     std::vector<std::string> what;
     for (const Lack& l : shown)
       if (l.needed_name == l0.needed_name && what.size() < 4) what.push_back(LackText(l));
-    f.Headline(fmt::format("plugin {} rejected: its {} lacks {}", BaseName(root.path), l0.needed_name, Join(what)));
-    f.Detail("chain", Chain(pi, e, root, l0));
-    f.Detail("plugin", fmt::format("{}, loaded {}", PathFound(root), ctx_.HowLoaded(pi, root)));
+    f.Headline(text::Show("plugin {} rejected: its {} lacks {}", BaseName(root.path), l0.needed_name, Join(what)));
+    f.Detail("chain", text::ShowBytes(Chain(pi, e, root, l0)));
+    f.Detail("plugin", text::Show("{}, loaded {}", PathFound(root), ctx_.HowLoaded(pi, root)));
     if (l0.object != &root)
       f.Detail("requires",
-               fmt::format("{} (needs {} from {})", NormalPath(l0.object->path), Join(what), l0.needed_name));
-    f.Detail("bound to", fmt::format("{}, loaded {}", NormalPath(l0.bound->path), ctx_.HowLoaded(pi, *l0.bound)));
+               text::Show("{} (needs {} from {})", NormalPath(l0.object->path), Join(what), l0.needed_name));
+    f.Detail("bound to", text::Show("{}, loaded {}", NormalPath(l0.bound->path), ctx_.HowLoaded(pi, *l0.bound)));
     if (const elf::ElfInfo* b = ctx_.files().Get(l0.bound->path)) {
       std::vector<std::string> offers;
       for (const auto& v : b->verdefs)
         if (v != b->soname && v != BaseName(l0.bound->path)) offers.push_back(v);
-      f.Detail("offers", offers.empty() ? std::string("no symbol versions") : fmt::format("versions {}", Join(offers)));
+      f.Detail("offers", text::ShowBytes(offers.empty() ? std::string("no symbol versions")
+                                                        : fmt::format("versions {}", Join(offers))));
     }
     f.Detail("elsewhere",
-             fmt::format("no other file on {}'s search path offers {}", BaseName(l0.object->path), LackText(l0)));
-    f.Detail("effect", fmt::format("the dlopen failed and its {} object{} {} unloaded again: "
-                                   "the plugin is not in use",
-                                   batch.size(), batch.size() == 1 ? "" : "s", batch.size() == 1 ? "was" : "were"));
-    f.Fix(v1::FIX_INSTALL, fmt::format("upgrade {} ({}) to a release that offers {}", l0.needed_name,
-                                       NormalPath(l0.bound->path), LackText(l0)));
-    f.Fix(v1::FIX_INSTALL, fmt::format("or install a build of {} made against the {} that is installed",
-                                       BaseName(l0.object->path), l0.needed_name));
-    f.Fix(v1::FIX_REMOVE, fmt::format("or, if the program is meant to run without the plugin, remove {} "
-                                      "so that nothing tries to load it",
-                                      NormalPath(root.path)));
+             text::Show("no other file on {}'s search path offers {}", BaseName(l0.object->path), LackText(l0)));
+    f.Detail("effect", text::Show("the dlopen failed and its {} object{} {} unloaded again: "
+                                  "the plugin is not in use",
+                                  batch.size(), batch.size() == 1 ? "" : "s", batch.size() == 1 ? "was" : "were"));
+    f.Fix(v1::FIX_INSTALL, text::Show("upgrade {} ({}) to a release that offers {}", l0.needed_name,
+                                      NormalPath(l0.bound->path), LackText(l0)));
+    f.Fix(v1::FIX_INSTALL, text::Show("or install a build of {} made against the {} that is installed",
+                                      BaseName(l0.object->path), l0.needed_name));
+    f.Fix(v1::FIX_REMOVE, text::Show("or, if the program is meant to run without the plugin, remove {} "
+                                     "so that nothing tries to load it",
+                                     NormalPath(root.path)));
     std::move(f).AddTo(out_);
   }
 
@@ -344,13 +346,12 @@ class Pass {
     }
     const std::string shown = names.size() <= 3 ? Join(names)
                                                 : fmt::format("{}, {} and {} more", names[0], names[1], names.size() - 2);
-    f.Headline(fmt::format("{} failed to load: {} is in {}, outside its lookup scope", base,
-                           names.size() == 1 ? names[0] : fmt::format("{} symbols", names.size()), pbase));
-    f.Detail("failed", fmt::format("{}, loaded {}", NormalPath(o.path), ctx_.HowLoaded(pi, o)));
-    f.Detail("needs", fmt::format("{} (undefined in {}; none of its NEEDED libraries defines {})", shown, base,
-                                  names.size() == 1 ? "it" : "them"));
-    f.Detail("defined by",
-             fmt::format("{}, loaded {}, +{:.1f} ms", NormalPath(p.path), ctx_.HowLoaded(pi, p), p.at_ms));
+    f.Headline(text::Show("{} failed to load: {} is in {}, outside its lookup scope", base,
+                          names.size() == 1 ? names[0] : fmt::format("{} symbols", names.size()), pbase));
+    f.Detail("failed", text::Show("{}, loaded {}", NormalPath(o.path), ctx_.HowLoaded(pi, o)));
+    f.Detail("needs", text::Show("{} (undefined in {}; none of its NEEDED libraries defines {})", shown, base,
+                                 names.size() == 1 ? "it" : "them"));
+    f.Detail("defined by", text::Show("{}, loaded {}, +{:.1f} ms", NormalPath(p.path), ctx_.HowLoaded(pi, p), p.at_ms));
     ScopeDetails(pi, e, root, p, names.size(), &f);
     OutOfScopeFixes(pi, o, p, &f);
     std::move(f).AddTo(out_);
@@ -361,39 +362,39 @@ class Pass {
                     FindingBuilder* f) {
     const Obj* proot = DlopenRoot(pi, p);
     if (proot != nullptr && proot->load->has_dlopen_mode())
-      f->Detail("mode", fmt::format("{} (read by ldscope's Python hook): its symbols stay private to "
-                                    "that dlopen's own objects",
-                                    (proot->load->dlopen_mode() & kRtldGlobal) ? "RTLD_GLOBAL" : "RTLD_LOCAL"));
+      f->Detail("mode", text::Show("{} (read by ldscope's Python hook): its symbols stay private to "
+                                   "that dlopen's own objects",
+                                   (proot->load->dlopen_mode() & kRtldGlobal) ? "RTLD_GLOBAL" : "RTLD_LOCAL"));
     else
-      f->Detail("mode", fmt::format("unknown (the trace has the mode of Python's ctypes calls and imports "
-                                    "only); {} is in the global scope only if that dlopen was RTLD_GLOBAL, "
-                                    "and then this lookup would have found {}",
-                                    BaseName(p.path), names == 1 ? "it" : "them"));
+      f->Detail("mode", text::Show("unknown (the trace has the mode of Python's ctypes calls and imports "
+                                   "only); {} is in the global scope only if that dlopen was RTLD_GLOBAL, "
+                                   "and then this lookup would have found {}",
+                                   BaseName(p.path), names == 1 ? "it" : "them"));
     std::vector<std::string> members;
     for (const Obj* s : Scope(pi, root, e.seq()))
       if (s->load == nullptr || s->load->reason() != v1::LOAD_VDSO) members.push_back(BaseName(s->path));
     f->Detail("lookup scope",
-              fmt::format("{} (the global scope and {}'s own NEEDED closure)", Join(members), BaseName(root.path)));
+              text::Show("{} (the global scope and {}'s own NEEDED closure)", Join(members), BaseName(root.path)));
   }
 
   // Load the provider RTLD_GLOBAL, or make o need it.
   void OutOfScopeFixes(const ProcessIndex& pi, const Obj& o, const Obj& p, FindingBuilder* f) {
     const bool python = o.load->has_python() || (p.load != nullptr && p.load->has_python());
-    f->Fix(v1::FIX_LOAD_RTLD_GLOBAL,
-           fmt::format(
-               "load {} with RTLD_GLOBAL where it is loaded now ({}){}", NormalPath(p.path), ctx_.HowLoaded(pi, p),
-               python ? ": ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)" : ": dlopen(path, RTLD_NOW | RTLD_GLOBAL)"));
+    f->Fix(
+        v1::FIX_LOAD_RTLD_GLOBAL,
+        text::Show("load {} with RTLD_GLOBAL where it is loaded now ({}){}", NormalPath(p.path), ctx_.HowLoaded(pi, p),
+                   python ? ": ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)" : ": dlopen(path, RTLD_NOW | RTLD_GLOBAL)"));
     const std::string pname = p.soname.empty() ? BaseName(p.path) : p.soname;
     const loader::Result own = loader::Search(pname, pi.AsRequester(o, ctx_.files()), pi.LoaderChain(o, ctx_.files()),
                                               pi.env);
     f->Fix(v1::FIX_ADD_NEEDED,
-           fmt::format(
+           text::Show(
                "or link {} against {} (a DT_NEEDED entry: patchelf --add-needed {} {}){}", BaseName(o.path), pname,
                text::ShellQuote(pname), text::ShellQuote(NormalPath(o.path)),
                !own.path.empty() && ctx_.SameFile(own.path, p.path)
                    ? ""
-                   : fmt::format(", with a RUNPATH that finds it (patchelf --add-rpath {} {})",
-                                 text::ShellQuote(DirName(NormalPath(p.path))), text::ShellQuote(NormalPath(o.path)))));
+                   : text::Show(", with a RUNPATH that finds it (patchelf --add-rpath {} {})",
+                                text::ShellQuote(DirName(NormalPath(p.path))), text::ShellQuote(NormalPath(o.path)))));
   }
 
   // Does a file that o's own search finds for one of its NEEDED names (any match along
@@ -467,7 +468,7 @@ class Pass {
                                 ? pi.p->cwd() + "/" + c.path() : c.path();
       if (LoadedAt(pi, p, e.seq())) return;
       struct stat st;
-      if (stat(text::Unescape(p).c_str(), &st) == 0) return;
+      if (stat(p.c_str(), &st) == 0) return;
     }
     if (name.find('/') == std::string::npos && NotInherited(pi, e, r)) return;
     const bool fatal = EndedAfter(pi, e);
@@ -475,24 +476,24 @@ class Pass {
     *f.proto().add_objects() = ctx_.Describe(pi, r);
     f.proto().add_evidence(e.seq());
     const std::string py = render::PyCauseText(s.python(), pi.p->cwd());
-    f.Headline(fmt::format("dlopen of {} from {} failed: not found{}", name, BaseName(r.path),
-                           fatal ? ", and the program ended" : ""));
-    f.Detail("requested by", fmt::format("{}, loaded {}{}", NormalPath(r.path), ctx_.HowLoaded(pi, r),
-                                         py.empty() ? "" : ", for " + py));
+    f.Headline(text::Show("dlopen of {} from {} failed: not found{}", name, BaseName(r.path),
+                          fatal ? ", and the program ended" : ""));
+    f.Detail("requested by",
+             text::Show("{}, loaded {}{}", NormalPath(r.path), ctx_.HowLoaded(pi, r), py.empty() ? "" : ", for " + py));
     AddSearchDetails(ctx_, pi, r, name, &s, /*dlopen=*/true, &f);
     if (fatal)
-      f.Detail("ended", fmt::format("the process {} right after it, with no dlopen since: the program did not "
-                                    "go on without {}",
-                                    pi.p->killed_by_signal() != 0
-                                        ? fmt::format("was killed by signal {}", pi.p->killed_by_signal())
-                                        : fmt::format("exited with status {}", pi.p->exit_status()),
-                                    name));
+      f.Detail("ended", text::Show("the process {} right after it, with no dlopen since: the program did not "
+                                   "go on without {}",
+                                   pi.p->killed_by_signal() != 0
+                                       ? fmt::format("was killed by signal {}", pi.p->killed_by_signal())
+                                       : fmt::format("exited with status {}", pi.p->exit_status()),
+                                   name));
     else
       f.Detail("note",
                "packages probe for optional plugins this way on every start: if the program "
                "works without it, nothing needs doing");
-    f.Fix(v1::FIX_INSTALL, fmt::format("{} {}, install the package that provides it",
-                                       fatal ? "the program needs" : "if the program should use", name));
+    f.Fix(v1::FIX_INSTALL, text::Show("{} {}, install the package that provides it",
+                                      fatal ? "the program needs" : "if the program should use", name));
     // A ctypes call's requester is the interpreter's _ctypes module: the fix is in the
     // code that made the call, not in that module.
     const v1::PyCause& cause = s.python();
@@ -500,16 +501,16 @@ class Pass {
       const std::string site = render::PyFrameText(cause.call_site(), pi.p->cwd());
       if (name.find('/') == std::string::npos)
         f.Fix(v1::FIX_DLOPEN_BY_PATH,
-              fmt::format("or, if {} is installed in a directory of its own, load it by its full path at {} "
-                          "(DIR/{} in {}), or add DIR to LD_LIBRARY_PATH",
-                          name, site, name, cause.dlopen_call()));
+              text::Show("or, if {} is installed in a directory of its own, load it by its full path at {} "
+                         "(DIR/{} in {}), or add DIR to LD_LIBRARY_PATH",
+                         name, site, name, cause.dlopen_call()));
       else
-        f.Fix(v1::FIX_LOAD_BY_PATH, fmt::format("or, if {} is installed elsewhere, load it from there at {} (in {})",
-                                                BaseName(name), site, cause.dlopen_call()));
+        f.Fix(v1::FIX_LOAD_BY_PATH, text::Show("or, if {} is installed elsewhere, load it from there at {} (in {})",
+                                               BaseName(name), site, cause.dlopen_call()));
     } else if (name.find('/') == std::string::npos) {
-      f.Fix(v1::FIX_SET_VARIABLE, fmt::format("or, if {} is installed in a directory of its own, add that directory to "
-                                              "LD_LIBRARY_PATH or to {}'s RUNPATH (patchelf --add-rpath DIR {})",
-                                              name, BaseName(r.path), text::ShellQuote(NormalPath(r.path))));
+      f.Fix(v1::FIX_SET_VARIABLE, text::Show("or, if {} is installed in a directory of its own, add that directory to "
+                                             "LD_LIBRARY_PATH or to {}'s RUNPATH (patchelf --add-rpath DIR {})",
+                                             name, BaseName(r.path), text::ShellQuote(NormalPath(r.path))));
     }
     std::move(f).AddTo(out_);
   }
@@ -561,14 +562,15 @@ class Pass {
     FindingBuilder f(std::move(*fs->Mutable(keep)));
     int total = 0;
     for (const auto& [k, n] : times) total += n;
-    f.Headline(fmt::format("{} dlopen{} of optional libraries failed: not found ({} name{})", total,
-                           total == 1 ? "" : "s", order.size(), order.size() == 1 ? "" : "s"));
+    f.Headline(text::Show("{} dlopen{} of optional libraries failed: not found ({} name{})", total,
+                          total == 1 ? "" : "s", order.size(), order.size() == 1 ? "" : "s"));
     // The list, then the first one's search in full.
     std::vector<v1::Detail> details(f.proto().details().begin(), f.proto().details().end());
     f.proto().clear_details();
     for (const auto& k : order)
-      f.Detail("not found", fmt::format("dlopen of {}{}", k, times[k] > 1 ? fmt::format(" ({} times)", times[k]) : ""));
-    for (const auto& d : details) f.Detail(d.label(), d.text());
+      f.Detail("not found", text::Show("dlopen of {}{}", text::Shown::Escaped(k),  // a headline's: text
+                                       times[k] > 1 ? fmt::format(" ({} times)", times[k]) : ""));
+    for (const auto& d : details) f.Detail(text::Shown::Escaped(d.label()), text::Shown::Escaped(d.text()));
     *fs->Mutable(keep) = std::move(f).Finish();
   }
 
@@ -598,29 +600,28 @@ class Pass {
       FindingBuilder f(pi, v1::RUNPATH_NOT_INHERITED, v1::WARNING);
       *f.proto().add_objects() = ctx_.Describe(pi, r);
       f.proto().add_evidence(e.seq());
-      f.Headline(fmt::format("dlopen of {} from {} failed: only {}'s RUNPATH holds it", name, rbase, lbase));
-      f.Detail("requested by", fmt::format("{}, loaded {}", NormalPath(r.path), ctx_.HowLoaded(pi, r)));
+      f.Headline(text::Show("dlopen of {} from {} failed: only {}'s RUNPATH holds it", name, rbase, lbase));
+      f.Detail("requested by", text::Show("{}, loaded {}", NormalPath(r.path), ctx_.HowLoaded(pi, r)));
       AddSearchDetails(ctx_, pi, r, name, &e.search(), /*dlopen=*/true, &f);
-      f.Detail("would be found", fmt::format("{}, in {}'s RUNPATH ({})", file, lbase, l.runpath));
-      f.Detail("rule", fmt::format("a dlopen searches the RUNPATH of the object that calls it ({}) only; "
-                                   "a RUNPATH is not inherited by the objects it loads (an RPATH is, when "
-                                   "the caller has no RUNPATH)",
-                                   rbase));
+      f.Detail("would be found", text::Show("{}, in {}'s RUNPATH ({})", file, lbase, l.runpath));
+      f.Detail("rule", text::Show("a dlopen searches the RUNPATH of the object that calls it ({}) only; "
+                                  "a RUNPATH is not inherited by the objects it loads (an RPATH is, when "
+                                  "the caller has no RUNPATH)",
+                                  rbase));
       const loader::Object self = pi.AsRequester(r, ctx_.files());
       f.Fix(v1::FIX_SET_RUNPATH,
-            fmt::format("give {} a RUNPATH of its own that holds {}: patchelf --add-rpath {} {}", rbase, name,
-                        DirName(file) == DirName(NormalPath(r.path)) ? std::string("'$ORIGIN'")
-                                                                     : text::ShellQuote(DirName(file)),
-                        text::ShellQuote(NormalPath(r.path))));
-      f.Fix(v1::FIX_DLOPEN_BY_PATH, fmt::format("or have {} dlopen {} by its full path", rbase, file));
+            text::Show("give {} a RUNPATH of its own that holds {}: patchelf --add-rpath {} {}", rbase, name,
+                       DirName(file) == DirName(NormalPath(r.path)) ? text::Shown("'$ORIGIN'")
+                                                                    : text::ShellQuote(DirName(file)),
+                       text::ShellQuote(NormalPath(r.path))));
+      f.Fix(v1::FIX_DLOPEN_BY_PATH, text::Show("or have {} dlopen {} by its full path", rbase, file));
       // glibc's RPATH walk follows l_loader, which a dlopen leaves empty (dl-load.c
       // clears the loader for __RTLD_CALLMAP): only a chain of NEEDED entries from l to
       // the caller, or the executable's own RPATH, reaches the caller's dlopen.
       if (self.runpath.empty() && ReachesByNeeded(pi, r, l))
-        f.Fix(v1::FIX_LINK_RPATH,
-              fmt::format("or link {} with an RPATH instead of a RUNPATH (-Wl,--disable-new-dtags), "
-                          "which objects it loads inherit",
-                          lbase));
+        f.Fix(v1::FIX_LINK_RPATH, text::Show("or link {} with an RPATH instead of a RUNPATH (-Wl,--disable-new-dtags), "
+                                             "which objects it loads inherit",
+                                             lbase));
       std::move(f).AddTo(out_);
       return true;
     }

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "text/shown.h"
 #include "analysis/analysis.h"
 #include "analysis/env_change.h"
 #include "analysis/families.h"
@@ -73,23 +74,23 @@ void Failure(Context& ctx, const ProcessIndex& pi, const FallThrough& ft,
   *f.proto().add_objects() = ctx.Describe(pi, o);
   f.proto().add_evidence(r.open_seq);
   f.proto().add_evidence(o.open_seq);
-  f.Headline(fmt::format("{} failed: its {} fell through to {} and lacks {}", BaseName(r.path), name,
-                         render::StepWord(ft.step), lacking.front()));
-  f.Detail("needed by", fmt::format("{} ({})", NormalPath(r.path), ctx.HowLoaded(pi, r)));
-  f.Detail("own directories", OwnDirsText(ft, ctx, pi) + fmt::format(" (none holds {})", name));
-  f.Detail("bound to", fmt::format("{} (found via {})", NormalPath(o.path), render::StepWord(ft.step)));
-  f.Detail("lacks", Join(lacking));
+  f.Headline(text::Show("{} failed: its {} fell through to {} and lacks {}", BaseName(r.path), name,
+                        render::StepWord(ft.step), lacking.front()));
+  f.Detail("needed by", text::Show("{} ({})", NormalPath(r.path), ctx.HowLoaded(pi, r)));
+  f.Detail("own directories", text::ShowBytes(OwnDirsText(ft, ctx, pi) + fmt::format(" (none holds {})", name)));
+  f.Detail("bound to", text::Show("{} (found via {})", NormalPath(o.path), render::StepWord(ft.step)));
+  f.Detail("lacks", text::ShowBytes(Join(lacking)));
   const std::string dest = ft.own_dirs.empty() ? std::string("the requester's directory") : ft.own_dirs.front();
   f.Fix(v1::FIX_INSTALL,
-        fmt::format("install the {} that {} was built with into {}, where its {} looks first", name, BaseName(r.path),
-                    dest, pi.AsRequester(r, ctx.files()).runpath.empty() ? "RPATH" : "RUNPATH"));
+        text::Show("install the {} that {} was built with into {}, where its {} looks first", name, BaseName(r.path),
+                   dest, pi.AsRequester(r, ctx.files()).runpath.empty() ? "RPATH" : "RUNPATH"));
   const std::string odir = DirName(NormalPath(o.path));
   if (ft.step == v1::STEP_LD_LIBRARY_PATH)
     DropFromLdLibraryPathFix(
         pi, odir, fmt::format("or remove {} from LD_LIBRARY_PATH if another copy should serve it", odir), &f);
   else
-    f.Fix(v1::FIX_INSTALL, fmt::format("or upgrade the system's {} ({}) to one that offers {}", name,
-                                       NormalPath(o.path), lacking.front()));
+    f.Fix(v1::FIX_INSTALL, text::Show("or upgrade the system's {} ({}) to one that offers {}", name, NormalPath(o.path),
+                                      lacking.front()));
   std::move(f).AddTo(out);
 }
 
@@ -104,30 +105,31 @@ void Split(Context& ctx, const ProcessIndex& pi, const FallThrough& ft, const Ob
   *f.proto().add_objects() = ctx.Describe(pi, r);
   f.proto().add_evidence(o.open_seq);
   f.proto().add_evidence(sibling.open_seq);
-  f.Headline(fmt::format("{} fell through to {}: its family is split across two installations", name,
-                         render::StepWord(ft.step)));
-  f.Detail("needed by", fmt::format("{} ({})", NormalPath(r.path), ctx.HowLoaded(pi, r)));
-  f.Detail("own directories", OwnDirsText(ft, ctx, pi) + fmt::format(" (none holds {})", name));
-  f.Detail("bound to", fmt::format("{} (found via {})", NormalPath(o.path), render::StepWord(ft.step)));
-  f.Detail("same family", &sibling == &r
-                              ? fmt::format("{} (the requester itself)", NormalPath(sibling.path))
-                              : fmt::format("{} ({})", NormalPath(sibling.path), ctx.HowLoaded(pi, sibling)));
+  f.Headline(text::Show("{} fell through to {}: its family is split across two installations", name,
+                        render::StepWord(ft.step)));
+  f.Detail("needed by", text::Show("{} ({})", NormalPath(r.path), ctx.HowLoaded(pi, r)));
+  f.Detail("own directories", text::ShowBytes(OwnDirsText(ft, ctx, pi) + fmt::format(" (none holds {})", name)));
+  f.Detail("bound to", text::Show("{} (found via {})", NormalPath(o.path), render::StepWord(ft.step)));
+  f.Detail(
+      "same family",
+      text::ShowBytes(&sibling == &r ? fmt::format("{} (the requester itself)", NormalPath(sibling.path))
+                                     : fmt::format("{} ({})", NormalPath(sibling.path), ctx.HowLoaded(pi, sibling))));
   if (!sibling.soname.empty() && access((odir + "/" + sibling.soname).c_str(), F_OK) == 0)
-    f.Detail("other installation", fmt::format("{} holds its own {} too", odir, sibling.soname));
+    f.Detail("other installation", text::Show("{} holds its own {} too", odir, sibling.soname));
   // Where the family's other member lives among the requester's directories (the
   // wheel's nvidia/cu13/lib, not the first RPATH entry).
   const std::string sdir = DirName(NormalPath(sibling.path));
   const std::string dest = ft.own_dirs.empty() || std::find(ft.own_dirs.begin(), ft.own_dirs.end(), sdir) != ft.own_dirs.end()
                                ? sdir
                                : ft.own_dirs.front();
-  f.Fix(v1::FIX_INSTALL, fmt::format("restore {} in {} (reinstall the package that put {} there, at the "
-                                     "same version)",
-                                     name, dest, BaseName(sibling.path)));
+  f.Fix(v1::FIX_INSTALL, text::Show("restore {} in {} (reinstall the package that put {} there, at the "
+                                    "same version)",
+                                    name, dest, BaseName(sibling.path)));
   if (ft.step == v1::STEP_LD_LIBRARY_PATH)
     DropFromLdLibraryPathFix(pi, odir, fmt::format("or remove {} from LD_LIBRARY_PATH", odir), &f);
   else
     f.Fix(v1::FIX_PRELOAD_BY_PATH,
-          fmt::format("or load {} and {} from one installation (both from {})", BaseName(sibling.path), name, odir));
+          text::Show("or load {} and {} from one installation (both from {})", BaseName(sibling.path), name, odir));
   std::move(f).AddTo(out);
 }
 

@@ -1,7 +1,10 @@
 // See finding_builder.h.
+#include "text/shown.h"
 #include "analysis/finding_builder.h"
 
 #include <utility>
+
+#include "render/render.h"
 
 namespace ldscope::analysis {
 
@@ -17,23 +20,25 @@ FindingBuilder::FindingBuilder(v1::FindingKind kind, v1::Severity sev) {
   f_.set_severity(sev);
 }
 
-FindingBuilder::FindingBuilder(v1::Finding finished) : f_(std::move(finished)) { f_.clear_message(); }
-
-void FindingBuilder::Headline(std::string text) { f_.set_headline(std::move(text)); }
-
-void FindingBuilder::Detail(std::string label, std::string text) {
-  auto* d = f_.add_details();
-  d->set_label(std::move(label));
-  d->set_text(std::move(text));
+FindingBuilder::FindingBuilder(v1::Finding finished) : f_(std::move(finished)), data_shown_(true) {
+  f_.clear_message();
 }
 
-void FindingBuilder::Fix(v1::FixAction action, std::string text) {
+void FindingBuilder::Headline(text::Shown text) { f_.set_headline(std::move(text).str()); }
+
+void FindingBuilder::Detail(text::Shown label, text::Shown text) {
+  auto* d = f_.add_details();
+  d->set_label(std::move(label).str());
+  d->set_text(std::move(text).str());
+}
+
+void FindingBuilder::Fix(v1::FixAction action, text::Shown text) {
   auto* x = f_.add_fixes();
   x->set_action(action);
-  x->set_text(std::move(text));
+  x->set_text(std::move(text).str());
 }
 
-void FindingBuilder::Fix(v1::FixAction action, std::string text, const std::string& variable,
+void FindingBuilder::Fix(v1::FixAction action, text::Shown text, const std::string& variable,
                          const std::string& value) {
   Fix(action, std::move(text));
   auto* env = f_.mutable_fixes(f_.fixes_size() - 1)->mutable_env();
@@ -41,12 +46,15 @@ void FindingBuilder::Fix(v1::FixAction action, std::string text, const std::stri
   env->set_value(value);
 }
 
-void FindingBuilder::Fix(v1::FixAction action, std::string text, v1::LineMove move) {
+void FindingBuilder::Fix(v1::FixAction action, text::Shown text, v1::LineMove move) {
   Fix(action, std::move(text));
   *f_.mutable_fixes(f_.fixes_size() - 1)->mutable_move() = std::move(move);
 }
 
 v1::Finding FindingBuilder::Finish() && {
+  if (!data_shown_)
+    render::EscapeByteFields(&f_, {"ldscope.v1.Finding.headline", "ldscope.v1.Detail", "ldscope.v1.Fix.text"});
+  data_shown_ = true;
   std::string m = f_.headline() + ".";
   for (const auto& d : f_.details()) m += " " + d.label() + ": " + d.text() + ".";
   for (const auto& x : f_.fixes()) m += " Fix: " + x.text() + ".";

@@ -9,6 +9,7 @@
 //   SLURM_PROCID, OMPI_COMM_WORLD_RANK), else the first host's; when three or more all
 //   differ there is no norm: nothing is reported. A disagreement is reported only when
 //   its processes run on two or more hosts (one host's ranks are the siblings pass's).
+#include "text/shown.h"
 #include "analysis/fleet.h"
 
 #include <algorithm>
@@ -265,9 +266,9 @@ v1::Finding Fleet::Mismatch(uint32_t program, size_t processes, size_t hosts,
       for (const auto& [s, c] : p->libs)
         if (s == d.soname && odd_choices.insert(c).second) *f.proto().add_objects() = LibraryOf(choices_[c]);
   }
-  f.Headline(MismatchHeadline(ds, hosts));
+  f.Headline(text::ShowBytes(MismatchHeadline(ds, hosts)));
   f.Detail("program",
-           fmt::format("{}{} ({} processes on {} hosts)", S(first.exe), KeyArguments(S(program)), processes, hosts));
+           text::Show("{}{} ({} processes on {} hosts)", S(first.exe), KeyArguments(S(program)), processes, hosts));
   for (const Disagreement& d : ds) AddChoiceDetails(&f, d);
   AddEnvironmentDetails(&f, d0);
   AddMismatchFixes(&f, ds);
@@ -301,20 +302,20 @@ void Fleet::AddChoiceDetails(FindingBuilder* f, const Disagreement& d) const {
     users = fmt::format("{} processes on {} host{} ({})", d.reference.size(), ref_hosts.size(),
                         ref_hosts.size() == 1 ? "" : "s", Listed(ref_hosts));
   }
-  f->Detail(d.majority ? "the others" : "reference",
-            fmt::format("{}: {}{}, used by {}{}", S(d.soname), r.path,
-                        r.version.empty() ? "" : fmt::format(" ({})", r.version), users,
-                        d.majority ? "" : " (no majority: the lowest rank's, or the first host's)"));
+  f->Detail(text::ShowBytes(d.majority ? "the others" : "reference"),
+            text::Show("{}: {}{}, used by {}{}", S(d.soname), r.path,
+                       r.version.empty() ? "" : fmt::format(" ({})", r.version), users,
+                       d.majority ? "" : " (no majority: the lowest rank's, or the first host's)"));
   size_t shown = 0;
   for (const Proc* p : d.odd) {
     if (++shown > kListed) break;
     const Choice& c = ChoiceOf(*p, d.soname);
-    f->Detail("odd one out", fmt::format("{}: {}{}, loaded {}", Who(*p, true), c.path,
-                                         c.version.empty() ? "" : fmt::format(" ({})", c.version), c.loaded_by));
+    f->Detail("odd one out", text::Show("{}: {}{}, loaded {}", Who(*p, true), c.path,
+                                        c.version.empty() ? "" : fmt::format(" ({})", c.version), c.loaded_by));
   }
   if (d.odd.size() > kListed) {
     std::vector<const Proc*> rest(d.odd.begin() + kListed, d.odd.end());
-    f->Detail("odd ones out", fmt::format("{} more on {}", rest.size(), Listed(HostsOf(rest))));
+    f->Detail("odd ones out", text::Show("{} more on {}", rest.size(), Listed(HostsOf(rest))));
   }
 }
 
@@ -331,8 +332,8 @@ void Fleet::AddEnvironmentDetails(FindingBuilder* f, const Disagreement& d0) con
       auto shown = [&](const Proc& q, const char* name, uint32_t Proc::*member) {
         return S(q.*member).empty() ? std::string(name) + " unset" : std::string(name) + "=" + S(q.*member);
       };
-      f->Detail("environment", fmt::format("{}: {}; {}: {}", Who(*p, false), shown(*p, var, field), Who(ref, false),
-                                           shown(ref, var, field)));
+      f->Detail("environment", text::Show("{}: {}; {}: {}", Who(*p, false), shown(*p, var, field), Who(ref, false),
+                                          shown(ref, var, field)));
     }
   }
 }
@@ -367,18 +368,17 @@ void Fleet::AddMismatchFixes(FindingBuilder* f, const std::vector<Disagreement>&
         if (std::find(hs.begin(), hs.end(), hosts_[p->host]) == hs.end()) hs.push_back(hosts_[p->host]);
         continue;
       }
-      if (fixed.insert(key).second) f->Fix(action, text);
+      if (fixed.insert(key).second) f->Fix(action, text::ShowBytes(text));
     }
   for (const auto& k : install_order) {
     const Disagreement* d = nullptr;
     for (const Disagreement& x : ds)
       if (x.soname == k.first) d = &x;
     const Choice& want = choices_[d->ref_choice];
-    f->Fix(v1::FIX_PIN_VERSION,
-           fmt::format("install on {} the {} the others load ({}{}), or make its processes load it "
-                       "instead of {}",
-                       Listed(install[k]), S(k.first), want.path, want.version.empty() ? "" : ", " + want.version,
-                       k.second));
+    f->Fix(v1::FIX_PIN_VERSION, text::Show("install on {} the {} the others load ({}{}), or make its processes load it "
+                                           "instead of {}",
+                                           Listed(install[k]), S(k.first), want.path,
+                                           want.version.empty() ? "" : ", " + want.version, k.second));
   }
 }
 

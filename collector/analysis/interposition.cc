@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "text/shown.h"
 #include "analysis/analysis.h"
 #include "analysis/families.h"
 
@@ -300,27 +301,27 @@ class Pass {
                       : w->via == Via::kExecutable   ? "the executable"
                       : w->via == Via::kGlobalDlopen ? "an RTLD_GLOBAL dlopen"
                                                      : "a dlopen, if RTLD_GLOBAL";
-    f.Headline(fmt::format("{} {} of {}'s own {} bound to {} ({})", g.symbols.size(),
-                           g.symbols.size() == 1 ? "symbol" : "symbols", BaseName(g.requesters.front()->path),
-                           BaseName(loser->path), BaseName(w->o->path), how));
-    f.Detail("symbols", FirstFew(g.symbols));
+    f.Headline(text::Show("{} {} of {}'s own {} bound to {} ({})", g.symbols.size(),
+                          g.symbols.size() == 1 ? "symbol" : "symbols", BaseName(g.requesters.front()->path),
+                          BaseName(loser->path), BaseName(w->o->path), how));
+    f.Detail("symbols", text::ShowBytes(FirstFew(g.symbols)));
     std::vector<std::string> reqs;
     for (const Obj* r : g.requesters) reqs.push_back(NormalPath(r->path));
-    f.Detail("requested by", FirstFew(reqs, 3));
-    f.Detail("bound to", fmt::format("{} ({})", NormalPath(w->o->path), ctx_.HowLoaded(pi_, *w->o)));
+    f.Detail("requested by", text::ShowBytes(FirstFew(reqs, 3)));
+    f.Detail("bound to", text::Show("{} ({})", NormalPath(w->o->path), ctx_.HowLoaded(pi_, *w->o)));
     if (w->root != w->o)
       f.Detail("in the global scope through",
-               fmt::format("{} ({})", NormalPath(w->root->path), ctx_.HowLoaded(pi_, *w->root)));
-    f.Detail("own definition", fmt::format("{} ({})", NormalPath(loser->path), ctx_.HowLoaded(pi_, *loser)));
+               text::Show("{} ({})", NormalPath(w->root->path), ctx_.HowLoaded(pi_, *w->root)));
+    f.Detail("own definition", text::Show("{} ({})", NormalPath(loser->path), ctx_.HowLoaded(pi_, *loser)));
     if (same_runtime)
-      f.Detail("same runtime", fmt::format("both are {}: the calls reach one copy of it, as sharing one "
-                                           "runtime needs",
-                                           rw.implementation));
+      f.Detail("same runtime", text::Show("both are {}: the calls reach one copy of it, as sharing one "
+                                          "runtime needs",
+                                          rw.implementation));
     if (same_runtime) {
-      f.Fix(v1::FIX_NONE, fmt::format("none needed while both copies are of compatible versions; to keep "
-                                      "{} on its own copy, load {} before {}",
-                                      BaseName(g.requesters.front()->path), BaseName(g.requesters.front()->path),
-                                      BaseName(w->root->path)));
+      f.Fix(v1::FIX_NONE, text::Show("none needed while both copies are of compatible versions; to keep "
+                                     "{} on its own copy, load {} before {}",
+                                     BaseName(g.requesters.front()->path), BaseName(g.requesters.front()->path),
+                                     BaseName(w->root->path)));
     } else if (w->via == Via::kGlobalDlopen || w->via == Via::kMaybeGlobalDlopen) {
       const v1::PyCause& py = w->root->load->python();
       if (w->via == Via::kMaybeGlobalDlopen)
@@ -328,34 +329,34 @@ class Pass {
                  "unknown (the trace has the mode of Python's ctypes calls and imports "
                  "only); the binding above holds only if that dlopen was RTLD_GLOBAL");
       else if (!py.dlopen_call().empty())
-        f.Detail("RTLD_GLOBAL", "yes, " + py.dlopen_call());
+        f.Detail("RTLD_GLOBAL", text::ShowBytes("yes, " + py.dlopen_call()));
       else if (!py.import_module().empty())
-        f.Detail("RTLD_GLOBAL", fmt::format("yes, sys.getdlopenflags() had it during import {}", py.import_module()));
+        f.Detail("RTLD_GLOBAL", text::Show("yes, sys.getdlopenflags() had it during import {}", py.import_module()));
       else
         f.Detail("RTLD_GLOBAL", "yes");
       if (!py.import_module().empty() && py.dlopen_call().empty() && w->via == Via::kGlobalDlopen)
         f.Fix(v1::FIX_LOAD_RTLD_LOCAL,
-              fmt::format("take RTLD_GLOBAL out of sys.setdlopenflags() before import {} (or restore "
-                          "the flags right after what needed it)",
-                          py.import_module()));
+              text::Show("take RTLD_GLOBAL out of sys.setdlopenflags() before import {} (or restore "
+                         "the flags right after what needed it)",
+                         py.import_module()));
       else
         f.Fix(v1::FIX_LOAD_RTLD_LOCAL,
-              fmt::format("load {} without RTLD_GLOBAL (RTLD_LOCAL, ctypes' default mode), so its "
-                          "symbols stay private to it",
-                          BaseName(w->root->path)));
+              text::Show("load {} without RTLD_GLOBAL (RTLD_LOCAL, ctypes' default mode), so its "
+                         "symbols stay private to it",
+                         BaseName(w->root->path)));
       f.Fix(v1::FIX_SWAP_IMPORTS,
-            fmt::format("or load {} before {}, so that its own {} is bound first", BaseName(g.requesters.front()->path),
-                        BaseName(w->root->path), BaseName(loser->path)));
+            text::Show("or load {} before {}, so that its own {} is bound first", BaseName(g.requesters.front()->path),
+                       BaseName(w->root->path), BaseName(loser->path)));
     } else if (w->via == Via::kPreload) {
-      f.Fix(v1::FIX_NONE, fmt::format("none if intended (an allocator such as jemalloc or tcmalloc is "
-                                      "preloaded for exactly this); otherwise remove {} from LD_PRELOAD",
-                                      NormalPath(w->root->path)));
+      f.Fix(v1::FIX_NONE, text::Show("none if intended (an allocator such as jemalloc or tcmalloc is "
+                                     "preloaded for exactly this); otherwise remove {} from LD_PRELOAD",
+                                     NormalPath(w->root->path)));
     } else {
       // Not -Bsymbolic in the bypassed copy: it binds that library's own references to
       // its definitions, and the calls bound here are other objects'.
-      f.Fix(v1::FIX_HIDE_SYMBOLS, fmt::format("build {} without exporting {} (-fvisibility=hidden, or a version "
-                                              "script)",
-                                              BaseName(w->o->path), g.symbols.front()));
+      f.Fix(v1::FIX_HIDE_SYMBOLS, text::Show("build {} without exporting {} (-fvisibility=hidden, or a version "
+                                             "script)",
+                                             BaseName(w->o->path), g.symbols.front()));
     }
     std::move(f).AddTo(out_);
   }

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "text/shown.h"
 #include "analysis/analysis.h"
 #include "analysis/families.h"
 
@@ -183,25 +184,26 @@ class NewerGlibc {
     const std::string program = BaseName(pi.p->exe());
     const std::string needs = fmt::format("glibc {}", Dotted(newest));
     const std::string machine = have.empty() ? "an older glibc" : "glibc " + have;
-    f.Headline(startup ? fmt::format("{} cannot start: {} needs {}, this system has {}", program, base, needs, machine)
-                       : fmt::format("{} failed to load: it needs {}, this system has {}", base, needs, machine));
-    f.Detail("failed", fmt::format("{}, loaded {}", NormalPath(o.path), ctx_.HowLoaded(pi, o)));
-    f.Detail("needs", fmt::format("{} (the newest glibc version node it needs is {} of {}); this glibc "
-                                  "lacks {}",
-                                  needs, newest_node, newest_file, fmt::join(lacking, ", ")));
-    f.Detail("glibc", fmt::format("{} ({}), as ld.so reported it; glibc's version nodes only grow, so "
-                                  "an object built against a newer glibc cannot load on an older one",
-                                  have.empty() ? "version not recorded" : have, NormalPath(u0.bound->path)));
-    f.Detail("loader says", fmt::format("version `{}' not found (required by {})", u0.version, NormalPath(o.path)));
+    f.Headline(text::ShowBytes(
+        startup ? fmt::format("{} cannot start: {} needs {}, this system has {}", program, base, needs, machine)
+                : fmt::format("{} failed to load: it needs {}, this system has {}", base, needs, machine)));
+    f.Detail("failed", text::Show("{}, loaded {}", NormalPath(o.path), ctx_.HowLoaded(pi, o)));
+    f.Detail("needs", text::Show("{} (the newest glibc version node it needs is {} of {}); this glibc "
+                                 "lacks {}",
+                                 needs, newest_node, newest_file, fmt::join(lacking, ", ")));
+    f.Detail("glibc", text::Show("{} ({}), as ld.so reported it; glibc's version nodes only grow, so "
+                                 "an object built against a newer glibc cannot load on an older one",
+                                 have.empty() ? "version not recorded" : have, NormalPath(u0.bound->path)));
+    f.Detail("loader says", text::Show("version `{}' not found (required by {})", u0.version, NormalPath(o.path)));
     if (startup)
-      f.Detail("effect", fmt::format("ld.so checks version nodes before main, whatever the binding mode: "
-                                     "{} stopped there",
-                                     program));
+      f.Detail("effect", text::Show("ld.so checks version nodes before main, whatever the binding mode: "
+                                    "{} stopped there",
+                                    program));
     else if (import != nullptr)
-      f.Detail("effect", fmt::format("the import of {} failed{}", import->module(),
-                                     import->error().empty() ? "" : " (" + import->error() + ")"));
+      f.Detail("effect", text::Show("the import of {} failed{}", import->module(),
+                                    import->error().empty() ? "" : " (" + import->error() + ")"));
     else
-      f.Detail("effect", fmt::format("the dlopen failed: {} is not in use", base));
+      f.Detail("effect", text::Show("the dlopen failed: {} is not in use", base));
     AddFixes(f, base, have, newest);
     std::move(f).AddTo(out_);
   }
@@ -251,13 +253,13 @@ class NewerGlibc {
   static void AddFixes(FindingBuilder& f, const std::string& base, const std::string& have,
                        std::pair<int, int> newest) {
     f.Fix(v1::FIX_OLDER_GLIBC_BUILD,
-          fmt::format("use a build of {} made for glibc {} or older: for a Python wheel, one whose platform tag "
-                      "is manylinux_2_{} or lower (manylinux2014 is manylinux_2_17; pip chooses it when the index "
-                      "has one), or build it from source on this system",
-                      base, have.empty() ? "this" : have,
-                      have.empty() ? std::string("X") : std::to_string(VersionPair(have).second)));
+          text::Show("use a build of {} made for glibc {} or older: for a Python wheel, one whose platform tag "
+                     "is manylinux_2_{} or lower (manylinux2014 is manylinux_2_17; pip chooses it when the index "
+                     "has one), or build it from source on this system",
+                     base, have.empty() ? "this" : have,
+                     have.empty() ? std::string("X") : std::to_string(VersionPair(have).second)));
     f.Fix(v1::FIX_NEWER_DISTRIBUTION,
-          fmt::format("or run it on a distribution (or container image) whose glibc is {} or newer", Dotted(newest)));
+          text::Show("or run it on a distribution (or container image) whose glibc is {} or newer", Dotted(newest)));
   }
 
   Context& ctx_;

@@ -15,6 +15,7 @@
 
 #include "analysis/context.h"
 #include "store/lock_file.h"
+#include "render/render.h"
 #include "text/escape.h"
 #include "text/strings.h"
 
@@ -28,11 +29,11 @@ bool StartsWith(const std::string& s, const std::string& prefix) {
 }
 
 // The file name the path's symbolic links end at (libcudart.so.12 ->
-// libcudart.so.12.4.127), escaped; "" when it is not a link or cannot be resolved.
+// libcudart.so.12.4.127); "" when it is not a link or cannot be resolved.
 std::string LinkTargetName(const std::string& path) {
-  char* real = realpath(text::Unescape(path).c_str(), nullptr);
+  char* real = realpath(path.c_str(), nullptr);
   if (real == nullptr) return "";
-  const std::string name = BaseName(text::Escape(real));
+  const std::string name = BaseName(real);
   free(real);
   return name == BaseName(path) ? "" : name;
 }
@@ -227,6 +228,7 @@ v1::Lock MakeLock(const v1::Timeline& timeline) {
       for (const auto& f : copies) *l->add_copies() = f;
     }
   }
+  render::EscapeByteFields(&lock, {});  // a lock is text, as its file holds it
   store::CanonicalLock(&lock);
   return lock;
 }

@@ -12,7 +12,7 @@
 
 namespace ldscope::analysis {
 
-// A path (escaped text) relative to the first root that holds it: a site-packages or
+// A path relative to the first root that holds it: a site-packages or
 // dist-packages directory, $CONDA_PREFIX or $VIRTUAL_ENV (env: the process's recorded
 // environment), a CUDA toolkit (/usr/local/cuda*/, or the directory holding
 // targets/<arch>-linux/lib/), the system directories (/lib, /usr/lib, /lib64,

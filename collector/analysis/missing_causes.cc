@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "text/shown.h"
 #include "analysis/analysis.h"
 #include "analysis/families.h"
 #include "analysis/missing_symbols.h"
@@ -331,40 +332,41 @@ void CauseDetails(Context& ctx, const ProcessIndex& pi, const Obj& o, const Grou
   const Missing& m = *g.front();
   const std::string base = BaseName(o.path), holder = BaseName(m.holder->path);
   *f->proto().add_objects() = ctx.Describe(pi, *m.holder);
-  f->Detail("needs", NeedsText(g));
+  f->Detail("needs", text::ShowBytes(NeedsText(g)));
   switch (m.cause) {
     case v1::CAUSE_CXX_ABI:
     case v1::CAUSE_HOST_VERSION: {
       const bool abi = m.cause == v1::CAUSE_CXX_ABI;
-      f->Detail(abi ? "host library" : "host library loaded", HolderText(ctx, pi, *m.holder, owners));
+      f->Detail(text::ShowBytes(abi ? "host library" : "host library loaded"),
+                text::ShowBytes(HolderText(ctx, pi, *m.holder, owners)));
       std::vector<std::string> near;
       for (const auto& n : m.near) near.push_back(n.demangled);
       const std::string more = g.size() > 1 ? fmt::format(", and so for {} more", g.size() - 1) : "";
       f->Detail("exported instead",
-                fmt::format("{} ({}){}", fmt::join(near, "; "),
-                            abi ? "the same function in the other C++ ABI" : "the same name, other parameters", more));
+                text::Show("{} ({}){}", fmt::join(near, "; "),
+                           abi ? "the same function in the other C++ ABI" : "the same name, other parameters", more));
       if (abi)
         f->Detail(
             "why",
-            fmt::format(
+            text::Show(
                 "{} was compiled with _GLIBCXX_USE_CXX11_ABI={} and {} with _GLIBCXX_USE_CXX11_ABI={}: std::string "
                 "and std::list are other types in each, so functions that take or return them have other symbol names",
                 base, AbiOf(m.demangled), holder, AbiOf(m.near.front().demangled)));
       else
         f->Detail(
             "why",
-            fmt::format(
+            text::Show(
                 "{} was compiled against the headers of another version of {}, where {} takes other parameters; a C++ "
                 "symbol's name holds its parameter types",
                 base, HostName(owners, *m.holder), elf::WithoutParameters(m.demangled)));
       break;
     }
     case v1::CAUSE_PYTHON_API: {
-      f->Detail("interpreter", fmt::format("{} ({}{})", NormalPath(m.holder->path), PythonWords(m),
-                                           m.python_version_from.empty() ? "" : ", " + m.python_version_from));
+      f->Detail("interpreter", text::Show("{} ({}{})", NormalPath(m.holder->path), PythonWords(m),
+                                          m.python_version_from.empty() ? "" : ", " + m.python_version_from));
       f->Detail(
           "why",
-          fmt::format(
+          text::Show(
               "{} {} Python/C API, which {} does not export: {} was built with another Python's headers{}",
               SymbolList(g), Is(g), PythonWords(m), base,
               base.find(".abi3.") != std::string::npos
@@ -374,11 +376,11 @@ void CauseDetails(Context& ctx, const ProcessIndex& pi, const Obj& o, const Grou
     }
     case v1::CAUSE_NOT_EXPORTED:
       f->Detail("defined in",
-                fmt::format("{}, {}", NormalPath(m.holder->path),
-                            m.hidden_version.empty() ? "as a local symbol (its .symtab, not its .dynsym: the loader "
-                                                       "does not see it)"
-                                                     : "under a non-default version"));
-      f->Detail("why", NotExportedWhy(ctx, m));
+                text::Show("{}, {}", NormalPath(m.holder->path),
+                           m.hidden_version.empty() ? "as a local symbol (its .symtab, not its .dynsym: the loader "
+                                                      "does not see it)"
+                                                    : "under a non-default version"));
+      f->Detail("why", text::ShowBytes(NotExportedWhy(ctx, m)));
       break;
     default:
       break;
@@ -386,8 +388,8 @@ void CauseDetails(Context& ctx, const ProcessIndex& pi, const Obj& o, const Grou
   const auto& own = owners.Of(o.path);
   if (own && m.cause != v1::CAUSE_NOT_EXPORTED)
     f->Detail("installed by",
-              fmt::format("pip's {} ({}){}", PipLabel(own), own->dist_info,
-                          own->tags.empty() ? "" : fmt::format(", wheel tag {}", fmt::join(own->tags, ", "))));
+              text::Show("pip's {} ({}){}", PipLabel(own), own->dist_info,
+                         own->tags.empty() ? "" : fmt::format(", wheel tag {}", fmt::join(own->tags, ", "))));
 }
 
 // An extension built for another CPython: the build for this interpreter's tag, or a rebuild
@@ -399,16 +401,16 @@ void PythonFixes(const ProcessIndex& pi, const std::string& base, const Missing&
   const std::string tag = PythonTag(m.python_version);
   f->Fix(v1::FIX_INSTALL_FOR_PYTHON,
          own && !own->name.empty()
-             ? fmt::format("install the build of {} for this interpreter{}: {} -m pip install --no-cache-dir "
-                           "--force-reinstall {}",
-                           own->name, tag.empty() ? "" : " (tag " + tag + ")", text::ShellQuote(exe),
-                           text::ShellQuote(own->version.empty() ? own->name : own->name + "==" + own->version))
-             : fmt::format("install a build of {} made for {}{}", base, PythonWords(m),
-                           tag.empty() ? "" : " (" + tag + ")"));
+             ? text::Show("install the build of {} for this interpreter{}: {} -m pip install --no-cache-dir "
+                          "--force-reinstall {}",
+                          own->name, tag.empty() ? "" : " (tag " + tag + ")", text::ShellQuote(exe),
+                          text::ShellQuote(own->version.empty() ? own->name : own->name + "==" + own->version))
+             : text::Show("install a build of {} made for {}{}", base, PythonWords(m),
+                          tag.empty() ? "" : " (" + tag + ")"));
   f->Fix(v1::FIX_REBUILD_FOR_PYTHON,
-         fmt::format("or rebuild {} with this interpreter's headers: {} -c "
-                     "'import sysconfig; print(sysconfig.get_paths()[\"include\"])' prints their directory",
-                     base, text::ShellQuote(exe)));
+         text::Show("or rebuild {} with this interpreter's headers: {} -c "
+                    "'import sysconfig; print(sysconfig.get_paths()[\"include\"])' prints their directory",
+                    base, text::ShellQuote(exe)));
 }
 
 // Exporting the definition: how depends on why it is local.
@@ -417,23 +419,23 @@ void ExportFixes(Context& ctx, const std::string& base, const Group& g, FindingB
   const std::string what = SymbolList(g), holder = BaseName(m.holder->path);
   if (!m.hidden_version.empty())
     f->Fix(v1::FIX_REPLACE_HOST,
-           fmt::format("use a {} that exports {} as its default version (the one {} was built against): "
-                       "this one keeps it only as {}@{}, for objects linked against that version",
-                       holder, m.name, base, m.name, m.hidden_version));
+           text::Show("use a {} that exports {} as its default version (the one {} was built against): "
+                      "this one keeps it only as {}@{}, for objects linked against that version",
+                      holder, m.name, base, m.name, m.hidden_version));
   else if (m.local_kind == elf::LocalKind::kFileLocal)
     f->Fix(v1::FIX_EXPORT_SYMBOL,
-           fmt::format("give {} external linkage in {} (not static) and rebuild {}", what, m.local_source, holder));
+           text::Show("give {} external linkage in {} (not static) and rebuild {}", what, m.local_source, holder));
   else if (const elf::ElfInfo* e = ctx.File(m.holder->path); e != nullptr && !e->verdefs.empty())
     f->Fix(v1::FIX_EXPORT_SYMBOL,
-           fmt::format("export {} from {}: list it under global: in its version script (version {}), and "
-                       "declare it __attribute__((visibility(\"default\"))) if it has hidden visibility; then "
-                       "rebuild {}",
-                       what, holder, e->verdefs.front(), holder));
+           text::Show("export {} from {}: list it under global: in its version script (version {}), and "
+                      "declare it __attribute__((visibility(\"default\"))) if it has hidden visibility; then "
+                      "rebuild {}",
+                      what, holder, e->verdefs.front(), holder));
   else
     f->Fix(v1::FIX_EXPORT_SYMBOL,
-           fmt::format("export {} from {}: declare it __attribute__((visibility(\"default\"))) (or list it "
-                       "under global: if a version script made it local), then rebuild {}",
-                       what, holder, holder));
+           text::Show("export {} from {}: declare it __attribute__((visibility(\"default\"))) (or list it "
+                      "under global: if a version script made it local), then rebuild {}",
+                      what, holder, holder));
 }
 
 void CauseFixes(Context& ctx, const ProcessIndex& pi, const Obj& o, const Group& g, PipOwners& owners,
@@ -445,32 +447,34 @@ void CauseFixes(Context& ctx, const ProcessIndex& pi, const Obj& o, const Group&
   switch (m.cause) {
     case v1::CAUSE_CXX_ABI:
       f->Fix(v1::FIX_REBUILD_CXX_ABI,
-             fmt::format("rebuild {} with -D_GLIBCXX_USE_CXX11_ABI={}, the ABI {} was built with{}", base,
-                         AbiOf(m.near.front().demangled), holder,
-                         host && host->name == "torch" ? " (python -c 'import torch; "
-                                                         "print(torch.compiled_with_cxx11_abi())' says which: "
-                                                         "True is 1)"
-                                                       : ""));
-      f->Fix(v1::FIX_REPLACE_HOST, fmt::format("or use a build of {} made with _GLIBCXX_USE_CXX11_ABI={}, as {} was",
-                                               HostName(owners, *m.holder), AbiOf(m.demangled), base));
+             text::Show("rebuild {} with -D_GLIBCXX_USE_CXX11_ABI={}, the ABI {} was built with{}", base,
+                        AbiOf(m.near.front().demangled), holder,
+                        host && host->name == "torch" ? " (python -c 'import torch; "
+                                                        "print(torch.compiled_with_cxx11_abi())' says which: "
+                                                        "True is 1)"
+                                                      : ""));
+      f->Fix(v1::FIX_REPLACE_HOST, text::Show("or use a build of {} made with _GLIBCXX_USE_CXX11_ABI={}, as {} was",
+                                              HostName(owners, *m.holder), AbiOf(m.demangled), base));
       break;
     case v1::CAUSE_HOST_VERSION: {
       const std::string what = HostName(owners, *m.holder);
       f->Fix(v1::FIX_REBUILD_AGAINST_HOST,
-             fmt::format("rebuild {} against the {} that is loaded ({}){}", base, what,
-                         host ? PipLabel(host) : m.holder->path.str(),
-                         own && !own->name.empty()
-                             ? fmt::format(": pip install --no-build-isolation --no-binary {} --no-cache-dir "
-                                           "--force-reinstall {}{}",
-                                           own->name, own->name, own->version.empty() ? "" : "==" + own->version)
-                             : ""));
+             text::Show("rebuild {} against the {} that is loaded ({}){}", base, what,
+                        host ? PipLabel(host) : m.holder->path.str(),
+                        own && !own->name.empty()
+                            ? fmt::format(": pip install --no-build-isolation --no-binary {} --no-cache-dir "
+                                          "--force-reinstall {}{}",
+                                          own->name, own->name, own->version.empty() ? "" : "==" + own->version)
+                            : ""));
       std::string pinned;
       if (own && host)
         for (const auto& r : own->requires_dist)
           if (r.rfind(host->name, 0) == 0 && r.find("==") != std::string::npos) pinned = r;
       f->Fix(v1::FIX_PIN_HOST,
-             pinned.empty() ? fmt::format("or install the version of {} that {} was built against", what, base)
-                            : fmt::format("or install the {} that {} requires: pip install '{}'", what, base, pinned));
+             text::ShowBytes(
+                 pinned.empty()
+                     ? fmt::format("or install the version of {} that {} was built against", what, base)
+                     : fmt::format("or install the {} that {} requires: pip install '{}'", what, base, pinned)));
       break;
     }
     case v1::CAUSE_PYTHON_API:

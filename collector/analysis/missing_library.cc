@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "text/shown.h"
 #include "analysis/analysis.h"
 #include "analysis/families.h"
 #include "analysis/owners.h"
@@ -70,13 +71,13 @@ Reach WhyOutOfReach(Context& ctx, const ProcessIndex& pi, const Obj& requester, 
   for (const loader::Object* o : owners) {
     if (!HasOrigin(r.runpath.empty() ? o->rpath : o->runpath) || o->path.empty() || o->path.front() != '/') continue;
     std::error_code ec;
-    const std::string real = std::filesystem::canonical(text::Unescape(o->path), ec).string();
-    if (ec || DirName(text::Escape(real)) == DirName(NormalPath(o->path))) continue;
+    const std::string real = std::filesystem::canonical(o->path, ec).string();
+    if (ec || DirName(real) == DirName(NormalPath(o->path))) continue;
     loader::Object moved = r;
-    if (moved.path == o->path) moved.path = text::Escape(real);
-    const loader::Result got = loader::Search(name, moved, Moved(chain, o->path, text::Escape(real)), pi.env);
+    if (moved.path == o->path) moved.path = real;
+    const loader::Result got = loader::Search(name, moved, Moved(chain, o->path, real), pi.env);
     if (!got.path.empty() && (got.step == v1::STEP_RPATH || got.step == v1::STEP_RUNPATH))
-      return {Reach::kOriginLink, got.path, o->path, text::Escape(real), got.step};
+      return {Reach::kOriginLink, got.path, o->path, real, got.step};
   }
   return out;
 }
@@ -104,35 +105,35 @@ void AddSearchDetails(Context& ctx, const ProcessIndex& pi, const Obj& requester
       return dir.size() > sub.size() && dir.compare(dir.size() - sub.size(), sub.size(), sub) == 0 &&
              dir[dir.size() - sub.size() - 1] == '/';
     });
-    if (!subdir) f->Detail("tried", fmt::format("{}/ ({})", NormalPath(dir), Why(c, nth, model)));
+    if (!subdir) f->Detail("tried", text::Show("{}/ ({})", NormalPath(dir), Why(c, nth, model)));
   }
   if (pi.env.ld_library_path.empty()) f->Detail("LD_LIBRARY_PATH", "not set");
   // A loader's RUNPATH is not inherited (an RPATH is): the usual surprise.
   for (const auto& l : pi.LoaderChain(requester, ctx.files()))
     if (!l.runpath.empty())
-      f->Detail("not searched", fmt::format("{}'s RUNPATH {}: a RUNPATH applies only to its own "
-                                            "object's NEEDED entries{}",
-                                            BaseName(l.path), l.runpath, dlopen ? " and dlopen calls" : ""));
+      f->Detail("not searched", text::Show("{}'s RUNPATH {}: a RUNPATH applies only to its own "
+                                           "object's NEEDED entries{}",
+                                           BaseName(l.path), l.runpath, dlopen ? " and dlopen calls" : ""));
   const loader::Object r = pi.AsRequester(requester, ctx.files());
   if (!r.nodeflib && !ctx.cache_status().ok())
-    f->Detail("ld.so.cache", fmt::format("unknown ({})", ctx.cache_status().error()));
+    f->Detail("ld.so.cache", text::Show("unknown ({})", ctx.cache_status().error()));
   else if (!r.nodeflib && ctx.cache().Lookup(name).empty())
-    f->Detail("ld.so.cache", fmt::format("no entry for {}", name));
+    f->Detail("ld.so.cache", text::Show("no entry for {}", name));
   const Reach why = WhyOutOfReach(ctx, pi, requester, name);
   if (why.kind == Reach::kNodeflib) {
     std::vector<std::string> dirs;
     for (const auto& d : pi.env.default_dirs) dirs.push_back(d);
-    f->Detail("nodefaultlib", fmt::format("{} is linked with -z nodefaultlib (DF_1_NODEFLIB): ld.so skipped the "
-                                          "default directories ({}) and the ld.so.cache entries in them",
-                                          BaseName(requester.path), fmt::join(dirs, ", ")));
-    f->Detail("out of reach", fmt::format("{} (what {} would find without the flag)", NormalPath(why.found),
-                                          render::StepWord(why.step)));
+    f->Detail("nodefaultlib", text::Show("{} is linked with -z nodefaultlib (DF_1_NODEFLIB): ld.so skipped the "
+                                         "default directories ({}) and the ld.so.cache entries in them",
+                                         BaseName(requester.path), fmt::join(dirs, ", ")));
+    f->Detail("out of reach", text::Show("{} (what {} would find without the flag)", NormalPath(why.found),
+                                         render::StepWord(why.step)));
   } else if (why.kind == Reach::kOriginLink) {
     f->Detail("$ORIGIN",
-              fmt::format("{} was opened as {}, a symbolic link to {}: its $ORIGIN is {} (glibc takes "
-                          "the directory of the name it opened, not of the real file)",
-                          BaseName(why.owner), NormalPath(why.owner), why.real_owner, DirName(NormalPath(why.owner))));
-    f->Detail("beside the real file", NormalPath(why.found));
+              text::Show("{} was opened as {}, a symbolic link to {}: its $ORIGIN is {} (glibc takes "
+                         "the directory of the name it opened, not of the real file)",
+                         BaseName(why.owner), NormalPath(why.owner), why.real_owner, DirName(NormalPath(why.owner))));
+    f->Detail("beside the real file", text::ShowBytes(NormalPath(why.found)));
   }
 }
 
@@ -143,24 +144,24 @@ bool AddReachFixes(const Obj& requester, const std::string& name, const Reach& w
   const std::string dir = DirName(NormalPath(why.found));
   if (why.kind == Reach::kNodeflib) {
     f->Fix(v1::FIX_SET_VARIABLE,
-           fmt::format("LD_LIBRARY_PATH={} (searched whatever the flag; the default directories "
-                       "are not)",
-                       text::ShellQuote(dir)),
+           text::Show("LD_LIBRARY_PATH={} (searched whatever the flag; the default directories "
+                      "are not)",
+                      text::ShellQuote(dir)),
            "LD_LIBRARY_PATH", dir);
-    f->Fix(v1::FIX_RELINK, fmt::format("or relink {} without -z nodefaultlib, or give it a RUNPATH that holds {}: "
-                                       "patchelf --add-rpath {} {}",
-                                       BaseName(requester.path), dir, text::ShellQuote(dir),
-                                       text::ShellQuote(NormalPath(requester.path))));
+    f->Fix(v1::FIX_RELINK, text::Show("or relink {} without -z nodefaultlib, or give it a RUNPATH that holds {}: "
+                                      "patchelf --add-rpath {} {}",
+                                      BaseName(requester.path), dir, text::ShellQuote(dir),
+                                      text::ShellQuote(NormalPath(requester.path))));
     return true;
   }
   if (why.kind == Reach::kOriginLink) {
     const std::string link_dir = DirName(NormalPath(why.owner));
     f->Fix(v1::FIX_ADD_SYMLINK,
-           fmt::format("put {} beside the link: ln -s {} {}", name, text::ShellQuote(NormalPath(why.found)),
-                       text::ShellQuote(link_dir + "/" + name)));
-    f->Fix(v1::FIX_SET_VARIABLE, fmt::format("or LD_LIBRARY_PATH={}", text::ShellQuote(dir)), "LD_LIBRARY_PATH", dir);
-    f->Fix(v1::FIX_LOAD_BY_PATH, fmt::format("or have {} found by its real directory ({}) rather than through the link",
-                                             BaseName(why.owner), DirName(why.real_owner)));
+           text::Show("put {} beside the link: ln -s {} {}", name, text::ShellQuote(NormalPath(why.found)),
+                      text::ShellQuote(link_dir + "/" + name)));
+    f->Fix(v1::FIX_SET_VARIABLE, text::Show("or LD_LIBRARY_PATH={}", text::ShellQuote(dir)), "LD_LIBRARY_PATH", dir);
+    f->Fix(v1::FIX_LOAD_BY_PATH, text::Show("or have {} found by its real directory ({}) rather than through the link",
+                                            BaseName(why.owner), DirName(why.real_owner)));
     return true;
   }
   return false;
@@ -171,17 +172,17 @@ void AddFixes(Context& ctx, const ProcessIndex& pi, const Obj& requester, const 
   // The requester's package lists what it needs: installing it again, with its
   // dependencies, restores a missing one.
   const v1::Owner* owner = ctx.OwnerOf(requester.path);
-  if (const std::string again = ReinstallCommand(owner); !again.empty())
-    f->Fix(v1::FIX_INSTALL, fmt::format("{} comes from the {}: install it again with its dependencies ({}), or "
-                                        "install the package that provides {}",
-                                        NormalPath(requester.path), OwnerText(owner), again, name));
+  if (const text::Shown again = ReinstallCommand(owner); !again.empty())
+    f->Fix(v1::FIX_INSTALL, text::Show("{} comes from the {}: install it again with its dependencies ({}), or "
+                                       "install the package that provides {}",
+                                       NormalPath(requester.path), OwnerText(owner), again, name));
   else
-    f->Fix(v1::FIX_INSTALL, fmt::format("install the package that provides {} ({} is {})", name,
-                                        NormalPath(requester.path), OwnerText(owner)));
+    f->Fix(v1::FIX_INSTALL, text::Show("install the package that provides {} ({} is {})", name,
+                                       NormalPath(requester.path), OwnerText(owner)));
   f->Fix(v1::FIX_SET_VARIABLE,
-         fmt::format("if {} is installed in a directory of its own, add that directory to "
-                     "LD_LIBRARY_PATH, or to {}'s RUNPATH (patchelf --add-rpath DIR {})",
-                     name, BaseName(requester.path), text::ShellQuote(NormalPath(requester.path))));
+         text::Show("if {} is installed in a directory of its own, add that directory to "
+                    "LD_LIBRARY_PATH, or to {}'s RUNPATH (patchelf --add-rpath DIR {})",
+                    name, BaseName(requester.path), text::ShellQuote(NormalPath(requester.path))));
 }
 
 // The first NEEDED search of a start-up object that found nothing, when nothing by that
@@ -217,13 +218,13 @@ void Startup(Context& ctx, const ProcessIndex& pi, v1::Report* out) {
   f.proto().add_evidence(r.seq());
   const std::string program = BaseName(pi.p->exe());
   const Reach why = WhyOutOfReach(ctx, pi, *req, name);
-  f.Headline(fmt::format("{} cannot start: {}, needed by {}, is not found{}", program, name, BaseName(req->path),
-                         why.kind == Reach::kNodeflib ? ": -z nodefaultlib excludes the default directories"
-                         : why.kind == Reach::kOriginLink
-                             ? fmt::format(": {}'s $ORIGIN is its link's directory", BaseName(why.owner))
-                             : std::string()));
-  f.Detail("needed by", fmt::format("{}, loaded {}", r.path(), r.loaded_by()));
-  f.Detail("owner", fmt::format("{}: {}", r.path(), OwnerText(ctx.OwnerOf(req->path))));
+  f.Headline(text::Show("{} cannot start: {}, needed by {}, is not found{}", program, name, BaseName(req->path),
+                        why.kind == Reach::kNodeflib ? ": -z nodefaultlib excludes the default directories"
+                        : why.kind == Reach::kOriginLink
+                            ? fmt::format(": {}'s $ORIGIN is its link's directory", BaseName(why.owner))
+                            : std::string()));
+  f.Detail("needed by", text::Show("{}, loaded {}", r.path(), r.loaded_by()));
+  f.Detail("owner", text::Show("{}: {}", r.path(), OwnerText(ctx.OwnerOf(req->path))));
   AddSearchDetails(ctx, pi, *req, name, s, false, &f);
   AddFixes(ctx, pi, *req, name, &f);
   std::move(f).AddTo(out);
@@ -247,9 +248,9 @@ void FailedDlopens(Context& ctx, const ProcessIndex& pi, v1::Report* out) {
         const v1::Library l = ctx.Describe(pi, o);
         *f.proto().add_objects() = l;
         f.proto().add_evidence(o.open_seq);
-        f.Headline(fmt::format("dlopen of {} failed: its NEEDED {} is not found", BaseName(o.path), n));
-        f.Detail("failed", fmt::format("{}, loaded {}", l.path(), l.loaded_by()));
-        f.Detail("owner", fmt::format("{}: {}", l.path(), OwnerText(ctx.OwnerOf(o.path))));
+        f.Headline(text::Show("dlopen of {} failed: its NEEDED {} is not found", BaseName(o.path), n));
+        f.Detail("failed", text::Show("{}, loaded {}", l.path(), l.loaded_by()));
+        f.Detail("owner", text::Show("{}: {}", l.path(), OwnerText(ctx.OwnerOf(o.path))));
         AddSearchDetails(ctx, pi, o, n, s, false, &f);
         f.Detail("note",
                  "packages often probe for optional components this way: if the "

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "text/shown.h"
 #include "analysis/analysis.h"
 #include "analysis/env_change.h"
 #include "analysis/families.h"
@@ -60,9 +61,9 @@ void AddMissing(FindingBuilder* f, const Missing& m, const Obj& o) {
 // The detail naming the files whose symbols are unknown.
 void UnreadableDetail(FindingBuilder* f, const std::vector<std::string>& unreadable) {
   if (unreadable.empty()) return;
-  f->Detail("unknown", fmt::format("{} could not be read; whether {} define{} these symbols is unknown",
-                                   fmt::join(unreadable, ", "), unreadable.size() == 1 ? "it" : "they",
-                                   unreadable.size() == 1 ? "s" : ""));
+  f->Detail("unknown", text::Show("{} could not be read; whether {} define{} these symbols is unknown",
+                                  fmt::join(unreadable, ", "), unreadable.size() == 1 ? "it" : "they",
+                                  unreadable.size() == 1 ? "s" : ""));
 }
 
 // The undefined, non-weak symbols of e that nothing in scope defines.
@@ -137,15 +138,15 @@ class Pass {
     const std::vector<Group> groups = Groups(missing);
     const Missing& m0 = *groups.front().front();
     const std::string base = BaseName(o.path);
-    f.Headline(fmt::format("{} cannot start: {} needs version {} of {}, which the copy found first ({}) lacks",
-                           BaseName(pi.p->exe()), &o == pi.Executable() ? std::string("it") : base, m0.version,
-                           m0.needed_name, NormalPath(m0.bound->path)));
-    f.Detail("failed", fmt::format("{}, loaded {}", self.path(), self.loaded_by()));
+    f.Headline(text::Show("{} cannot start: {} needs version {} of {}, which the copy found first ({}) lacks",
+                          BaseName(pi.p->exe()), &o == pi.Executable() ? std::string("it") : base, m0.version,
+                          m0.needed_name, NormalPath(m0.bound->path)));
+    f.Detail("failed", text::Show("{}, loaded {}", self.path(), self.loaded_by()));
     for (const Group& g : groups) Evidence(pi, o, g, &f);
-    f.Detail("why", fmt::format("ld.so checks version needs once an object's NEEDED libraries are loaded, before "
-                                "main and whatever the binding mode; the search for {} had already ended at its "
-                                "first match, and a copy that lacks a version is not passed over for a later one",
-                                m0.needed_name));
+    f.Detail("why", text::Show("ld.so checks version needs once an object's NEEDED libraries are loaded, before "
+                               "main and whatever the binding mode; the search for {} had already ended at its "
+                               "first match, and a copy that lacks a version is not passed over for a later one",
+                               m0.needed_name));
     StartupVersionFixes(o, *info, m0, &f);
     std::move(f).AddTo(out_);
   }
@@ -157,9 +158,9 @@ class Pass {
     const std::string base = BaseName(o.path);
     if (m.provider.empty()) {
       f->Fix(v1::FIX_INSTALL,
-             fmt::format("install a {} that offers version {}, or use a build of {} made against the {} "
-                         "that is installed",
-                         m.needed_name, m.version, base, m.needed_name));
+             text::Show("install a {} that offers version {}, or use a build of {} made against the {} "
+                        "that is installed",
+                        m.needed_name, m.version, base, m.needed_name));
       return;
     }
     const std::string want = DirName(m.provider), first = DirName(m.first_match);
@@ -182,20 +183,20 @@ class Pass {
         elems.erase(w);
         elems.insert(elems.begin() + (fm - elems.begin()), moved);
         f->Fix(v1::FIX_SET_RUNPATH,
-               fmt::format("put {} before {} in {}'s {}: patchelf --set-rpath {} {}", want, first, base,
-                           runpath ? "RUNPATH" : "RPATH", text::ShellQuote(fmt::format("{}", fmt::join(elems, ":"))),
-                           text::ShellQuote(NormalPath(o.path))));
+               text::Show("put {} before {} in {}'s {}: patchelf --set-rpath {} {}", want, first, base,
+                          runpath ? "RUNPATH" : "RPATH", text::ShellQuote(fmt::format("{}", fmt::join(elems, ":"))),
+                          text::ShellQuote(NormalPath(o.path))));
       }
     }
     if (m.first_step == v1::STEP_RUNPATH || m.first_step == v1::STEP_LD_SO_CACHE ||
         m.first_step == v1::STEP_DEFAULT_DIRS)
       f->Fix(v1::FIX_SET_VARIABLE,
-             fmt::format("or search {} first, before {}'s {}: LD_LIBRARY_PATH={}", want, base,
-                         render::StepWord(m.first_step), text::ShellQuote(want)),
+             text::Show("or search {} first, before {}'s {}: LD_LIBRARY_PATH={}", want, base,
+                        render::StepWord(m.first_step), text::ShellQuote(want)),
              "LD_LIBRARY_PATH", want);
     f->Fix(v1::FIX_PRELOAD_BY_PATH,
-           fmt::format("or preload the copy that offers version {}: LD_PRELOAD={}", m.version,
-                       text::ShellQuote(m.provider)),
+           text::Show("or preload the copy that offers version {}: LD_PRELOAD={}", m.version,
+                      text::ShellQuote(m.provider)),
            "LD_PRELOAD", m.provider);
   }
 
@@ -390,46 +391,46 @@ class Pass {
     const Missing& m0 = *ms.front();
     const std::string base = BaseName(o.path);
     const char* pronoun = ms.size() == 1 ? "it" : "them";
-    f->Detail("needs", fmt::format("{}{}", SymbolList(ms),
-                                   m0.needed_name.empty() || m0.version_only
-                                       ? ""
-                                       : fmt::format(" (from its NEEDED {})", m0.needed_name)));
+    f->Detail("needs", text::Show("{}{}", SymbolList(ms),
+                                  m0.needed_name.empty() || m0.version_only
+                                      ? ""
+                                      : fmt::format(" (from its NEEDED {})", m0.needed_name)));
     if (m0.bound != nullptr) {
       const v1::Library b = ctx_.Describe(pi, *m0.bound);
       f->Detail("bound to",
-                fmt::format("{}, which does not {} {}", Label(b), m0.version_only ? "offer" : "define", pronoun));
+                text::Show("{}, which does not {} {}", Label(b), m0.version_only ? "offer" : "define", pronoun));
       if (Reused(o, m0.bound)) {
-        f->Detail("loaded first", fmt::format("{}{}", b.loaded_by(), LoadedAt(pi, b, ", ")));
-        f->Detail("why", fmt::format("glibc reuses a loaded object whose SONAME matches the "
-                                     "DT_NEEDED {} and does not search: {}'s own search was never "
-                                     "done",
-                                     m0.needed_name, base));
+        f->Detail("loaded first", text::Show("{}{}", b.loaded_by(), LoadedAt(pi, b, ", ")));
+        f->Detail("why", text::Show("glibc reuses a loaded object whose SONAME matches the "
+                                    "DT_NEEDED {} and does not search: {}'s own search was never "
+                                    "done",
+                                    m0.needed_name, base));
       } else if (!b.found_by().empty()) {
-        f->Detail("found by", b.found_by());
+        f->Detail("found by", text::ShowBytes(b.found_by()));
       }
     }
     if (!m0.first_match.empty() && (m0.bound == nullptr || NormalPath(m0.bound->path) != m0.first_match))
       f->Detail("first match",
-                fmt::format("{} ({}), which lacks {}", m0.first_match, render::StepWord(m0.first_step), pronoun));
+                text::Show("{} ({}), which lacks {}", m0.first_match, render::StepWord(m0.first_step), pronoun));
     if (!m0.provider.empty()) {
       const v1::Library p = ProviderLibrary(m0);
       const std::string verb = m0.version_only ? "offers" : "defines";
       if (Reused(o, m0.bound))
-        f->Detail("own search finds", fmt::format("{} via {}, which {} {}", Label(p), p.found_by(), verb, pronoun));
+        f->Detail("own search finds", text::Show("{} via {}, which {} {}", Label(p), p.found_by(), verb, pronoun));
       else if (!m0.first_match.empty())
         f->Detail("later on the path",
-                  fmt::format("{} via {}, which {} {}: the loader takes the first match ({}) and never reaches it",
-                              Label(p), p.found_by(), verb, pronoun, render::StepWord(m0.first_step)));
+                  text::Show("{} via {}, which {} {}: the loader takes the first match ({}) and never reaches it",
+                             Label(p), p.found_by(), verb, pronoun, render::StepWord(m0.first_step)));
       else
-        f->Detail("defined by", fmt::format("{} ({})", Label(p), p.found_by()));
+        f->Detail("defined by", text::Show("{} ({})", Label(p), p.found_by()));
     } else {
-      f->Detail("defined by", fmt::format("no file on {}'s search path", base));
+      f->Detail("defined by", text::Show("no file on {}'s search path", base));
     }
     if (m0.out_of_scope != nullptr)
       f->Detail("also loaded",
-                fmt::format("{} defines {}, but was loaded {}, in a local scope "
-                            "(RTLD_LOCAL) {} cannot see",
-                            NormalPath(m0.out_of_scope->path), pronoun, ctx_.HowLoaded(pi, *m0.out_of_scope), base));
+                text::Show("{} defines {}, but was loaded {}, in a local scope "
+                           "(RTLD_LOCAL) {} cannot see",
+                           NormalPath(m0.out_of_scope->path), pronoun, ctx_.HowLoaded(pi, *m0.out_of_scope), base));
   }
 
   void Report(const ProcessIndex& pi, const Obj& o, const std::vector<Missing>& missing,
@@ -440,13 +441,13 @@ class Pass {
     f.proto().add_evidence(o.open_seq);
     for (const auto& m : missing) AddMissing(&f, m, o);
     const std::vector<Group> groups = Groups(missing);
-    f.Detail("failed", fmt::format("{}, loaded {}", self.path(), self.loaded_by()));
+    f.Detail("failed", text::Show("{}, loaded {}", self.path(), self.loaded_by()));
     if (groups.front().front()->cause != v1::MISSING_CAUSE_UNSPECIFIED) {
       CausedReport(pi, o, groups, unreadable, &f);
       std::move(f).AddTo(out_);
       return;
     }
-    f.Headline(Headline(o, groups.front()));
+    f.Headline(text::ShowBytes(Headline(o, groups.front())));
     for (const Group& g : groups) {
       GroupObjects(pi, g, &f);
       Evidence(pi, o, g, &f);
@@ -460,7 +461,7 @@ class Pass {
   // A failure whose explanation has a known cause (missing_causes.cc): its words.
   void CausedReport(const ProcessIndex& pi, const Obj& o, const std::vector<Group>& groups,
                     const std::vector<std::string>& unreadable, FindingBuilder* f) {
-    f->Headline(fmt::format("{} failed to load: {}", BaseName(o.path), CauseHeadline(ctx_, groups.front(), owners_)));
+    f->Headline(text::Show("{} failed to load: {}", BaseName(o.path), CauseHeadline(ctx_, groups.front(), owners_)));
     for (const Group& g : groups) {
       if (g.front()->cause != v1::MISSING_CAUSE_UNSPECIFIED)
         CauseDetails(ctx_, pi, o, g, owners_, f);
@@ -474,7 +475,7 @@ class Pass {
 
   // The package that installed the object, as the trace recorded it.
   void OwnerDetail(const Obj& o, FindingBuilder* f) {
-    f->Detail("owner", fmt::format("{}: {}", NormalPath(o.path), OwnerText(ctx_.OwnerOf(o.path))));
+    f->Detail("owner", text::Show("{}: {}", NormalPath(o.path), OwnerText(ctx_.OwnerOf(o.path))));
   }
 
   // What to do, concrete for the first group's case.
@@ -485,26 +486,26 @@ class Pass {
     const bool python = o.load != nullptr && o.load->has_python();
     if (m0.provider.empty()) {
       f->Fix(m0.version_only ? v1::FIX_PIN_VERSION : v1::FIX_INSTALL,
-             fmt::format("install a {} that {} {} (a newer release of the package that provides "
-                         "it), or use a build of {} made against the {} that is installed",
-                         m0.needed_name.empty() ? "library" : m0.needed_name, m0.version_only ? "offers" : "defines",
-                         what, base, m0.needed_name.empty() ? "library" : m0.needed_name));
+             text::Show("install a {} that {} {} (a newer release of the package that provides "
+                        "it), or use a build of {} made against the {} that is installed",
+                        m0.needed_name.empty() ? "library" : m0.needed_name, m0.version_only ? "offers" : "defines",
+                        what, base, m0.needed_name.empty() ? "library" : m0.needed_name));
       return;
     }
     if (m0.out_of_scope != nullptr && NormalPath(m0.out_of_scope->path) == m0.provider) {
-      f->Fix(v1::FIX_LOAD_RTLD_GLOBAL, fmt::format("load {} with RTLD_GLOBAL where it is loaded now ({}){}",
-                                                   m0.provider, ctx_.HowLoaded(pi, *m0.out_of_scope),
-                                                   python ? ": ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)" : ""));
+      f->Fix(v1::FIX_LOAD_RTLD_GLOBAL, text::Show("load {} with RTLD_GLOBAL where it is loaded now ({}){}", m0.provider,
+                                                  ctx_.HowLoaded(pi, *m0.out_of_scope),
+                                                  python ? ": ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)" : ""));
     }
     if (Reused(o, m0.bound)) {
       AddSwapFix(pi, o, *m0.bound, f);
       f->Fix(v1::FIX_PRELOAD_BY_PATH,
-             fmt::format("load the copy {}'s {} names before anything loads {}: {}LD_PRELOAD={}", base,
-                         render::StepWord(m0.provider_step), m0.needed_name,
-                         python ? fmt::format("ctypes.CDLL({}, mode=ctypes.RTLD_GLOBAL) first, or ",
-                                              text::PythonString(m0.provider))
-                                : "",
-                         text::ShellQuote(m0.provider)),
+             text::Show("load the copy {}'s {} names before anything loads {}: {}LD_PRELOAD={}", base,
+                        render::StepWord(m0.provider_step), m0.needed_name,
+                        python ? text::Show("ctypes.CDLL({}, mode=ctypes.RTLD_GLOBAL) first, or ",
+                                            text::PythonString(m0.provider))
+                               : "",
+                        text::ShellQuote(m0.provider)),
              "LD_PRELOAD", m0.provider);
       return;
     }
@@ -514,9 +515,9 @@ class Pass {
       const std::string llp = EnvOf(*pi.p, "LD_LIBRARY_PATH");
       const std::string kept = fmt::format("{}", fmt::join(loader::SplitPath(llp), ":"));
       f->Fix(v1::FIX_DROP_FROM_LD_LIBRARY_PATH,
-             fmt::format("drop the empty element from LD_LIBRARY_PATH: it is the current directory, whose {} lacks "
-                         "{}: LD_LIBRARY_PATH={}",
-                         m0.needed_name, what, text::ShellQuote(kept)),
+             text::Show("drop the empty element from LD_LIBRARY_PATH: it is the current directory, whose {} lacks "
+                        "{}: LD_LIBRARY_PATH={}",
+                        m0.needed_name, what, text::ShellQuote(kept)),
              "LD_LIBRARY_PATH", kept);
     } else if (m0.first_step == v1::STEP_LD_LIBRARY_PATH && !m0.first_match.empty()) {
       const std::string dir = m0.first_match.substr(0, m0.first_match.rfind('/'));
@@ -529,8 +530,8 @@ class Pass {
     }
     if (m0.bound != nullptr && NormalPath(m0.bound->path) != m0.provider)
       f->Fix(v1::FIX_PRELOAD_BY_PATH,
-             fmt::format("or preload the copy that {}: LD_PRELOAD={}",
-                         m0.version_only ? "offers " + what : "defines " + what, text::ShellQuote(m0.provider)),
+             text::Show("or preload the copy that {}: LD_PRELOAD={}",
+                        m0.version_only ? "offers " + what : "defines " + what, text::ShellQuote(m0.provider)),
              "LD_PRELOAD", m0.provider);
   }
 
@@ -576,10 +577,10 @@ class Pass {
       // Files not read may define them: then nothing is known, and the report says so.
       const auto& unreadable = ns.unreadable;
       if (!unreadable.empty()) {
-        out_->add_notes(fmt::format(
-            "process {}: whether {} calls functions that nothing defines ({}) is unknown: {} "
-            "could not be read", pi.p->pid(), NormalPath(o.path), SymbolList(ms),
-            fmt::join(unreadable, ", ")));
+        out_->add_notes(text::Show("process {}: whether {} calls functions that nothing defines ({}) is unknown: {} "
+                                   "could not be read",
+                                   pi.p->pid(), NormalPath(o.path), SymbolList(ms), fmt::join(unreadable, ", "))
+                            .str());
         continue;
       }
       for (auto& m : missing) Attribute(pi, o, *info, &m);
@@ -597,11 +598,11 @@ class Pass {
     for (const auto& m : missing) AddMissing(&f, m, o);
     const std::string base = BaseName(o.path);
     const std::string& provider = missing[0].provider;
-    f.Headline(fmt::format("{} calls {}, which no object in namespace {} defines", base, SymbolList(ms), o.lmid));
-    f.Detail("loaded", fmt::format("{}, {} (lazy binding: only the first call fails)", self.path(), self.loaded_by()));
-    f.Detail("defined by", provider.empty() ? fmt::format("no file on {}'s search path", base)
-                                            : fmt::format("{} ({}), not loaded", provider,
-                                                          render::StepWord(missing[0].provider_step)));
+    f.Headline(text::Show("{} calls {}, which no object in namespace {} defines", base, SymbolList(ms), o.lmid));
+    f.Detail("loaded", text::Show("{}, {} (lazy binding: only the first call fails)", self.path(), self.loaded_by()));
+    f.Detail("defined by", text::ShowBytes(provider.empty() ? fmt::format("no file on {}'s search path", base)
+                                                            : fmt::format("{} ({}), not loaded", provider,
+                                                                          render::StepWord(missing[0].provider_step))));
     OwnerDetail(o, &f);
     // Symbols whose cause is known: the first such cause says what to do.
     Group caused;
@@ -616,10 +617,10 @@ class Pass {
       return;
     }
     if (!provider.empty())
-      f.Fix(v1::FIX_LOAD_RTLD_GLOBAL, fmt::format("load {} with RTLD_GLOBAL before {} (or LD_PRELOAD={})", provider,
-                                                  base, text::ShellQuote(provider)));
+      f.Fix(v1::FIX_LOAD_RTLD_GLOBAL, text::Show("load {} with RTLD_GLOBAL before {} (or LD_PRELOAD={})", provider,
+                                                 base, text::ShellQuote(provider)));
     f.Fix(v1::FIX_ADD_NEEDED,
-          fmt::format("link {} against the library that defines {} (a DT_NEEDED entry)", base, SymbolList(ms)));
+          text::Show("link {} against the library that defines {} (a DT_NEEDED entry)", base, SymbolList(ms)));
     std::move(f).AddTo(out_);
   }
 

@@ -4,6 +4,7 @@
 // (one absolute path a line) and <admindir>/status (RFC 822 stanzas); pip's in
 // pip_owner.h. RPM's database is a format of rpm's own (sqlite, Berkeley DB or ndb, by
 // build and version): rpm itself is asked, as the user would ask it.
+#include "text/shown.h"
 #include "analysis/owners.h"
 
 #include <fcntl.h>
@@ -449,14 +450,14 @@ v1::OwnerFacts CondaOrPipOwner(const std::string& path, std::map<std::string, Co
     }
   }
   if (o.manager() == v1::OwnerFacts::MANAGER_UNKNOWN) {
-    if (const auto d = PipOwner(text::Escape(path)); d && !d->name.empty()) {
+    if (const auto d = PipOwner(path); d && !d->name.empty()) {
       o.set_manager(v1::OwnerFacts::MANAGER_PIP);
-      o.set_name(text::Unescape(d->name));
-      o.set_version(text::Unescape(d->version));
-      o.set_record(text::Unescape(d->dist_info) + "/RECORD");
-      o.set_root(fs::path(text::Unescape(d->dist_info)).parent_path().string());
-      for (const auto& t : d->tags) o.add_tags(text::Unescape(t));
-      for (const auto& r : d->requires_dist) o.add_requires_dist(text::Unescape(r));
+      o.set_name(d->name);
+      o.set_version(d->version);
+      o.set_record(d->dist_info + "/RECORD");
+      o.set_root(fs::path(d->dist_info).parent_path().string());
+      for (const auto& t : d->tags) o.add_tags(t);
+      for (const auto& r : d->requires_dist) o.add_requires_dist(r);
     }
   }
   return o;
@@ -586,23 +587,23 @@ std::string OwnerText(const v1::Owner* o) {
 
 namespace {
 
-std::string Command(const v1::Owner* o, bool again) {
+text::Shown Command(const v1::Owner* o, bool again) {
   if (o == nullptr) return "";
-  // Each word quoted for the shell: the fields are the package manager's (escaped) text.
+  // Each word quoted for the shell.
   const auto q = [](const std::string& word) { return text::ShellQuote(word); };
   switch (o->manager()) {
     case v1::OwnerFacts::MANAGER_PIP:
-      return fmt::format("pip install {}{}", again ? "--force-reinstall " : "", q(o->name() + "==" + o->version()));
+      return text::Show("pip install {}{}", again ? "--force-reinstall " : "", q(o->name() + "==" + o->version()));
     case v1::OwnerFacts::MANAGER_CONDA:
-      return fmt::format("conda install -p {} {}{}", q(o->root()), again ? "--force-reinstall " : "",
-                         q(o->name() + "=" + o->version()));
+      return text::Show("conda install -p {} {}{}", q(o->root()), again ? "--force-reinstall " : "",
+                        q(o->name() + "=" + o->version()));
     case v1::OwnerFacts::MANAGER_DPKG:
-      return fmt::format(
+      return text::Show(
           "apt-get install {}{}", again ? "--reinstall " : "",
           q(o->name() + (o->arch().empty() ? "" : ":" + o->arch()) + (o->version().empty() ? "" : "=" + o->version())));
     case v1::OwnerFacts::MANAGER_RPM:
-      return fmt::format("dnf {} {}", again ? "reinstall" : "install",
-                         q(o->name() + "-" + o->version() + (o->arch().empty() ? "" : "." + o->arch())));
+      return text::Show("dnf {} {}", again ? "reinstall" : "install",
+                        q(o->name() + "-" + o->version() + (o->arch().empty() ? "" : "." + o->arch())));
     default:
       return "";
   }
@@ -610,7 +611,7 @@ std::string Command(const v1::Owner* o, bool again) {
 
 }  // namespace
 
-std::string ReinstallCommand(const v1::Owner* o) { return Command(o, true); }
-std::string PinCommand(const v1::Owner* o) { return Command(o, false); }
+text::Shown ReinstallCommand(const v1::Owner* o) { return Command(o, true); }
+text::Shown PinCommand(const v1::Owner* o) { return Command(o, false); }
 
 }  // namespace ldscope::analysis

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "text/shown.h"
 #include "ldscope_proto/events.pb.h"
 #include "ldscope_proto/timeline.pb.h"
 
@@ -56,11 +57,11 @@ std::string OwnerText(const v1::Owner* o);
 // ("" when the file has no known package): pip install --force-reinstall torch==2.5.1,
 // conda install -p PREFIX --force-reinstall openblas=0.3.21=h1234_0, apt-get install
 // --reinstall libgomp1=12.2.0-14, dnf reinstall zlib-1.2.11-40.el9.x86_64.
-std::string ReinstallCommand(const v1::Owner* o);
+text::Shown ReinstallCommand(const v1::Owner* o);
 
 // The command that installs that version (pip install torch==2.5.1, conda install -p
 // PREFIX openblas=0.3.21=h1234_0, apt-get install libgomp1=12.2.0-14): a pin others can
 // follow; "" when the file has no known package.
-std::string PinCommand(const v1::Owner* o);
+text::Shown PinCommand(const v1::Owner* o);
 
 }  // namespace ldscope::analysis

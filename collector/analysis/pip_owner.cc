@@ -102,7 +102,7 @@ void ReadHeaders(const std::filesystem::path& dir, PipDistribution* d) {
   };
   auto value = [](std::string_view line, std::string_view key, std::string* out) {
     if (line.size() <= key.size() || line.substr(0, key.size()) != key) return false;
-    *out = text::Escape(line.substr(key.size()));
+    *out = line.substr(key.size());
     return true;
   };
   each(meta, [&](std::string_view line) {
@@ -123,7 +123,7 @@ void ReadHeaders(const std::filesystem::path& dir, PipDistribution* d) {
 }  // namespace
 
 std::optional<PipDistribution> PipOwner(const std::string& path) {
-  const std::string raw = text::Unescape(NormalPath(path));
+  const std::string raw = NormalPath(path);
   // The innermost site-packages (or Debian's dist-packages) directory above the file.
   size_t at = std::string::npos, len = 0;
   for (std::string_view dir : {"/site-packages/", "/dist-packages/"}) {
@@ -157,7 +157,7 @@ std::optional<PipDistribution> PipOwner(const std::string& path) {
     budget -= std::min(budget, record.size());
     if (RecordLists(record, rel)) {
       PipDistribution d;
-      d.dist_info = text::Escape(dir.string());
+      d.dist_info = dir.string();
       ReadHeaders(dir, &d);
       return d;
     }
@@ -172,11 +172,11 @@ const std::optional<PipDistribution>& PipOwners::Of(const std::string& path) {
   std::optional<PipDistribution> d;
   if (const v1::Owner* o = ctx_.OwnerOf(path); o != nullptr && o->manager() == v1::OwnerFacts::MANAGER_PIP) {
     d.emplace();
-    d->name = text::Escape(o->name());
-    d->version = text::Escape(o->version());
+    d->name = o->name();
+    d->version = o->version();
     d->dist_info = o->record().substr(0, o->record().rfind('/'));
-    for (const auto& t : o->tags()) d->tags.push_back(text::Escape(t));
-    for (const auto& r : o->requires_dist()) d->requires_dist.push_back(text::Escape(r));
+    d->tags.assign(o->tags().begin(), o->tags().end());
+    d->requires_dist.assign(o->requires_dist().begin(), o->requires_dist().end());
   }
   return known_.emplace(path, std::move(d)).first->second;
 }

@@ -13,7 +13,7 @@ namespace ldscope::analysis {
 
 struct PipDistribution {
   std::string name, version;               // METADATA's Name: and Version:
-  std::string dist_info;                   // the .dist-info directory (escaped text, as paths are)
+  std::string dist_info;                   // the .dist-info directory
   std::vector<std::string> tags;           // WHEEL's Tag: lines ("cp312-abi3-linux_x86_64")
   std::vector<std::string> requires_dist;  // METADATA's Requires-Dist: lines
 };
@@ -34,7 +34,7 @@ std::string ReadPackageFile(const std::string& path, size_t limit);
 class PipOwners {
  public:
   explicit PipOwners(Context& ctx) : ctx_(ctx) {}
-  // path: escaped text. nullopt when the trace records no pip distribution for it.
+  // nullopt when the trace records no pip distribution for it.
   const std::optional<PipDistribution>& Of(const std::string& path);
 
  private:

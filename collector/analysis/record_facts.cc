@@ -39,11 +39,9 @@ std::map<std::string, std::vector<std::string>> Found(const elf::ElfInfo& e) {
     found["NCCL version "] = s.empty() ? std::vector<std::string>{} : std::vector<std::string>{s};
   }
   const RuntimeId id = Classify(name, &e);
-  // FindStrings takes the file's bytes and gives them back unescaped: escape them as
-  // FindString does (elf::ToFacts unescapes every found string).
   auto strings = [&](const char* needle) {
     auto& list = found[needle];
-    for (const auto& s : elf::FindStrings(text::Unescape(e.path), needle)) list.push_back(text::Escape(s));
+    for (const auto& s : elf::FindStrings(e.path, needle)) list.push_back(s);
   };
   if (id.implementation == "OpenBLAS") strings("OpenBLAS ");
   if (id.implementation == "MKL") strings("Math Kernel Library Version ");
@@ -107,11 +105,10 @@ std::string Changed(const elf::ElfInfo& info, const FactsReader::Loaded* loaded)
   return "";
 }
 
-std::shared_ptr<FactsReader::Read> ReadPath(const std::string& raw_path, bool keep_file,
+std::shared_ptr<FactsReader::Read> ReadPath(const std::string& path, bool keep_file,
                                             const FactsReader::Loaded* loaded) {
   auto read = std::make_shared<FactsReader::Read>();
   read->begun = true;
-  const std::string path = text::Escape(raw_path);
   Result<std::unique_ptr<elf::ElfInfo>> r = elf::ReadElf(path);
   if (!r.ok()) {
     read->error = r.error();
@@ -143,7 +140,7 @@ RecordedFacts MakeRecords(const std::vector<std::string>& all,
   RecordedFacts out;
   struct File {
     FactsReader::Read* read;
-    std::vector<std::string> paths;  // escaped
+    std::vector<std::string> paths;
   };
   std::vector<File> files;
   std::map<std::string, size_t> by_build_id;
@@ -154,7 +151,7 @@ RecordedFacts MakeRecords(const std::vector<std::string>& all,
       continue;
     }
     ++out.files;
-    const std::string path = text::Escape(all[i]);
+    const std::string& path = all[i];
     if (!reads[i]->ok) {
       out.records.push_back(elf::UnreadableFacts(path, reads[i]->error));
       out.records.back().set_build_id(reads[i]->loaded_build_id);  // a changed file's: what was loaded
@@ -199,7 +196,7 @@ RecordedFacts MakeRecords(const std::vector<std::string>& all,
     if (as_known && f.read->guessed && f.read->known_at == known->log.size()) {
       // Made, or checked, with every name the files leave undefined.
       made[i] = std::move(f.read->guess);
-      for (size_t k = 1; k < f.paths.size(); ++k) made[i].add_paths(text::Unescape(f.paths[k]));
+      for (size_t k = 1; k < f.paths.size(); ++k) made[i].add_paths(f.paths[k]);
       return;
     }
     // The choice of definitions, as FinishFacts makes it (one keep_hash call per
@@ -213,7 +210,7 @@ RecordedFacts MakeRecords(const std::vector<std::string>& all,
       size_t next = 0;
       made[i] = elf::FinishFacts(f.read->facts, [&](uint64_t) { return kept[next++]; });
     }
-    for (size_t k = 1; k < f.paths.size(); ++k) made[i].add_paths(text::Unescape(f.paths[k]));
+    for (size_t k = 1; k < f.paths.size(); ++k) made[i].add_paths(f.paths[k]);
   });
   for (auto& r : made) out.records.push_back(std::move(r));
   return out;

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "text/shown.h"
 #include "analysis/analysis.h"
 #include "analysis/families.h"
 #include "text/escape.h"
@@ -99,7 +100,7 @@ class Pass {
       const std::string what = with_impl ? fmt::format("{} {}", m.id.implementation,
                                                        m.version == "unknown" ? "(version unknown)" : m.version)
                                          : (m.o->soname.empty() ? BaseName(m.o->path) : m.o->soname);
-      f->Detail("loaded", fmt::format("{}: {} ({})", what, NormalPath(m.o->path), ctx_.HowLoaded(pi_, *m.o)));
+      f->Detail("loaded", text::Show("{}: {} ({})", what, NormalPath(m.o->path), ctx_.HowLoaded(pi_, *m.o)));
     }
   }
 
@@ -174,33 +175,33 @@ class Pass {
       }
       auto f = Start(v1::WARNING, ms);
       f.Headline(
-          fmt::format("{} different OpenMP runtimes loaded together: {}", impls.size(), fmt::join(impls, " and ")));
+          text::Show("{} different OpenMP runtimes loaded together: {}", impls.size(), fmt::join(impls, " and ")));
       Copies(&f, ms, true);
       f.Detail("why it matters",
                "two OpenMP runtimes each start their own thread pools; "
                "together they oversubscribe, crash or deadlock");
       if (preloaded != nullptr)
-        f.Detail("preloaded", fmt::format("{} comes first, but it lacks {}, which the other runtime's callers use: "
-                                          "a preload does not stop another runtime from loading",
-                                          preloaded->id.implementation, fmt::join(preloaded_lacks, ", ")));
+        f.Detail("preloaded", text::Show("{} comes first, but it lacks {}, which the other runtime's callers use: "
+                                         "a preload does not stop another runtime from loading",
+                                         preloaded->id.implementation, fmt::join(preloaded_lacks, ", ")));
       if (serves != nullptr) {
         f.Fix(v1::FIX_PRELOAD_BY_PATH,
-              fmt::format("load {} first, so that it serves every OpenMP call (it defines each entry point the "
-                          "other's callers use): LD_PRELOAD={}{}",
-                          serves->id.implementation, text::ShellQuote(NormalPath(serves->o->path)),
-                          preloaded != nullptr ? fmt::format(" in place of {}", BaseName(preloaded->o->path)) : ""),
+              text::Show("load {} first, so that it serves every OpenMP call (it defines each entry point the "
+                         "other's callers use): LD_PRELOAD={}{}",
+                         serves->id.implementation, text::ShellQuote(NormalPath(serves->o->path)),
+                         preloaded != nullptr ? fmt::format(" in place of {}", BaseName(preloaded->o->path)) : ""),
               "LD_PRELOAD", NormalPath(serves->o->path));
       } else {
-        if (preloaded == nullptr) f.Detail("neither serves the other", fmt::format("{}", fmt::join(lacking, "; ")));
+        if (preloaded == nullptr) f.Detail("neither serves the other", text::Show("{}", fmt::join(lacking, "; ")));
         // The runtimes to stop loading: those that are not the first (or the preloaded).
         const Member& kept = preloaded != nullptr ? *preloaded : ms.front();
         std::vector<std::string> others;
         for (const Member& m : ms)
           if (m.id.implementation != kept.id.implementation)
             others.push_back(fmt::format("{} ({})", NormalPath(m.o->path), ctx_.HowLoaded(pi_, *m.o)));
-        f.Fix(v1::FIX_PIN_VERSION, fmt::format("load one runtime: stop loading {}, or install builds of the "
-                                               "packages that share {}",
-                                               fmt::join(others, " and "), kept.id.implementation));
+        f.Fix(v1::FIX_PIN_VERSION, text::Show("load one runtime: stop loading {}, or install builds of the "
+                                              "packages that share {}",
+                                              fmt::join(others, " and "), kept.id.implementation));
       }
       f.Fix(v1::FIX_SET_VARIABLE,
             "as a stopgap for Intel's runtime beside another: KMP_DUPLICATE_LIB_OK=TRUE "
@@ -212,7 +213,7 @@ class Pass {
     if (Sonames(ms).size() < 2) return;  // one SONAME twice: the duplicates pass
     auto f = Start(v1::INFO, ms);
     f.Headline(
-        fmt::format("OpenMP runtime: {} copies of {} (each keeps its own thread settings)", ms.size(), *impls.begin()));
+        text::Show("OpenMP runtime: {} copies of {} (each keeps its own thread settings)", ms.size(), *impls.begin()));
     Copies(&f, ms, false);
     f.Fix(v1::FIX_SET_VARIABLE,
           "set OMP_NUM_THREADS for the process: omp_set_num_threads() in one copy "
@@ -243,7 +244,7 @@ class Pass {
       for (const Member* b : plain) clash |= a->id.implementation != b->id.implementation;
     if (clash) {
       auto f = Start(v1::WARNING, installs);
-      f.Headline(fmt::format("two BLAS libraries export the same names (dgemm_ ...): {}", fmt::join(impls, " and ")));
+      f.Headline(text::Show("two BLAS libraries export the same names (dgemm_ ...): {}", fmt::join(impls, " and ")));
       Copies(&f, installs, true);
       f.Detail("why it matters",
                "each BLAS call binds to whichever copy comes first in the caller's "
@@ -256,7 +257,7 @@ class Pass {
       return;
     }
     auto f = Start(v1::INFO, installs);
-    f.Headline(fmt::format("BLAS/LAPACK: {} builds loaded (as threadpoolctl lists them)", installs.size()));
+    f.Headline(text::Show("BLAS/LAPACK: {} builds loaded (as threadpoolctl lists them)", installs.size()));
     Copies(&f, installs, true);
     f.Fix(v1::FIX_SET_VARIABLE,
           "thread limits must reach each: set OPENBLAS_NUM_THREADS/MKL_NUM_THREADS "
@@ -280,11 +281,11 @@ class Pass {
           }
     }
     auto f = Start(v1::WARNING, ms);
-    f.Headline(fmt::format("two C++ runtimes (libstdc++) loaded; {} came first", BaseName(ms.front().o->path)));
+    f.Headline(text::Show("two C++ runtimes (libstdc++) loaded; {} came first", BaseName(ms.front().o->path)));
     for (const Member& m : ms)
-      f.Detail("loaded", fmt::format("{} (offers up to {}), {}", NormalPath(m.o->path), HighestGlibcxx(ctx_, m.o->path),
-                                     ctx_.HowLoaded(pi_, *m.o)));
-    if (!required.empty()) f.Detail("required", fmt::format("{} by {}", required, required_by));
+      f.Detail("loaded", text::Show("{} (offers up to {}), {}", NormalPath(m.o->path), HighestGlibcxx(ctx_, m.o->path),
+                                    ctx_.HowLoaded(pi_, *m.o)));
+    if (!required.empty()) f.Detail("required", text::Show("{} by {}", required, required_by));
     const Member* newest = &ms.front();
     for (const Member& m : ms) {
       const std::string a = HighestGlibcxx(ctx_, m.o->path), b = HighestGlibcxx(ctx_, newest->o->path);
@@ -293,15 +294,15 @@ class Pass {
     const std::string need = required.empty() ? HighestGlibcxx(ctx_, newest->o->path) : required;
     if (newest->o->soname == "libstdc++.so.6")
       f.Fix(v1::FIX_PRELOAD_BY_PATH,
-            fmt::format("load the newest copy first, for every object to share it: "
-                        "LD_PRELOAD={}",
-                        text::ShellQuote(NormalPath(newest->o->path))),
+            text::Show("load the newest copy first, for every object to share it: "
+                       "LD_PRELOAD={}",
+                       text::ShellQuote(NormalPath(newest->o->path))),
             "LD_PRELOAD", NormalPath(newest->o->path));
     else
-      f.Fix(v1::FIX_INSTALL, fmt::format("{} cannot stand in for libstdc++.so.6 (another SONAME): install a "
-                                         "libstdc++.so.6 that offers {} (a newer GCC's) and load it first, so "
-                                         "that one runtime serves every object",
-                                         BaseName(newest->o->path), need));
+      f.Fix(v1::FIX_INSTALL, text::Show("{} cannot stand in for libstdc++.so.6 (another SONAME): install a "
+                                        "libstdc++.so.6 that offers {} (a newer GCC's) and load it first, so "
+                                        "that one runtime serves every object",
+                                        BaseName(newest->o->path), need));
     std::move(f).AddTo(out_);
   }
 
@@ -319,18 +320,19 @@ class Pass {
     for (const auto& [fam, s] : sonames_by_family) two_versions |= s.size() >= 2;
     if (dirs.size() < 2 && !two_versions) return;
     auto f = Start(v1::WARNING, ms);
-    f.Headline(two_versions ? fmt::format("{} of two CUDA versions loaded together", component)
-                            : fmt::format("{} libraries from {} installations", component, dirs.size()));
+    f.Headline(text::ShowBytes(two_versions
+                                   ? fmt::format("{} of two CUDA versions loaded together", component)
+                                   : fmt::format("{} libraries from {} installations", component, dirs.size())));
     Copies(&f, ms, false);
     if (two_versions)
-      f.Fix(v1::FIX_PIN_VERSION, fmt::format("install every package's build for one CUDA major version, so "
-                                             "that one of {} is loaded",
-                                             fmt::join(Sonames(ms), " and ")));
+      f.Fix(v1::FIX_PIN_VERSION, text::Show("install every package's build for one CUDA major version, so "
+                                            "that one of {} is loaded",
+                                            fmt::join(Sonames(ms), " and ")));
     else
-      f.Fix(v1::FIX_PIN_VERSION, fmt::format("load every {} library from one installation ({}): install the "
-                                             "matching package there, or drop the other directory from the "
-                                             "search path",
-                                             component, *dirs.begin()));
+      f.Fix(v1::FIX_PIN_VERSION, text::Show("load every {} library from one installation ({}): install the "
+                                            "matching package there, or drop the other directory from the "
+                                            "search path",
+                                            component, *dirs.begin()));
     std::move(f).AddTo(out_);
   }
 

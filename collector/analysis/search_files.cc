@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "text/shown.h"
 #include "analysis/analysis.h"
 #include "analysis/env_change.h"
 #include "analysis/families.h"
@@ -91,7 +92,7 @@ std::string ScriptText(const std::string& head) {
   for (char c : head.substr(0, 400)) one += c == '\n' || c == '\t' ? ' ' : c;
   while (one.find("  ") != std::string::npos) one.replace(one.find("  "), 2, " ");
   while (!one.empty() && one.back() == ' ') one.pop_back();
-  return text::Escape(one);
+  return one;
 }
 
 // What the files a search reached say about its failure.
@@ -186,8 +187,8 @@ class Pass {
                                  ? fmt::format("{}'s NEEDED {} failed:", BaseName(r->path), s.requested_name())
                                  : fmt::format("dlopen of {} from {} failed:", s.requested_name(), BaseName(r->path));
     const std::string py = render::PyCauseText(s.python(), pi.p->cwd());
-    f.Detail("requested by", fmt::format("{}, loaded {}{}", NormalPath(r->path), ctx_.HowLoaded(pi, *r),
-                                         py.empty() ? "" : ", for " + py));
+    f.Detail("requested by", text::Show("{}, loaded {}{}", NormalPath(r->path), ctx_.HowLoaded(pi, *r),
+                                        py.empty() ? "" : ", for " + py));
     Tell(pi, *r, s, story, what, &f);
     std::move(f).AddTo(out_);
   }
@@ -226,77 +227,78 @@ class Pass {
     const bool other_class = std::any_of(st.skipped.begin(), st.skipped.end(),
                                          [](const auto& k) { return k.second.elf_class == ELFCLASS32; });
     const std::string host = elf::MachineWord(pi.env.machine != 0 ? pi.env.machine : elf::HostMachine());
-    f->Headline(fmt::format(
+    f->Headline(text::Show(
         "{} found only as {}: unusable in this 64-bit {} process", what,
         st.skipped.size() == 1 ? Foreign(st.skipped[0].second) : "builds for another class or machine", host));
     const bool by_path = name.find('/') != std::string::npos;
     for (const auto& [p, id] : st.skipped)
-      f->Detail("unusable", fmt::format("{} ({}): {}; ld.so {}", p, StepText(pi, s, p), Foreign(id),
-                                        by_path ? "treats it as absent" : "skips it and searches on"));
-    f->Detail("loader said", other_class ? fmt::format("{}: wrong ELF class: ELFCLASS32", name)
-                                         : fmt::format("{}: cannot open shared object file: No such file or "
-                                                       "directory (a file for another machine is skipped as "
-                                                       "if it were not there)",
-                                                       name));
+      f->Detail("unusable", text::Show("{} ({}): {}; ld.so {}", p, StepText(pi, s, p), Foreign(id),
+                                       by_path ? "treats it as absent" : "skips it and searches on"));
+    f->Detail("loader said",
+              text::ShowBytes(other_class ? fmt::format("{}: wrong ELF class: ELFCLASS32", name)
+                                          : fmt::format("{}: cannot open shared object file: No such file or "
+                                                        "directory (a file for another machine is skipped as "
+                                                        "if it were not there)",
+                                                        name)));
     const bool needed = r.load != nullptr &&
                         std::find(r.load->needed().begin(), r.load->needed().end(), name) != r.load->needed().end();
     if (!by_path) AddSearchDetails(ctx_, pi, r, name, &s, /*dlopen=*/!needed, f);
-    f->Fix(v1::FIX_INSTALL, fmt::format("install a 64-bit {} build of {} and put it where {} is now{}", host,
-                                        BaseName(st.skipped[0].first), st.skipped[0].first,
-                                        by_path ? ", or open that build's path" : ", or on the search path before it"));
-    f->Fix(v1::FIX_RUN_MATCHING_PROGRAM, fmt::format("or, if the {} build is the one you want, run a program "
-                                                     "built for it: this process is 64-bit {}",
-                                                     elf::MachineWord(st.skipped[0].second.machine), host));
+    f->Fix(v1::FIX_INSTALL, text::Show("install a 64-bit {} build of {} and put it where {} is now{}", host,
+                                       BaseName(st.skipped[0].first), st.skipped[0].first,
+                                       by_path ? ", or open that build's path" : ", or on the search path before it"));
+    f->Fix(v1::FIX_RUN_MATCHING_PROGRAM, text::Show("or, if the {} build is the one you want, run a program "
+                                                    "built for it: this process is 64-bit {}",
+                                                    elf::MachineWord(st.skipped[0].second.machine), host));
   }
 
   void MapFailed(const FileStory& st, const std::string& what, FindingBuilder* f) {
     const v1::Mount& m = *st.mount;
-    f->Headline(fmt::format("{} {} lies on a noexec mount ({})", what, st.file, m.mount_point()));
-    f->Detail("could not map", fmt::format("{}: ld.so opened it and could not map its code: failed to map "
-                                           "segment from shared object",
-                                           st.file));
-    f->Detail("mount", fmt::format("{} ({} from {}, options {}): noexec forbids executable mappings of its "
-                                   "files (recorded when the trace was taken)",
-                                   m.mount_point(), m.fs_type(), m.source(), m.options()));
+    f->Headline(text::Show("{} {} lies on a noexec mount ({})", what, st.file, m.mount_point()));
+    f->Detail("could not map", text::Show("{}: ld.so opened it and could not map its code: failed to map "
+                                          "segment from shared object",
+                                          st.file));
+    f->Detail("mount", text::Show("{} ({} from {}, options {}): noexec forbids executable mappings of its "
+                                  "files (recorded when the trace was taken)",
+                                  m.mount_point(), m.fs_type(), m.source(), m.options()));
     f->Fix(v1::FIX_SET_VARIABLE,
-           fmt::format("if the program unpacks {} into a temporary directory (snappy-java, JNA, lavaplayer and "
-                       "PyInstaller do), give it one on a mount without noexec: TMPDIR=/var/tmp, or for Java "
-                       "-Djava.io.tmpdir=/var/tmp",
-                       BaseName(st.file)),
+           text::Show("if the program unpacks {} into a temporary directory (snappy-java, JNA, lavaplayer and "
+                      "PyInstaller do), give it one on a mount without noexec: TMPDIR=/var/tmp, or for Java "
+                      "-Djava.io.tmpdir=/var/tmp",
+                      BaseName(st.file)),
            "TMPDIR", "/var/tmp");
-    f->Fix(v1::FIX_REMOUNT, fmt::format("or remount {} without noexec: mount -o remount,exec {}", m.mount_point(),
-                                        text::ShellQuote(m.mount_point())));
-    f->Fix(v1::FIX_MOVE, fmt::format("or move {} to a directory on another mount", st.file));
+    f->Fix(v1::FIX_REMOUNT, text::Show("or remount {} without noexec: mount -o remount,exec {}", m.mount_point(),
+                                       text::ShellQuote(m.mount_point())));
+    f->Fix(v1::FIX_MOVE, text::Show("or move {} to a directory on another mount", st.file));
   }
 
   void NotLibrary(const ProcessIndex& pi, const Obj& r, const v1::SearchResult& s, const FileStory& st,
                   const std::string& what, FindingBuilder* f) {
     const std::string err = loader::StopError(st.ident);
     const bool script = !st.ident.head.empty() && IsLinkerScript(st.ident.head);
-    f->Headline(fmt::format("{} {} is {}", what, st.file,
-                            script ? "a GNU ld script, not a library" : "not a library (" + err + ")"));
-    f->Detail("stopped at", fmt::format("{} ({}): ld.so reads it as an ELF object, fails with \"{}\" and "
-                                        "searches no further",
-                                        st.file, StepText(pi, s, st.file), err));
+    f->Headline(text::Show("{} {} is {}", what, st.file,
+                           script ? "a GNU ld script, not a library" : "not a library (" + err + ")"));
+    f->Detail("stopped at", text::Show("{} ({}): ld.so reads it as an ELF object, fails with \"{}\" and "
+                                       "searches no further",
+                                       st.file, StepText(pi, s, st.file), err));
     if (!script) {
-      f->Fix(v1::FIX_REMOVE, fmt::format("remove or rename {}, which is not a shared library", st.file));
+      f->Fix(v1::FIX_REMOVE, text::Show("remove or rename {}, which is not a shared library", st.file));
       return;
     }
     const std::string real = ScriptDetails(pi, r, st.ident, f);
     if (!real.empty())
       f->Fix(v1::FIX_LOAD_BY_PATH,
-             fmt::format(
+             text::Show(
                  "dlopen {} (the library the script names) instead of {}{}", real, s.requested_name(),
-                 s.python().dlopen_call().empty() ? "" : fmt::format(": ctypes.CDLL({})", text::PythonString(real))));
+                 s.python().dlopen_call().empty() ? "" : text::Show(": ctypes.CDLL({})", text::PythonString(real))));
     if (st.step == v1::STEP_LD_LIBRARY_PATH)
       f->Fix(v1::FIX_DROP_FROM_LD_LIBRARY_PATH,
-             fmt::format("or take {} off LD_LIBRARY_PATH: it holds link-time files", DirName(st.file)));
+             text::Show("or take {} off LD_LIBRARY_PATH: it holds link-time files", DirName(st.file)));
   }
 
   // The script, why the loader cannot use it, and the files it names as r's search finds
   // them; returns the first member that search finds ("" when none).
   std::string ScriptDetails(const ProcessIndex& pi, const Obj& r, const elf::Ident& id, FindingBuilder* f) {
-    f->Detail("script", ScriptText(id.head));
+    f->Detail("script", text::ShowBytes(ScriptText(id.head)));
     f->Detail("why",
               "a GNU ld script tells the link editor (ld -l...) which files to link; the dynamic "
               "loader reads only ELF objects");
@@ -308,19 +310,16 @@ class Pass {
       shown.push_back(got.path.empty() ? m + " (not found)" : m == got.path ? m : fmt::format("{} ({})", m, got.path));
       if (real.empty() && !got.path.empty()) real = m;
     }
-    if (!shown.empty()) f->Detail("points to", Join(shown));
+    if (!shown.empty()) f->Detail("points to", text::ShowBytes(Join(shown)));
     return real;
   }
 
   // ---- LD_PRELOAD ----
 
   // The entries of LD_PRELOAD as ld.so splits them (handle_preload_list in rtld.c: at
-  // ' ' and ':'), as escaped text.
+  // ' ' and ':').
   static std::vector<std::string> PreloadEntries(const ProcessIndex& pi) {
-    std::vector<std::string> out;
-    for (const auto& p : loader::SplitPath(text::Unescape(EnvOf(*pi.p, "LD_PRELOAD")), " :"))
-      out.push_back(text::Escape(p));
-    return out;
+    return loader::SplitPath(EnvOf(*pi.p, "LD_PRELOAD"), " :");
   }
 
   // Whether the search of name by r at seq is that of an LD_PRELOAD entry (the
@@ -369,17 +368,17 @@ class Pass {
                                : st.kind == FileStory::kMapFailed    ? st.file + " could not be mapped"
                                : script                              ? st.file + " is a GNU ld script, not a library"
                                                                      : st.file + " is not a library";
-    f.Headline(fmt::format("LD_PRELOAD entry {} was ignored: {}", entry, reason));
-    f.Detail("LD_PRELOAD", EnvOf(*pi.p, "LD_PRELOAD"));
-    f.Detail("loader said", fmt::format("ERROR: ld.so: object '{}' from LD_PRELOAD cannot be preloaded "
-                                        "({}): ignored.",
-                                        entry, why));
-    f.Detail("effect", fmt::format("{} ran without it: nothing it would interpose (an allocator, a "
-                                   "profiler) is in effect",
-                                   program));
-    for (const auto& [p, id] : st.skipped) f.Detail("unusable", fmt::format("{}: {}", p, Foreign(id)));
+    f.Headline(text::Show("LD_PRELOAD entry {} was ignored: {}", entry, reason));
+    f.Detail("LD_PRELOAD", text::ShowBytes(EnvOf(*pi.p, "LD_PRELOAD")));
+    f.Detail("loader said", text::Show("ERROR: ld.so: object '{}' from LD_PRELOAD cannot be preloaded "
+                                       "({}): ignored.",
+                                       entry, why));
+    f.Detail("effect", text::Show("{} ran without it: nothing it would interpose (an allocator, a "
+                                  "profiler) is in effect",
+                                  program));
+    for (const auto& [p, id] : st.skipped) f.Detail("unusable", text::Show("{}: {}", p, Foreign(id)));
     if (st.kind == FileStory::kNotLibrary || st.kind == FileStory::kMapFailed)
-      f.Detail("stopped at", fmt::format("{}: {}", st.file, why));
+      f.Detail("stopped at", text::Show("{}: {}", st.file, why));
     const std::string real = script ? ScriptDetails(pi, *pi.exe, st.ident, &f) : "";
     if (entry.find('/') == std::string::npos) AddSearchDetails(ctx_, pi, *pi.exe, entry, &s, /*dlopen=*/false, &f);
     const std::string host = elf::MachineWord(pi.env.machine != 0 ? pi.env.machine : elf::HostMachine());
@@ -403,15 +402,15 @@ class Pass {
                   "of {}: RPATH, LD_LIBRARY_PATH, ld.so.cache, default directories)",
                   program);
     if (st.kind != FileStory::kIncompatible && !real.empty() && replaced)
-      f.Fix(v1::FIX_PRELOAD_BY_PATH, text, "LD_PRELOAD", Join(with_real, ":"));
+      f.Fix(v1::FIX_PRELOAD_BY_PATH, text::ShowBytes(text), "LD_PRELOAD", Join(with_real, ":"));
     else
-      f.Fix(v1::FIX_PRELOAD_BY_PATH, text);
+      f.Fix(v1::FIX_PRELOAD_BY_PATH, text::ShowBytes(text));
     bool dropped = false;
     const std::string kept = LdPreloadWithout(pi, entry, &dropped);
     if (dropped)
-      f.Fix(v1::FIX_DROP_FROM_LD_PRELOAD, fmt::format("or remove {} from LD_PRELOAD", entry), "LD_PRELOAD", kept);
+      f.Fix(v1::FIX_DROP_FROM_LD_PRELOAD, text::Show("or remove {} from LD_PRELOAD", entry), "LD_PRELOAD", kept);
     else
-      f.Fix(v1::FIX_DROP_FROM_LD_PRELOAD, fmt::format("or remove {} from LD_PRELOAD", entry));
+      f.Fix(v1::FIX_DROP_FROM_LD_PRELOAD, text::Show("or remove {} from LD_PRELOAD", entry));
     std::move(f).AddTo(out_);
   }
 
@@ -469,32 +468,32 @@ class Pass {
     const std::vector<const Obj*> found = FoundInCwd(pi, v1::STEP_LD_LIBRARY_PATH, nullptr);
     const std::string cwd = found.empty() ? pi.p->cwd() : DirName(found.front()->path);
     const std::vector<size_t> empty = loader::EmptyElements(llp);
-    f.Headline(found.empty()
-                   ? fmt::format("LD_LIBRARY_PATH has an empty element: ld.so searches the current directory ({}) "
-                                 "for every library",
-                                 cwd)
-                   : fmt::format("{} was loaded from the current directory ({}) through an empty element of "
-                                 "LD_LIBRARY_PATH",
-                                 BaseName(found.front()->path), cwd));
+    f.Headline(text::ShowBytes(
+        found.empty() ? fmt::format("LD_LIBRARY_PATH has an empty element: ld.so searches the current directory ({}) "
+                                    "for every library",
+                                    cwd)
+                      : fmt::format("{} was loaded from the current directory ({}) through an empty element of "
+                                    "LD_LIBRARY_PATH",
+                                    BaseName(found.front()->path), cwd)));
     for (const Obj* o : found) {
       *f.proto().add_objects() = ctx_.Describe(pi, *o);
       f.proto().add_evidence(o->open_seq);
     }
-    f.Detail("LD_LIBRARY_PATH", fmt::format("{} (element {} of {} is empty)", Marked(llp, ":;"), empty.front() + 1,
-                                            loader::SplitSearchPath(llp).size()));
-    f.Detail("meant", fmt::format("the current directory, {} (glibc takes an empty element as the "
-                                  "directory of length 0: the working directory of each search)",
-                                  cwd));
+    f.Detail("LD_LIBRARY_PATH", text::Show("{} (element {} of {} is empty)", Marked(llp, ":;"), empty.front() + 1,
+                                           loader::SplitSearchPath(llp).size()));
+    f.Detail("meant", text::Show("the current directory, {} (glibc takes an empty element as the "
+                                 "directory of length 0: the working directory of each search)",
+                                 cwd));
     for (const Obj* o : found)
-      f.Detail("found there", fmt::format("{}, loaded {}", NormalPath(o->path), ctx_.HowLoaded(pi, *o)));
+      f.Detail("found there", text::Show("{}, loaded {}", NormalPath(o->path), ctx_.HowLoaded(pi, *o)));
     f.Detail("hazard",
              "a file named like a library in whatever directory the program runs in is loaded "
              "before the other directories: a directory it is started in can run code in it");
     const std::string fixed = WithoutEmpty(llp, ":;");
     f.Fix(v1::FIX_SET_VARIABLE,
           fixed.empty()
-              ? std::string("unset LD_LIBRARY_PATH (it names no directory)")
-              : fmt::format("LD_LIBRARY_PATH={} (the same without the empty element)", text::ShellQuote(fixed)),
+              ? text::Shown("unset LD_LIBRARY_PATH (it names no directory)")
+              : text::Show("LD_LIBRARY_PATH={} (the same without the empty element)", text::ShellQuote(fixed)),
           "LD_LIBRARY_PATH", fixed);
     f.Fix(v1::FIX_SET_VARIABLE,
           "and append without making one: export LD_LIBRARY_PATH="
@@ -514,27 +513,27 @@ class Pass {
     *f.proto().add_objects() = ctx_.Describe(pi, o);
     f.proto().add_evidence(o.open_seq);
     f.Headline(
-        fmt::format("{}'s {} has an empty element: ld.so searches the current directory ({}) for its "
-                    "libraries",
-                    BaseName(o.path), tag, cwd));
+        text::Show("{}'s {} has an empty element: ld.so searches the current directory ({}) for its "
+                   "libraries",
+                   BaseName(o.path), tag, cwd));
     for (const Obj* x : found) {
       *f.proto().add_objects() = ctx_.Describe(pi, *x);
       f.proto().add_evidence(x->open_seq);
     }
-    f.Detail(tag, fmt::format("{} of {}", Marked(list, ":"), NormalPath(o.path)));
-    f.Detail("meant", fmt::format("the current directory, {} (an empty element is the directory of length "
-                                  "0; $ORIGIN would be the object's own)",
-                                  cwd));
+    f.Detail(text::ShowBytes(tag), text::Show("{} of {}", Marked(list, ":"), NormalPath(o.path)));
+    f.Detail("meant", text::Show("the current directory, {} (an empty element is the directory of length "
+                                 "0; $ORIGIN would be the object's own)",
+                                 cwd));
     for (const Obj* x : found)
-      f.Detail("found there", fmt::format("{}, loaded {}", NormalPath(x->path), ctx_.HowLoaded(pi, *x)));
+      f.Detail("found there", text::Show("{}, loaded {}", NormalPath(x->path), ctx_.HowLoaded(pi, *x)));
     f.Detail("hazard",
              "a file named like a library in the directory the program runs in is loaded "
              "first: a directory it is started in can run code in it");
     const std::string fixed = WithoutEmpty(list, ":");
-    const std::string file = text::ShellQuote(NormalPath(o.path));
-    f.Fix(v1::FIX_SET_RPATH, fixed.empty() ? fmt::format("patchelf --remove-rpath {}", file)
-                                           : fmt::format("patchelf {}--set-rpath {} {}", rpath ? "--force-rpath " : "",
-                                                         text::ShellQuote(fixed), file));
+    const text::Shown file = text::ShellQuote(NormalPath(o.path));
+    f.Fix(v1::FIX_SET_RPATH, fixed.empty() ? text::Show("patchelf --remove-rpath {}", file)
+                                           : text::Show("patchelf {}--set-rpath {} {}", rpath ? "--force-rpath " : "",
+                                                        text::ShellQuote(fixed), file));
     std::move(f).AddTo(out_);
   }
 

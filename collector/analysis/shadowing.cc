@@ -5,6 +5,7 @@
 // requester's RUNPATH holds another one.
 #include <fmt/format.h>
 
+#include "text/shown.h"
 #include "analysis/analysis.h"
 #include "analysis/env_change.h"
 #include "analysis/owners.h"
@@ -42,8 +43,8 @@ void VersionDetails(Context& ctx, const Obj& requester, const std::string& name,
     if (vn.file != name) continue;
     for (const auto& v : vn.versions)
       if (!g->DefinesVersion(v) && w->DefinesVersion(v))
-        f->Detail("version", fmt::format("{} needs {} of {}: {} lacks it, {} offers it", BaseName(requester.path), v,
-                                         name, NormalPath(got), NormalPath(would)));
+        f->Detail("version", text::Show("{} needs {} of {}: {} lacks it, {} offers it", BaseName(requester.path), v,
+                                        name, NormalPath(got), NormalPath(would)));
   }
 }
 
@@ -69,26 +70,26 @@ void ReusedNeeded(Context& ctx, const ProcessIndex& pi, v1::Report* out) {
       *f.proto().add_objects() = would;
       f.proto().add_evidence(shadow.seq());
       f.proto().add_evidence(req.seq());
-      f.Headline(fmt::format("{}'s NEEDED {} got an earlier load's copy, not the one its {} names", BaseName(o.path),
-                             reuse.name(), render::StepWord(own.step)));
-      f.Detail("requester", fmt::format("{}, loaded {}", req.path(), req.loaded_by()));
-      f.Detail("bound to", Label(shadow));
-      f.Detail("loaded first", fmt::format("{}{}", shadow.loaded_by(), LoadedAt(pi, shadow, ", ")));
-      f.Detail("own search finds", fmt::format("{} via {}", Label(would), would.found_by()));
+      f.Headline(text::Show("{}'s NEEDED {} got an earlier load's copy, not the one its {} names", BaseName(o.path),
+                            reuse.name(), render::StepWord(own.step)));
+      f.Detail("requester", text::Show("{}, loaded {}", req.path(), req.loaded_by()));
+      f.Detail("bound to", text::ShowBytes(Label(shadow)));
+      f.Detail("loaded first", text::Show("{}{}", shadow.loaded_by(), LoadedAt(pi, shadow, ", ")));
+      f.Detail("own search finds", text::Show("{} via {}", Label(would), would.found_by()));
       for (const std::string& path : {shadow.path(), would.path()})
-        f.Detail("owner", fmt::format("{}: {}", path, OwnerText(ctx.OwnerOf(path))));
+        f.Detail("owner", text::Show("{}: {}", path, OwnerText(ctx.OwnerOf(path))));
       f.Detail("why",
                "glibc reuses a loaded object whose SONAME matches a DT_NEEDED name "
                "and does not search: import order decided");
       VersionDetails(ctx, o, reuse.name(), used->second.path, own.path, &f);
-      if (o.rolled_back) f.Detail("outcome", fmt::format("{} then failed to load", BaseName(o.path)));
+      if (o.rolled_back) f.Detail("outcome", text::Show("{} then failed to load", BaseName(o.path)));
       AddSwapFix(pi, o, used->second, &f);
       f.Fix(v1::FIX_PRELOAD_BY_PATH,
-            fmt::format("load the copy {}'s {} names before anything loads {}: LD_PRELOAD={}{}", BaseName(o.path),
-                        render::StepWord(own.step), reuse.name(), text::ShellQuote(would.path()),
-                        o.load->has_python() ? fmt::format(", or ctypes.CDLL({}, mode=ctypes.RTLD_GLOBAL) first",
-                                                           text::PythonString(would.path()))
-                                             : ""),
+            text::Show("load the copy {}'s {} names before anything loads {}: LD_PRELOAD={}{}", BaseName(o.path),
+                       render::StepWord(own.step), reuse.name(), text::ShellQuote(would.path()),
+                       o.load->has_python() ? text::Show(", or ctypes.CDLL({}, mode=ctypes.RTLD_GLOBAL) first",
+                                                         text::PythonString(would.path()))
+                                            : ""),
             "LD_PRELOAD", would.path());
       std::move(f).AddTo(out);
     }
@@ -118,23 +119,23 @@ void SearchOrder(Context& ctx, const ProcessIndex& pi, v1::Report* out) {
     *f.proto().add_objects() = ctx.Describe(pi, req->second);
     *f.proto().add_objects() = would;
     f.proto().add_evidence(got.seq());
-    f.Headline(fmt::format("LD_LIBRARY_PATH's {} wins over the copy {}'s RUNPATH names", o.load->requested_name(),
-                           BaseName(req->second.path)));
-    f.Detail("requester", NormalPath(req->second.path));
-    f.Detail("bound to", fmt::format("{} via LD_LIBRARY_PATH", Label(got)));
-    f.Detail("RUNPATH holds", Label(would));
+    f.Headline(text::Show("LD_LIBRARY_PATH's {} wins over the copy {}'s RUNPATH names", o.load->requested_name(),
+                          BaseName(req->second.path)));
+    f.Detail("requester", text::ShowBytes(NormalPath(req->second.path)));
+    f.Detail("bound to", text::Show("{} via LD_LIBRARY_PATH", Label(got)));
+    f.Detail("RUNPATH holds", text::ShowBytes(Label(would)));
     f.Detail("why", "LD_LIBRARY_PATH is searched before RUNPATH: the copy in the environment wins");
     VersionDetails(ctx, req->second, o.load->requested_name(), o.path, own.path, &f);
-    if (o.rolled_back) f.Detail("outcome", fmt::format("{} then failed to load", BaseName(req->second.path)));
+    if (o.rolled_back) f.Detail("outcome", text::Show("{} then failed to load", BaseName(req->second.path)));
     const std::string dir = got.path().substr(0, got.path().rfind('/'));
     std::string text =
         fmt::format("drop {} from LD_LIBRARY_PATH, so that {} gets {}", dir, BaseName(req->second.path), would.path());
     bool dropped = false;
     const std::string kept = LdLibraryPathWithout(pi, dir, &dropped);
     if (dropped)
-      f.Fix(v1::FIX_DROP_FROM_LD_LIBRARY_PATH, std::move(text), "LD_LIBRARY_PATH", kept);
+      f.Fix(v1::FIX_DROP_FROM_LD_LIBRARY_PATH, text::ShowBytes(std::move(text)), "LD_LIBRARY_PATH", kept);
     else
-      f.Fix(v1::FIX_DROP_FROM_LD_LIBRARY_PATH, std::move(text));
+      f.Fix(v1::FIX_DROP_FROM_LD_LIBRARY_PATH, text::ShowBytes(std::move(text)));
     std::move(f).AddTo(out);
   }
 }

@@ -32,6 +32,7 @@
 
 #include <fmt/format.h>
 
+#include "text/shown.h"
 #include "analysis/analysis.h"
 #include "analysis/families.h"
 #include "render/words.h"
@@ -152,11 +153,12 @@ void Headline(Context& ctx, const std::vector<Disagreement>& ds, FindingBuilder&
   const std::string more = ds.size() > 1 ? fmt::format(" (and {} more)", ds.size() - 1) : "";
   const std::string others = d0.majority ? "the others" : Labels(d0.reference);
   const size_t ref_copies = d0.reference.front().copies.size();
-  f.Headline(all_extra ? fmt::format("{} {} processes: {} holds {} copies of {}{}, {} {}", voters, BaseName(p.exe()),
-                                     Labels(d0.odd), d0.odd.front().copies.size(), d0.soname, more, others,
-                                     ref_copies == 1 ? std::string("one") : std::to_string(ref_copies))
-                       : fmt::format("{} {} processes: {} loaded another {}{} than {}", voters, BaseName(p.exe()),
-                                     Labels(d0.odd), d0.soname, more, others));
+  f.Headline(text::ShowBytes(all_extra ? fmt::format("{} {} processes: {} holds {} copies of {}{}, {} {}", voters,
+                                                     BaseName(p.exe()), Labels(d0.odd), d0.odd.front().copies.size(),
+                                                     d0.soname, more, others,
+                                                     ref_copies == 1 ? std::string("one") : std::to_string(ref_copies))
+                                       : fmt::format("{} {} processes: {} loaded another {}{} than {}", voters,
+                                                     BaseName(p.exe()), Labels(d0.odd), d0.soname, more, others)));
 }
 
 // The program, then per SONAME the reference's file and each odd one's.
@@ -165,32 +167,32 @@ void DetailFiles(Context& ctx, const std::vector<const ProcessIndex*>& group, co
   const v1::ProcessTimeline& p = *ds.front().odd.front().pi->p;
   const std::string argv =
       p.argv_size() > 1 ? fmt::format(" {}", fmt::join(p.argv().begin() + 1, p.argv().end(), " ")) : "";
-  f.Detail("program", fmt::format("{}{} ({} processes, started by process {})", p.exe(), argv, group.size(), p.ppid()));
+  f.Detail("program", text::Show("{}{} ({} processes, started by process {})", p.exe(), argv, group.size(), p.ppid()));
   for (const Disagreement& d : ds) {
     const Vote& r = d.reference.front();
-    f.Detail(d.majority ? "the others" : "reference",
-             fmt::format("{}: {}{}, used by {}{}", d.soname, NormalPath(r.o->path),
-                         ctx.VersionOf(r.o->path, r.o->soname).empty()
-                             ? ""
-                             : fmt::format(" ({})", ctx.VersionOf(r.o->path, r.o->soname)),
-                         Labels(d.reference),
-                         d.majority       ? ""
-                         : d.fewer_copies ? " (no majority: the one with the fewest copies)"
-                                          : " (no majority: the lowest rank's, or the first started's)"));
+    f.Detail(text::ShowBytes(d.majority ? "the others" : "reference"),
+             text::Show("{}: {}{}, used by {}{}", d.soname, NormalPath(r.o->path),
+                        ctx.VersionOf(r.o->path, r.o->soname).empty()
+                            ? ""
+                            : fmt::format(" ({})", ctx.VersionOf(r.o->path, r.o->soname)),
+                        Labels(d.reference),
+                        d.majority       ? ""
+                        : d.fewer_copies ? " (no majority: the one with the fewest copies)"
+                                         : " (no majority: the lowest rank's, or the first started's)"));
     for (const Vote& v : d.odd) {
       const std::vector<const Obj*> extra = Extra(v, r);
       if (extra.empty()) {
         const std::string version = ctx.VersionOf(v.o->path, v.o->soname);
         f.Detail("odd one out",
-                 fmt::format("{}: {}{}, loaded {}", Who(*v.pi->p), NormalPath(v.o->path),
-                             version.empty() ? "" : fmt::format(" ({})", version), ctx.HowLoaded(*v.pi, *v.o)));
+                 text::Show("{}: {}{}, loaded {}", Who(*v.pi->p), NormalPath(v.o->path),
+                            version.empty() ? "" : fmt::format(" ({})", version), ctx.HowLoaded(*v.pi, *v.o)));
         continue;
       }
       for (const Obj* e : extra) {
         const std::string version = ctx.VersionOf(e->path, e->soname);
         f.Detail("odd one out",
-                 fmt::format("{}: the same first copy, and also {}{}, loaded {}", Who(*v.pi->p), NormalPath(e->path),
-                             version.empty() ? "" : fmt::format(" ({})", version), ctx.HowLoaded(*v.pi, *e)));
+                 text::Show("{}: the same first copy, and also {}{}, loaded {}", Who(*v.pi->p), NormalPath(e->path),
+                            version.empty() ? "" : fmt::format(" ({})", version), ctx.HowLoaded(*v.pi, *e)));
       }
     }
   }
@@ -205,9 +207,9 @@ void DetailEnvironment(const std::vector<Disagreement>& ds, FindingBuilder& f) {
       const std::string mine = EnvOf(*v.pi->p, var), theirs = EnvOf(ref, var);
       if (mine == theirs) continue;
       f.Detail("environment",
-               fmt::format("{}: {}; {}: {}", ShortWho(*v.pi->p),
-                           mine.empty() ? std::string(var) + " unset" : std::string(var) + "=" + mine, ShortWho(ref),
-                           theirs.empty() ? std::string(var) + " unset" : std::string(var) + "=" + theirs));
+               text::Show("{}: {}; {}: {}", ShortWho(*v.pi->p),
+                          mine.empty() ? std::string(var) + " unset" : std::string(var) + "=" + mine, ShortWho(ref),
+                          theirs.empty() ? std::string(var) + " unset" : std::string(var) + "=" + theirs));
     }
   }
 }
@@ -253,7 +255,7 @@ void AddFixes(const std::vector<Disagreement>& ds, FindingBuilder& f) {
           key = who + " " + d.soname;
           text = fmt::format("make {} load {} like the others, not {}", who, want, NormalPath(o->path));
         }
-        if (fixed.insert(key).second) f.Fix(action, text);
+        if (fixed.insert(key).second) f.Fix(action, text::ShowBytes(text));
       }
     }
 }

@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "text/shown.h"
 #include "analysis/analysis.h"
 #include "analysis/families.h"
 #include "text/escape.h"
@@ -307,18 +308,19 @@ class Pass {
     f.proto().add_evidence(o.open_seq);
     if (fail.failed != nullptr) f.proto().add_evidence(fail.failed->seq());
     Headline(f, mode, base, fail.block.size);
-    f.Detail(hidden_by_tracing ? "loaded" : "failed", fmt::format("{}, loaded {}", path, ctx_.HowLoaded(pi, o)));
-    f.Detail("tls", fmt::format("PT_TLS of {} (alignment {}), initial-exec (DF_STATIC_TLS): loaded after "
-                                "start-up, it must fit in the static TLS surplus glibc reserved when the "
-                                "program started",
-                                Bytes(fail.block.size), fail.block.align));
+    f.Detail(text::ShowBytes(hidden_by_tracing ? "loaded" : "failed"),
+             text::Show("{}, loaded {}", path, ctx_.HowLoaded(pi, o)));
+    f.Detail("tls", text::Show("PT_TLS of {} (alignment {}), initial-exec (DF_STATIC_TLS): loaded after "
+                               "start-up, it must fit in the static TLS surplus glibc reserved when the "
+                               "program started",
+                               Bytes(fail.block.size), fail.block.align));
     DetailSurplus(f, params, plan, out, surplus, naudit);
     if (hidden_by_tracing) {
       const Params& p = params;
-      f.Detail("tracing", fmt::format("ldscope's LD_AUDIT module made the surplus {} (glibc adds room for "
-                                      "each audit module): this run was within that extra room of failing, "
-                                      "and without ldscope the dlopen of {} fails",
-                                      Bytes(p.Surplus(p.naudit)), base));
+      f.Detail("tracing", text::Show("ldscope's LD_AUDIT module made the surplus {} (glibc adds room for "
+                                     "each audit module): this run was within that extra room of failing, "
+                                     "and without ldscope the dlopen of {} fails",
+                                     Bytes(p.Surplus(p.naudit)), base));
     }
     if (mode == Mode::kCausedByTracing) {
       f.Detail("tracing",
@@ -338,20 +340,20 @@ class Pass {
   static void Headline(FindingBuilder& f, Mode mode, const std::string& base, uint64_t size) {
     if (mode == Mode::kHiddenByTracing)
       f.Headline(
-          fmt::format("{} loaded only because tracing enlarged the static TLS block: without ldscope, "
-                      "its {} of initial-exec TLS would not fit (cannot allocate memory in static TLS block)",
-                      base, Bytes(size)));
+          text::Show("{} loaded only because tracing enlarged the static TLS block: without ldscope, "
+                     "its {} of initial-exec TLS would not fit (cannot allocate memory in static TLS block)",
+                     base, Bytes(size)));
     else if (mode == Mode::kCausedByTracing)
       f.Headline(
-          fmt::format("{} failed to load only because it was traced: cannot allocate memory in static "
-                      "TLS block under ldscope's audit module, while without it its {} of initial-exec "
-                      "TLS fit",
-                      base, Bytes(size)));
+          text::Show("{} failed to load only because it was traced: cannot allocate memory in static "
+                     "TLS block under ldscope's audit module, while without it its {} of initial-exec "
+                     "TLS fit",
+                     base, Bytes(size)));
     else
       f.Headline(
-          fmt::format("{} failed to load: cannot allocate memory in static TLS block (its {} of "
-                      "initial-exec TLS do not fit)",
-                      base, Bytes(size)));
+          text::Show("{} failed to load: cannot allocate memory in static TLS block (its {} of "
+                     "initial-exec TLS do not fit)",
+                     base, Bytes(size)));
   }
 
   // How large the surplus was and why, and what the objects loaded before the failing one
@@ -367,17 +369,19 @@ class Pass {
     if (params.tunables_supported() && naudit > 0)
       how += fmt::format(", {} LD_AUDIT module{}{}", naudit, naudit == 1 ? "" : "s",
                          naudit == params.naudit && params.traced_by_audit ? ", ldscope's among them" : "");
-    f.Detail("surplus", fmt::format("{} gives {} ({}); with the start-up objects placed, {} of the "
-                                    "static TLS block were free for objects loaded later",
-                                    glibc, Bytes(surplus), how, Bytes(out.free_after_startup)));
+    f.Detail("surplus", text::Show("{} gives {} ({}); with the start-up objects placed, {} of the "
+                                   "static TLS block were free for objects loaded later",
+                                   glibc, Bytes(surplus), how, Bytes(out.free_after_startup)));
     std::vector<std::string> before;
     for (size_t i = 0; i < out.failed_at; ++i)
       before.push_back(fmt::format("{} ({})", NormalPath(plan.late[i].block.o->path), Bytes(plan.late[i].block.size)));
-    f.Detail("used by", before.empty() ? fmt::format("no object loaded after start-up before it: the {} free then are "
+    f.Detail(
+        "used by",
+        text::ShowBytes(before.empty() ? fmt::format("no object loaded after start-up before it: the {} free then are "
                                                      "less than its block",
                                                      Bytes(out.free_then))
                                        : fmt::format("{}, loaded after start-up with initial-exec TLS, left {}",
-                                                     fmt::join(before, ", "), Bytes(out.free_then)));
+                                                     fmt::join(before, ", "), Bytes(out.free_then))));
   }
 
   // Load the object at start-up, or enlarge the surplus (where glibc has the tunable).
@@ -389,15 +393,15 @@ class Pass {
       if (t.rfind("glibc.rtld.optional_static_tls=", 0) != 0) tunables_prefix += t + ":";
     const bool python = o.load != nullptr && o.load->has_python();
     f.Fix(v1::FIX_PRELOAD_BY_PATH,
-          fmt::format("load {} at start-up, where glibc sizes the static TLS block for it: LD_PRELOAD={}{}", base,
-                      text::ShellQuote(path), python ? " (or import the module that loads it before the others)" : ""),
+          text::Show("load {} at start-up, where glibc sizes the static TLS block for it: LD_PRELOAD={}{}", base,
+                     text::ShellQuote(path), python ? " (or import the module that loads it before the others)" : ""),
           "LD_PRELOAD", path);
     if (params.tunables_supported()) {
       const uint64_t opt = OptionalNeeded(fix_plan, params, fix_naudit);
       if (opt > 0)
         f.Fix(v1::FIX_SET_TUNABLE,
-              fmt::format("or enlarge the surplus: GLIBC_TUNABLES={}",
-                          text::ShellQuote(fmt::format("{}glibc.rtld.optional_static_tls={}", tunables_prefix, opt))),
+              text::Show("or enlarge the surplus: GLIBC_TUNABLES={}",
+                         text::ShellQuote(fmt::format("{}glibc.rtld.optional_static_tls={}", tunables_prefix, opt))),
               "GLIBC_TUNABLES", fmt::format("{}glibc.rtld.optional_static_tls={}", tunables_prefix, opt));
     }
   }

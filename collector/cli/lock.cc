@@ -14,6 +14,7 @@
 #include "store/output_file.h"
 #include "store/trace_file.h"
 #include "text/escape.h"
+#include "text/shown.h"
 
 namespace ldscope::cli {
 namespace {
@@ -66,11 +67,14 @@ int Lock(const LockOptions& opt) {
   for (const auto& p : timeline.processes()) {
     const uint64_t lost = p.dropped() + p.missing_seqs();
     if (lost > 0)
-      Complain(fmt::format("pid {} ({}): {} event{} lost: the lock may miss what {} loaded",
-                           p.pid(), p.exe(), lost, lost == 1 ? "" : "s", lost == 1 ? "it" : "they"));
+      Complain(text::Show("pid {} ({}): {} event{} lost: the lock may miss what {} loaded", p.pid(), p.exe(), lost,
+                          lost == 1 ? "" : "s", lost == 1 ? "it" : "they")
+                   .str());
     if (p.still_running())
-      Complain(fmt::format("pid {} ({}) was still running when recording stopped: the lock may "
-                           "miss what it loaded later", p.pid(), p.exe()));
+      Complain(text::Show("pid {} ({}) was still running when recording stopped: the lock may "
+                          "miss what it loaded later",
+                          p.pid(), p.exe())
+                   .str());
   }
   const std::string text = store::FormatLock(analysis::MakeLock(timeline));
   if (opt.output.empty() || opt.output == "-") {

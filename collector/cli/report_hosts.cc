@@ -24,6 +24,7 @@
 #include "store/trace_file.h"
 #include "store/trace_header.h"
 #include "text/escape.h"
+#include "text/shown.h"
 #include "text/timer.h"
 
 namespace ldscope::cli {
@@ -33,11 +34,11 @@ namespace {
 // to: the registry's "fleet" pass (registry.cc).
 constexpr const char* kFleetPhase = "pass fleet";
 
-// The host a trace file names in its header (escaped), or "" when the file has none or
+// The host a trace file names in its header (bytes, as every name), or "" when the file has none or
 // its header cannot be read (the file is then named when it is loaded).
 std::string HostOf(const std::string& path) {
   v1::TraceHeader h;
-  return store::ReadTraceHeader(path, &h) == store::HeaderRead::kParsed ? text::Escape(h.host()) : "";
+  return store::ReadTraceHeader(path, &h) == store::HeaderRead::kParsed ? h.host() : "";
 }
 
 // The label of an input whose files name no host: its last path component, without
@@ -47,7 +48,7 @@ std::string InputLabel(std::string p) {
   const auto slash = p.rfind('/');
   if (slash != std::string::npos && slash + 1 < p.size()) p = p.substr(slash + 1);
   if (p.size() > 8 && p.compare(p.size() - 8, 8, ".ldscope") == 0) p.resize(p.size() - 8);
-  return text::Escape(p);
+  return p;
 }
 
 }  // namespace
@@ -84,9 +85,10 @@ std::vector<HostInput> GroupByHost(const std::vector<std::string>& inputs, std::
 
 int ReportHosts(const ReportOptions& opt, std::vector<HostInput> hosts, const std::vector<std::string>& errors) {
   if (!opt.junit.empty()) {
-    Complain(fmt::format("--junit: not available for traces of several hosts ({} here: {}, {}, ...); "
-                         "report each host's traces on its own",
-                         hosts.size(), hosts[0].label, hosts[1].label));
+    Complain(text::Show("--junit: not available for traces of several hosts ({} here: {}, {}, ...); "
+                        "report each host's traces on its own",
+                        hosts.size(), hosts[0].label, hosts[1].label)
+                 .str());
     return kUsage;
   }
   std::sort(hosts.begin(), hosts.end(), [](const HostInput& a, const HostInput& b) { return a.label < b.label; });
@@ -133,19 +135,21 @@ int ReportHosts(const ReportOptions& opt, std::vector<HostInput> hosts, const st
       unreadable.insert(view.errors().begin(), view.errors().end());
     }
     for (auto& f : *r.mutable_findings()) {
-      f.set_host(host.label);
+      f.set_host(text::Escape(host.label));  // a finished finding is text
       *all.add_findings() = std::move(f);
     }
     // The note on unreadable object files is about this machine's disk, not a host: it
     // comes once, at the end.
     static const std::regex unreadable("^[0-9]+ object files? could not be read");
     for (const auto& n : r.notes())
-      if (!std::regex_search(n, unreadable)) all.add_notes(fmt::format("host {}: {}", host.label, n));
+      if (!std::regex_search(n, unreadable))
+        all.add_notes(text::Show("host {}: {}", host.label, text::Shown::Escaped(n)).str());
   }
   progress.reset();
   if (!skipped.empty())
-    Complain(fmt::format("no trace of host{} {} could be read: left out of the report",
-                         skipped.size() == 1 ? "" : "s", fmt::join(skipped, ", ")));
+    Complain(text::Show("no trace of host{} {} could be read: left out of the report", skipped.size() == 1 ? "" : "s",
+                        fmt::join(skipped, ", "))
+                 .str());
   if (fleet.hosts() == 0) return NoTrace();
   text::Timed(kFleetPhase, [&] { fleet.Find(&all); });
   if (std::string n = analysis::UnreadableFilesNote(unreadable); !n.empty()) all.add_notes(n);

@@ -33,7 +33,7 @@ int Show(const ShowOptions& opt) {
   }
   store::DropEvents(&traces);  // all the timeline needed of them
   if (opt.format == "json") {
-    written = Print(stdout, render::ProtoJson(timeline));
+    written = Print(stdout, render::ProtoJson(render::ShownTimeline(timeline)));
   } else if (written) {
     written = render::TimelineTailText(timeline, t, sink);
   }

@@ -15,7 +15,8 @@
 // copy of the script through `python -c`, under the script's own name. A trial that
 // fails on a load that fails only under ldscope's audit module (static TLS laid out for
 // an auditor) proves nothing traced: the command runs once more with the change,
-// untraced, and its exit status decides.
+// untraced, and its exit status decides. A fix's data (Fix.env, Fix.move) is the report's
+// text: text::Unescape gives back the bytes a trial applies.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -119,14 +120,14 @@ std::string ReadAll(const std::string& path, bool* ok) {
 // The script with lines `line`..`last` put above line `above`, written to copy; or why not.
 std::string WriteMovedCopy(const v1::LineMove& m, const std::string& copy) {
   bool ok = false;
-  const std::string src = ReadAll(m.file(), &ok);
-  if (!ok) return fmt::format("cannot read {}", text::Escape(m.file()));
+  const std::string src = ReadAll(text::Unescape(m.file()), &ok);
+  if (!ok) return fmt::format("cannot read {}", m.file());
   std::vector<std::string> lines;
   std::istringstream in(src);
   for (std::string l; std::getline(in, l);) lines.push_back(l);
   const uint32_t last = m.last() == 0 ? m.line() : m.last();
   if (m.above() == 0 || m.above() >= m.line() || last < m.line() || last > lines.size())
-    return fmt::format("{} has no lines {}-{} to put above line {}", text::Escape(m.file()), m.line(), last, m.above());
+    return fmt::format("{} has no lines {}-{} to put above line {}", m.file(), m.line(), last, m.above());
   const std::vector<std::string> moved(lines.begin() + (m.line() - 1), lines.begin() + last);
   lines.erase(lines.begin() + (m.line() - 1), lines.begin() + last);
   lines.insert(lines.begin() + (m.above() - 1), moved.begin(), moved.end());
@@ -159,7 +160,7 @@ std::string TrialCommand(const std::vector<std::string>& command, const v1::Fix&
                          std::vector<std::string>* out) {
   if (x.has_env()) {
     if (x.env().variable().empty() || x.env().variable().find('=') != std::string::npos)
-      return fmt::format("{} is not a variable's name", text::Escape(x.env().variable()));
+      return fmt::format("{} is not a variable's name", x.env().variable());
     *out = command;
     return "";
   }
@@ -169,10 +170,10 @@ std::string TrialCommand(const std::vector<std::string>& command, const v1::Fix&
   size_t k = 1;
   while (k < command.size() && command[k].size() > 1 && command[k].front() == '-') ++k;
   char a[PATH_MAX], b[PATH_MAX];
-  if (k >= command.size() || realpath(command[k].c_str(), a) == nullptr || realpath(m.file().c_str(), b) == nullptr ||
-      std::strcmp(a, b) != 0)
+  if (k >= command.size() || realpath(command[k].c_str(), a) == nullptr ||
+      realpath(text::Unescape(m.file()).c_str(), b) == nullptr || std::strcmp(a, b) != 0)
     return fmt::format("the lines are in {}, which is not the script the command names after its interpreter",
-                       text::Escape(m.file()));
+                       m.file());
   if (std::string err = WriteMovedCopy(m, copy); !err.empty()) return err;
   out->assign(command.begin(), command.begin() + static_cast<long>(k));
   out->insert(out->end(), {"-c", kRunCopy, copy});
@@ -255,7 +256,7 @@ Trial RunTrial(const RunOptions& opt, const std::string& self, const v1::Fix& x,
   Trial t;
   t.limit = limit;
   std::vector<std::string> argv = {self, "run", "-q", "--no-report", "-o", trace};
-  if (x.has_env()) argv.push_back("--with-env=" + x.env().variable() + "=" + x.env().value());
+  if (x.has_env()) argv.push_back("--with-env=" + text::Unescape(x.env().variable() + "=" + x.env().value()));
   if (!opt.python_hook) argv.push_back("--no-python-hook");
   if (!opt.facts) argv.push_back("--no-facts");
   if (opt.keep_argv) argv.push_back("--keep-argv");
@@ -290,7 +291,7 @@ void RunUntraced(const v1::Fix& x, const std::vector<std::string>& command, cons
   if (t->traced_only == nullptr) return;
   Trial u;
   std::vector<std::string> with;
-  if (x.has_env()) with.push_back(x.env().variable() + "=" + x.env().value());
+  if (x.has_env()) with.push_back(text::Unescape(x.env().variable() + "=" + x.env().value()));
   RunStopped(command, UntracedEnv(with), fmt::format("{}/{}.untraced.log", dir, n), limit, &u);
   t->untraced_why_not =
       u.why_not.empty() && u.timed_out ? fmt::format("it was still running after {:.0f} s", limit) : u.why_not;

@@ -33,12 +33,11 @@ class View {
   bool InRange(uint64_t off, uint64_t len) const {
     return off <= d_.size() && len <= d_.size() - off;
   }
-  // A NUL-terminated string at off within [lo, hi), as escaped text (names on disk
-  // are compared with names in the model, which are escaped).
+  // A NUL-terminated string at off within [lo, hi).
   bool Str(uint64_t lo, uint64_t hi, uint64_t off, std::string* out) const {
     std::string_view raw;
     if (!RawStr(lo, hi, off, &raw)) return false;
-    *out = text::Escape(raw);
+    *out = raw;
     return true;
   }
   bool RawStr(uint64_t lo, uint64_t hi, uint64_t off, std::string_view* out) const {
@@ -427,33 +426,13 @@ uint32_t SysvHash(std::string_view s) {
 }  // namespace
 
 SymbolQuery::SymbolQuery(std::string_view name, std::string_view version)
-    : name_(name), version_(version), raw_(name) {
-  // GNU's hash of the name, and whether it is escaped text (a backslash: its bytes then
-  // differ; Escape turns every other byte it changes into one).
-  uint32_t h = 5381;
-  bool plain = true;
-  for (unsigned char c : name) {
-    h = h * 33 + c;
-    plain &= c != '\\';
-  }
-  gnu_ = h;
-  if (!plain) {
-    raw_storage_ = text::Unescape(name);
-    raw_ = raw_storage_;
-    gnu_ = GnuHash(raw_);
-  }
-}
+    : name_(name), version_(version), gnu_(GnuHash(name)) {}
 
 SymbolQuery::SymbolQuery(std::string_view name, std::string_view version, uint32_t gnu_hash)
-    : name_(name), version_(version), raw_(name), gnu_(gnu_hash) {
-  if (name.find('\\') != std::string_view::npos) {
-    raw_storage_ = text::Unescape(name);
-    raw_ = raw_storage_;
-  }
-}
+    : name_(name), version_(version), gnu_(gnu_hash) {}
 
 uint32_t SymbolQuery::sysv_hash() const {
-  if (!have_sysv_) sysv_ = SysvHash(raw_), have_sysv_ = true;
+  if (!have_sysv_) sysv_ = SysvHash(name_), have_sysv_ = true;
   return sysv_;
 }
 
@@ -472,14 +451,7 @@ bool ElfInfo::NameAt(uint32_t off, std::string_view* out) const {
   const char* s = dynstr_.data() + off;
   const void* nul = std::memchr(s, '\0', dynstr_.size() - off);
   if (nul == nullptr) return false;
-  const std::string_view raw(s, static_cast<const char*>(nul) - s);
-  if (text::PlainAscii(raw)) {
-    *out = raw;
-    return true;
-  }
-  auto it = escaped_.find(off);
-  if (it == escaped_.end()) it = escaped_.emplace(off, text::Escape(raw)).first;
-  *out = it->second;
+  *out = std::string_view(s, static_cast<const char*>(nul) - s);
   return true;
 }
 
@@ -533,18 +505,16 @@ void ElfInfo::NoteUndefined() const {
       continue;
     const char* name = dynstr_.data() + sym.st_name;
     const void* nul = std::memchr(name, '\0', dynstr_.size() - sym.st_name);
-    if (nul == nullptr || nul == name || static_cast<const char*>(nul) - name >= kEscaped) continue;
+    if (nul == nullptr || nul == name || static_cast<const char*>(nul) - name > UINT32_MAX) continue;
     const std::string_view raw(name, static_cast<const char*>(nul) - name);
-    undefined_.push_back({static_cast<uint32_t>(i), GnuHash(raw),
-                          static_cast<uint32_t>(raw.size()) | (text::PlainAscii(raw) ? 0 : kEscaped)});
+    undefined_.push_back({static_cast<uint32_t>(i), GnuHash(raw), static_cast<uint32_t>(raw.size())});
   }
 }
 
 void ElfInfo::UndefinedAt(const UndefinedRef& r, Symbol* out) const {
   Elf64_Sym sym;
   std::memcpy(&sym, dynsym_.data() + size_t{r.index} * sizeof(Elf64_Sym), sizeof sym);
-  if ((r.name_size & kEscaped) == 0) out->name = std::string_view(dynstr_.data() + sym.st_name, r.name_size);
-  else NameAt(sym.st_name, &out->name);
+  out->name = std::string_view(dynstr_.data() + sym.st_name, r.name_size);
   const unsigned bind = ELF64_ST_BIND(sym.st_info), type = ELF64_ST_TYPE(sym.st_info);
   out->hash = 0;
   out->defined = false;
@@ -558,8 +528,8 @@ void ElfInfo::Consider(size_t i, const SymbolQuery& q, Lookup* l, size_t* first)
   if (i == 0 || i >= nsyms_) return;
   Elf64_Sym s;
   std::memcpy(&s, dynsym_.data() + i * sizeof(Elf64_Sym), sizeof s);
-  if (s.st_shndx == SHN_UNDEF || ELF64_ST_BIND(s.st_info) == STB_LOCAL || q.raw().empty() ||
-      !RawNameIs(s.st_name, q.raw()))
+  if (s.st_shndx == SHN_UNDEF || ELF64_ST_BIND(s.st_info) == STB_LOCAL || q.name().empty() ||
+      !RawNameIs(s.st_name, q.name()))
     return;
   Symbol d;
   VersionOf(i, &d);
@@ -656,17 +626,17 @@ Result<std::unique_ptr<ElfInfo>> ParseElf(std::string_view data, const std::stri
   info->path = name;
   auto copy = std::make_shared<const std::string>(data);
   Parser p(*copy, copy, info.get());
-  if (Status s = p.Parse(); !s.ok()) return Error{fmt::format("{}: {}", name, s.error())};
+  if (Status s = p.Parse(); !s.ok()) return Error{fmt::format("{}: {}", text::Escape(name), s.error())};
   return info;
 }
 
 Result<std::unique_ptr<ElfInfo>> ReadElf(const std::string& path) {
-  auto m = std::make_shared<const Mapping>(text::Unescape(path), /*keep_fd=*/true);
-  if (!m->error.empty()) return Error{fmt::format("{}: {}", path, m->error)};
+  auto m = std::make_shared<const Mapping>(path, /*keep_fd=*/true);
+  if (!m->error.empty()) return Error{fmt::format("{}: {}", text::Escape(path), m->error)};
   auto info = std::make_unique<ElfInfo>();
   info->path = path;
   Parser p(m->data(), m, info.get());  // the views stay valid while the ElfInfo lives
-  if (Status s = p.Parse(); !s.ok()) return Error{fmt::format("{}: {}", path, s.error())};
+  if (Status s = p.Parse(); !s.ok()) return Error{fmt::format("{}: {}", text::Escape(path), s.error())};
   info->dev = m->st.st_dev;
   info->ino = m->st.st_ino;
   info->size = static_cast<uint64_t>(m->st.st_size);
@@ -676,7 +646,7 @@ Result<std::unique_ptr<ElfInfo>> ReadElf(const std::string& path) {
 }
 
 uint16_t MachineOf(const std::string& path) {
-  const int fd = open(text::Unescape(path).c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return 0;
   struct stat st {};
   Elf64_Ehdr eh;
@@ -688,7 +658,7 @@ uint16_t MachineOf(const std::string& path) {
 
 Ident IdentOf(const std::string& path) {
   Ident id;
-  const int fd = open(text::Unescape(path).c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return id;
   // ld.so reads the header of whatever opened; a FIFO is not read here (it could block
   // a report), and reads as unreadable.
@@ -751,12 +721,12 @@ std::string MachineWord(uint16_t machine) {
 }
 
 std::string FindString(const std::string& path, std::string_view needle, size_t max_len) {
-  Mapping m(text::Unescape(path));
+  Mapping m(path);
   const std::string_view d = m.data();
   const size_t at = d.find(needle);
   if (at == std::string_view::npos) return "";
   const size_t end = d.find('\0', at);
-  return text::Escape(d.substr(at, std::min(max_len, (end == std::string_view::npos ? d.size() : end) - at)));
+  return std::string(d.substr(at, std::min(max_len, (end == std::string_view::npos ? d.size() : end) - at)));
 }
 
 std::vector<std::string> FindStrings(const std::string& path, std::string_view needle,

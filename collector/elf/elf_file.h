@@ -23,12 +23,12 @@
 
 namespace ldscope::elf {
 
-// A stable 64-bit hash of a symbol name (as escaped text): the same on every machine
+// A stable 64-bit hash of a symbol name's bytes: the same on every machine
 // and in every build, because traces carry it (elf/facts.h) for names they do not keep.
 uint64_t NameHash(std::string_view name);
 
 // One dynamic symbol (never a local one, never one without a name). Names and versions
-// are escaped text, views into the mapped file or into the ElfInfo: valid while it lives.
+// are bytes, views into the mapped file or into the ElfInfo: valid while it lives.
 struct Symbol {
   std::string_view name;  // "" when only the hash is known (facts from a trace)
   uint64_t hash = 0;      // NameHash(name), set only when name is "" (see HashOf)
@@ -47,20 +47,18 @@ inline uint64_t HashOf(const Symbol& s) { return s.name.empty() ? s.hash : NameH
 // in (GNU's for files, NameHash for facts from a trace).
 class SymbolQuery {
  public:
-  // name and version: escaped text; version "" for an unversioned reference.
+  // version "" for an unversioned reference.
   SymbolQuery(std::string_view name, std::string_view version);
   // The same with GNU's hash of the name's bytes already known.
   SymbolQuery(std::string_view name, std::string_view version, uint32_t gnu_hash);
   std::string_view name() const { return name_; }
   std::string_view version() const { return version_; }
-  std::string_view raw() const { return raw_; }  // the name's bytes in the file
   uint32_t gnu_hash() const { return gnu_; }
   uint32_t sysv_hash() const;
   uint64_t name_hash() const;
 
  private:
-  std::string_view name_, version_, raw_;
-  std::string raw_storage_;
+  std::string_view name_, version_;
   uint32_t gnu_ = 0;
   mutable uint32_t sysv_ = 0;
   mutable uint64_t fnv_ = 0;
@@ -175,7 +173,7 @@ class ElfInfo {
   void NoteUndefined() const;
   struct UndefinedRef;
   void UndefinedAt(const UndefinedRef& r, Symbol* out) const;
-  // The text of the symbol table's string at off, escaped; false when out of range.
+  // The symbol table's string at off; false when out of range.
   bool NameAt(uint32_t off, std::string_view* out) const;
   bool RawNameIs(uint32_t off, std::string_view raw) const;
   // Fills the version fields of a symbol from .gnu.version entry i.
@@ -193,16 +191,13 @@ class ElfInfo {
   // DT_HASH.
   std::string_view sysv_buckets_, sysv_chain_;
   uint32_t sysv_nbucket_ = 0, sysv_nchain_ = 0;
-  // .gnu.version index -> (version name, file it is needed from), escaped.
+  // .gnu.version index -> (version name, file it is needed from).
   std::vector<std::pair<std::string_view, std::string_view>> versions_;
-  std::deque<std::string> text_;  // escaped strings the views above point into
-  // Names that escaping changes, by string table offset (filled as they are read).
-  mutable std::unordered_map<uint32_t, std::string> escaped_;
+  std::deque<std::string> text_;  // strings the views above point into
   struct UndefinedRef {
     uint32_t index, gnu_hash;
-    uint32_t name_size;  // of the name's bytes; kEscaped set when escaping changes them
+    uint32_t name_size;  // of the name's bytes
   };
-  static constexpr uint32_t kEscaped = 0x80000000u;
   mutable std::vector<UndefinedRef> undefined_;  // filled by IndexUndefined
   mutable bool undefined_indexed_ = false;
   // Facts from a trace: the symbols, and (NameHash, index) of the definitions, sorted.
@@ -210,7 +205,7 @@ class ElfInfo {
   std::vector<std::pair<uint64_t, uint32_t>> facts_defs_;
 };
 
-// Paths given and names returned are escaped text (text/escape.h), as in the model.
+// Paths given and names returned are bytes, as in the model; errors are text.
 // Reads path. An error (naming the file) when it is not a readable ELF shared object
 // or executable; the value is never nullptr.
 Result<std::unique_ptr<ElfInfo>> ReadElf(const std::string& path);
@@ -220,7 +215,7 @@ Result<std::unique_ptr<ElfInfo>> ParseElf(std::string_view data, const std::stri
 // The machine ld.so itself is built for (EM_X86_64, EM_AARCH64): objects of another
 // e_machine are skipped by its search.
 uint16_t HostMachine();
-// The e_machine of the 64-bit ELF file at path (escaped text), 0 when it is not one.
+// The e_machine of the 64-bit ELF file at path, 0 when it is not one.
 uint16_t MachineOf(const std::string& path);
 
 // A file's first bytes, as ld.so's open_verify (dl-load.c) reads a candidate of its

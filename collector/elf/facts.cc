@@ -18,8 +18,6 @@ enum Flag : uint8_t {
   kDefined = 1, kWeak = 2, kUnique = 16, kData = 32, kHidden = 64, kNamed = 128,
 };
 
-std::string Raw(std::string_view escaped) { return text::Unescape(std::string(escaped)); }
-
 // One zlib stream per thread, reset for each object instead of made anew: compress2()
 // allocates and clears about 270 KiB of deflate state per call, which was most of the
 // time `run` spent adding facts for many small libraries (2,000 of them: 140 ms). The
@@ -116,33 +114,33 @@ bool Decompress(const std::string& in, size_t size, std::string* out) {
 // Everything ToFacts records but the symbols.
 v1::ObjectFacts FactsWithoutSymbols(const ElfInfo& e, const std::map<std::string, std::vector<std::string>>& found) {
   v1::ObjectFacts f;
-  f.add_paths(Raw(e.path));
+  f.add_paths(std::string(e.path));
   f.set_build_id(e.build_id);
   f.set_size(e.size);
   f.set_mtime_ns(e.mtime_ns);
   f.set_dev(e.dev);
   f.set_ino(e.ino);
   f.set_machine(e.machine);
-  f.set_soname(Raw(e.soname));
-  for (const auto& n : e.needed) f.add_needed(Raw(n));
-  f.set_rpath(Raw(e.rpath));
-  f.set_runpath(Raw(e.runpath));
+  f.set_soname(std::string(e.soname));
+  for (const auto& n : e.needed) f.add_needed(std::string(n));
+  f.set_rpath(std::string(e.rpath));
+  f.set_runpath(std::string(e.runpath));
   f.set_flags_1(e.flags_1);
   f.set_dt_flags(e.dt_flags);
   f.set_tls_size(e.tls_size);
   f.set_tls_align(e.tls_align);
   f.set_tls_first_byte(e.tls_first_byte);
   if (e.gnu_stack) f.set_stack_flags(e.stack_flags);
-  for (const auto& v : e.verdefs) f.add_verdefs(Raw(v));
+  for (const auto& v : e.verdefs) f.add_verdefs(std::string(v));
   for (const auto& vn : e.verneeds) {
     auto* n = f.add_verneeds();
-    n->set_file(Raw(vn.file));
-    for (const auto& v : vn.versions) n->add_versions(Raw(v));
+    n->set_file(std::string(vn.file));
+    for (const auto& v : vn.versions) n->add_versions(std::string(v));
   }
   for (const auto& [needle, strings] : found) {
     auto* x = f.add_found();
     x->set_needle(needle);
-    for (const auto& s : strings) x->add_strings(Raw(s));
+    for (const auto& s : strings) x->add_strings(std::string(s));
   }
   return f;
 }
@@ -171,7 +169,8 @@ v1::ObjectFacts ToFacts(const ElfInfo& e, const std::function<Keep(const Symbol&
     uint8_t b = (sym.defined ? kDefined : 0) | (sym.weak ? kWeak : 0) | (sym.unique ? kUnique : 0) |
                 (sym.data ? kData : 0) | (sym.hidden ? kHidden : 0) | (k == Keep::kName ? kNamed : 0);
     flags.push_back(static_cast<char>(b));
-    if (k == Keep::kName) s.add_names(Raw(sym.name));
+    if (k == Keep::kName)
+      s.add_names(std::string(sym.name));
     else s.add_hashes(HashOf(sym));
     if (sym.version.empty()) {
       s.add_version(0);
@@ -181,8 +180,8 @@ v1::ObjectFacts ToFacts(const ElfInfo& e, const std::function<Keep(const Symbol&
                                                     static_cast<uint32_t>(version_index.size()));
     if (inserted) {
       auto* v = s.add_versions();
-      v->set_name(Raw(sym.version));
-      v->set_file(Raw(sym.version_file));
+      v->set_name(std::string(sym.version));
+      v->set_file(std::string(sym.version_file));
     }
     s.add_version(it->second + 1);
   });
@@ -203,7 +202,7 @@ PreparedFacts PrepareFacts(const ElfInfo& e, const std::function<bool(const Symb
     PreparedFacts::Sym s{0, 0, b, sym.defined};
     if (!sym.defined) p.undefined.push_back(HashOf(sym));
     if (full) {
-      p.names += Raw(sym.name);
+      p.names += std::string(sym.name);
       p.name_ends.push_back(static_cast<uint32_t>(p.names.size()));
     } else {
       s.hash = HashOf(sym);
@@ -211,7 +210,7 @@ PreparedFacts PrepareFacts(const ElfInfo& e, const std::function<bool(const Symb
     if (!sym.version.empty()) {
       auto [it, inserted] = version_index.try_emplace({sym.version, sym.version_file},
                                                       static_cast<uint32_t>(version_index.size()));
-      if (inserted) p.versions.emplace_back(Raw(sym.version), Raw(sym.version_file));
+      if (inserted) p.versions.emplace_back(std::string(sym.version), std::string(sym.version_file));
       s.version = it->second + 1;
     }
     p.symbols.push_back(s);
@@ -255,18 +254,18 @@ v1::ObjectFacts FinishFacts(const PreparedFacts& p, const std::function<bool(uin
 
 v1::ObjectFacts UnreadableFacts(const std::string& path, const std::string& error) {
   v1::ObjectFacts f;
-  f.add_paths(Raw(path));
+  f.add_paths(std::string(path));
   f.set_unreadable(error.empty() ? "unreadable" : error);
   return f;
 }
 
 // The dynamic section's facts, PT_TLS, PT_GNU_STACK and the strings found in the file,
-// from the record (escaped text, as reading the file gives them).
+// from the record (the bytes, as reading the file gives them).
 static void DynamicFromFacts(const v1::ObjectFacts& f, ElfInfo* e) {
-  e->soname = text::Escape(f.soname());
-  for (const auto& n : f.needed()) e->needed.push_back(text::Escape(n));
-  e->rpath = text::Escape(f.rpath());
-  e->runpath = text::Escape(f.runpath());
+  e->soname = f.soname();
+  for (const auto& n : f.needed()) e->needed.push_back(n);
+  e->rpath = f.rpath();
+  e->runpath = f.runpath();
   e->flags_1 = f.flags_1();
   e->dt_flags = f.dt_flags();
   e->tls_size = f.tls_size();
@@ -274,16 +273,16 @@ static void DynamicFromFacts(const v1::ObjectFacts& f, ElfInfo* e) {
   e->tls_first_byte = f.tls_first_byte();
   e->gnu_stack = f.has_stack_flags();
   e->stack_flags = f.stack_flags();
-  for (const auto& v : f.verdefs()) e->verdefs.push_back(text::Escape(v));
+  for (const auto& v : f.verdefs()) e->verdefs.push_back(v);
   for (const auto& vn : f.verneeds()) {
     VersionNeed n;
-    n.file = text::Escape(vn.file());
-    for (const auto& v : vn.versions()) n.versions.push_back(text::Escape(v));
+    n.file = vn.file();
+    for (const auto& v : vn.versions()) n.versions.push_back(v);
     e->verneeds.push_back(std::move(n));
   }
   for (const auto& x : f.found()) {
     auto& list = e->found[x.needle()];
-    for (const auto& s : x.strings()) list.push_back(text::Escape(s));
+    for (const auto& s : x.strings()) list.push_back(s);
   }
 }
 
@@ -310,8 +309,7 @@ Result<std::unique_ptr<ElfInfo>> FromFacts(const v1::ObjectFacts& f, const std::
   }
   e->defined_complete = s.defined_complete();
   std::vector<std::pair<std::string_view, std::string_view>> versions;
-  for (const auto& v : s.versions())
-    versions.emplace_back(e->Keep(text::Escape(v.name())), e->Keep(text::Escape(v.file())));
+  for (const auto& v : s.versions()) versions.emplace_back(e->Keep(v.name()), e->Keep(v.file()));
   const std::string& flags = s.flags();
   if (flags.size() > f.symbols_zlib().size() + kSlack) {
     return Error{
@@ -330,7 +328,7 @@ Result<std::unique_ptr<ElfInfo>> FromFacts(const v1::ObjectFacts& f, const std::
     Symbol sym;
     if (b & kNamed) {
       if (name >= s.names_size()) break;
-      sym.name = e->Keep(text::Escape(s.names(name++)));
+      sym.name = e->Keep(s.names(name++));
       if (sym.name.empty()) sym.hash = NameHash(sym.name);
     } else {
       if (hash >= s.hashes_size()) break;
@@ -400,7 +398,7 @@ bool TraceFacts::Add(std::string bytes) {
   if (!ScanFacts(std::move(bytes), r.get())) return false;
   records_.push_back(std::move(r));
   const FactsRecord* rec = records_.back().get();
-  for (const auto& p : rec->paths) by_path_[text::Escape(p)] = rec;
+  for (const auto& p : rec->paths) by_path_[p] = rec;
   if (!rec->build_id.empty() && rec->unreadable.empty()) by_build_id_[rec->build_id] = rec;
   return true;
 }

@@ -22,9 +22,9 @@ namespace ldscope::elf {
 // its name in full.
 enum class Keep { kDrop, kHash, kName };
 
-// The record of e (names unescaped back to the file's bytes). keep decides for each
-// definition; undefined symbols always keep their names. found: what was searched for
-// in the file's bytes (needle -> strings found, escaped text as FindString returns it).
+// The record of e. keep decides for each definition; undefined symbols always keep their
+// names. found: what was searched for in the file's bytes (needle -> strings found, as
+// FindString returns them).
 v1::ObjectFacts ToFacts(const ElfInfo& e, const std::function<Keep(const Symbol&)>& keep,
                         const std::map<std::string, std::vector<std::string>>& found);
 // ToFacts in two steps, for a writer that reads each file before it knows which
@@ -58,9 +58,8 @@ v1::ObjectFacts FinishFacts(const PreparedFacts& p, const std::function<bool(uin
 // The record of a file that could not be read.
 v1::ObjectFacts UnreadableFacts(const std::string& path, const std::string& error);
 
-// An ElfInfo from a record (from_trace set; names as escaped text, as ReadElf gives
-// them); an error when the record says the file was unreadable or its symbols cannot be
-// decoded.
+// An ElfInfo from a record (from_trace set; names as ReadElf gives them); an error when the record says the file was
+// unreadable or its symbols cannot be decoded.
 Result<std::unique_ptr<ElfInfo>> FromFacts(const v1::ObjectFacts& f, const std::string& path);
 
 // One record as a trace holds it: its bytes, kept as they are, and the few fields a
@@ -83,7 +82,7 @@ struct FactsRecord {
 // UTF-8. The nested messages are checked only when the record is decoded.
 bool ScanFacts(std::string bytes, FactsRecord* out);
 
-// The records of one or more traces, by path (escaped text, as in the model) and by
+// The records of one or more traces, by path (as in the model) and by
 // build-id. Later records of a path replace earlier ones.
 class TraceFacts {
  public:

@@ -47,19 +47,19 @@ bool ReadAt(int fd, uint64_t size, uint64_t off, uint64_t len, std::string* out)
   return true;
 }
 
-// The NUL-terminated name at off of the string table, as escaped text; "" out of range.
+// The NUL-terminated name at off of the string table; "" out of range.
 std::string NameAt(std::string_view strtab, uint32_t off) {
   if (off >= strtab.size()) return "";
   const size_t end = strtab.find('\0', off);
   const std::string_view raw = strtab.substr(off, (end == std::string_view::npos ? strtab.size() : end) - off);
-  return text::PlainAscii(raw) ? std::string(raw) : text::Escape(raw);
+  return std::string(raw);
 }
 
 }  // namespace
 
 Result<SymtabLookup> FindLocalDefinitions(const std::string& path, const std::vector<std::string>& names, dev_t dev,
                                           ino_t ino) {
-  const Fd fd(open(text::Unescape(path).c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
+  const Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
   if (fd.get() < 0) return Error{fmt::format("{}: {}", path, std::strerror(errno))};
   struct stat st {};
   if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return Error{fmt::format("{}: not a regular file", path)};

@@ -27,9 +27,9 @@ enum class LocalKind {
 };
 
 struct LocalDefinition {
-  std::string name;  // escaped text
+  std::string name;
   LocalKind kind = LocalKind::kLinkLocal;
-  std::string source;  // kFileLocal: the source file its STT_FILE entry names (escaped)
+  std::string source;  // kFileLocal: the source file its STT_FILE entry names
 };
 
 struct SymtabLookup {
@@ -40,7 +40,7 @@ struct SymtabLookup {
 // The upper bound on the bytes of .symtab and of its string table that a lookup reads.
 inline constexpr uint64_t kMaxSymtabBytes = 256ull << 20;
 
-// Looks names (escaped text) up among the local definitions of path's .symtab. With dev
+// Looks names up among the local definitions of path's .symtab. With dev
 // and ino not 0, the file must be that one (the one the trace saw), else an error.
 Result<SymtabLookup> FindLocalDefinitions(const std::string& path, const std::vector<std::string>& names, dev_t dev = 0,
                                           ino_t ino = 0);

@@ -65,9 +65,8 @@ Status LdCache::LoadFromMemory(const std::string& d) {
     if ((flags & kTypeMask) != kElfLibc6 || (flags & kArchMask) != kX8664Lib64) continue;
     // Entries for glibc-hwcaps subdirectories carry a hwcap index; the plain one is
     // what every CPU gets, so it wins when both exist.
-    // Escaped like every name and path in the model, which they are compared with.
-    const std::string name = text::Escape(CStr(d, base + key));
-    const std::string path = text::Escape(CStr(d, base + value));
+    const std::string name = CStr(d, base + key);
+    const std::string path = CStr(d, base + value);
     if (name.empty() || path.empty()) continue;
     auto it = entries_.find(name);
     if (it == entries_.end() || hwcap == 0) entries_[name] = path;

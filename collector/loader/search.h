@@ -90,8 +90,7 @@ struct Result {
 // A candidate's identification, through env's cache when it has one.
 const elf::Ident& IdentOf(const std::string& path, const Environment& env);
 
-// Names, paths and directories are escaped text (text/escape.h), as in the model; the
-// separators and $ORIGIN-style tokens are ASCII, which escaping leaves alone.
+// Names, paths and directories are the bytes the model holds.
 // requester: the object whose NEEDED (or dlopen) asks for name. loaders: the chain
 // of objects that loaded it, nearest first, ending with the executable (their RPATHs
 // apply when the requester has no RUNPATH).

@@ -13,7 +13,7 @@
 namespace ldscope::model {
 namespace {
 
-// The name is escaped text already (its backslashes doubled): only quotes need one.
+// A name as a Python str literal says it: its quotes escaped (a renderer escapes the rest).
 std::string Quote(const std::string& s) {
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("\\'") : std::string(1, c);

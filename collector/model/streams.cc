@@ -6,13 +6,6 @@
 namespace ldscope::model::streams {
 namespace {
 
-// An indexed record decoded alone (store::DecodeAlone), its byte strings escaped.
-v1::Event DecodeText(const store::TraceFile& file, const store::EventStream& stream, uint64_t at) {
-  v1::Event e = store::DecodeAlone(file, stream, at);
-  EscapeByteStrings(&e);
-  return e;
-}
-
 // A noexec mount, once per mount point and options however many traces name it.
 void AddMount(const v1::MountFacts& m, v1::Timeline* tl) {
   v1::Mount* to = nullptr;
@@ -29,7 +22,7 @@ void AddMount(const v1::MountFacts& m, v1::Timeline* tl) {
     if (std::find(to->dirs().begin(), to->dirs().end(), d) == to->dirs().end()) to->add_dirs(d);
 }
 
-// A file's owner, as recorded (escaped already).
+// A file's owner, as recorded.
 void AddOwner(const v1::OwnerFacts& o, v1::Timeline* tl) {
   v1::Owner* to = tl->add_owners();
   for (const auto& p : o.paths()) to->add_paths(p);
@@ -107,8 +100,8 @@ void StreamEvents::Seal() {
 
 v1::Event StreamEvents::First() const {
   if (!decoded_.empty()) return *decoded_.front();
-  if (groups_.size() == 1) return DecodeText(*file_, *groups_[0], groups_[0]->records.front());
-  return DecodeText(*file_, *groups_[merged_.front().first], Rec(merged_.front()));
+  if (groups_.size() == 1) return store::DecodeAlone(*file_, *groups_[0], groups_[0]->records.front());
+  return store::DecodeAlone(*file_, *groups_[merged_.front().first], Rec(merged_.front()));
 }
 
 std::vector<v1::Event> StreamEvents::Starts() const {
@@ -116,13 +109,14 @@ std::vector<v1::Event> StreamEvents::Starts() const {
   for (const v1::Event* e : decoded_)
     if (e->has_process_start()) out.push_back(*e);
   if (groups_.size() == 1) {
-    for (uint32_t i : groups_[0]->starts) out.push_back(DecodeText(*file_, *groups_[0], groups_[0]->records[i]));
+    for (uint32_t i : groups_[0]->starts)
+      out.push_back(store::DecodeAlone(*file_, *groups_[0], groups_[0]->records[i]));
   } else if (groups_.size() > 1) {
     std::set<std::pair<uint32_t, uint32_t>> starts;
     for (uint32_t g = 0; g < groups_.size(); ++g)
       for (uint32_t i : groups_[g]->starts) starts.emplace(g, i);
     for (const auto& m : merged_)
-      if (starts.count(m) != 0) out.push_back(DecodeText(*file_, *groups_[m.first], Rec(m)));
+      if (starts.count(m) != 0) out.push_back(store::DecodeAlone(*file_, *groups_[m.first], Rec(m)));
   }
   return out;
 }
@@ -141,12 +135,9 @@ Streams ReadStreams(const store::TraceSet& traces, v1::Timeline* tl) {
       tl->set_nvidia_driver_source(f.header.nvidia_driver_source());
       tl->set_nvidia_driver_version(f.header.nvidia_driver_version());
     }
-    for (const auto& raw : f.events) {
-      v1::Event& e = s.escaped.emplace_back(raw);
-      EscapeByteStrings(&e);
+    for (const auto& e : f.events) {
       if (e.has_collector() || e.has_mount_facts() || e.has_owner_facts()) {
         AddNotes(e, tl, &s.notes);
-        s.escaped.pop_back();
         continue;
       }
       s.by_stream[e.stream()].Add(&e);
@@ -156,7 +147,7 @@ Streams ReadStreams(const store::TraceSet& traces, v1::Timeline* tl) {
     if (!f.collector.empty()) {
       store::EventStream none;
       for (const auto& [at, stream] : f.collector) {
-        AddNotes(DecodeText(f, none, at), tl, &s.notes);
+        AddNotes(store::DecodeAlone(f, none, at), tl, &s.notes);
       }
     }
     for (const auto& es : f.streams) {

@@ -4,7 +4,6 @@
 #pragma once
 
 #include "ldscope_proto/timeline.pb.h"
-#include "model/event_text.h"
 #include "model/python.h"
 #include "store/trace_file.h"
 
@@ -34,8 +33,8 @@ struct Notes {
   int32_t command_exit_status = 0, command_signal = 0;
 };
 
-// One stream's events in seq order (equal seqs in file order), their byte strings
-// escaped (EscapeByteStrings): a file's decoded events (escaped copies), or the indexed
+// One stream's events in seq order (equal seqs in file order): a file's decoded events
+// (the file's own, which outlive the timeline's building), or the indexed
 // records of one or more of a file's streams (LoadTraces gives streams 0 and 1 of a file
 // one number), decoded one at a time as they are read.
 class StreamEvents {
@@ -62,13 +61,12 @@ class StreamEvents {
     for (const auto* g : groups_) decoders.emplace_back(*file_, *g);
     const size_t n = groups_.size() == 1 ? groups_[0]->records.size() : merged_.size();
     // The i-th record in order, decoded (in order: the decoders undo the wire economies
-    // record after record), its byte strings escaped.
+    // record after record).
     const auto decode = [&](size_t i, v1::Event* e) {
       if (groups_.size() == 1)
         decoders[0].Decode(groups_[0]->records[i], e);
       else
         decoders[merged_[i].first].Decode(Rec(merged_[i]), e);
-      EscapeByteStrings(e);
     };
     if (n >= kPipelineAbove && std::thread::hardware_concurrency() > 1) return Pipelined(n, decode, fn);
     store::ScratchEvent scratch;
@@ -168,7 +166,6 @@ struct Streams {
   std::map<uint32_t, StreamEvents> by_stream;
   std::map<uint32_t, uint64_t> writer_ns;  // stream -> its trace writer's pid namespace
   Notes notes;
-  std::deque<v1::Event> escaped;  // the decoded files' events, escaped (StreamEvents point into it)
 };
 
 // The events of every file by stream; the files' problems and the collector's records go

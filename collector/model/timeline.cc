@@ -517,9 +517,8 @@ class ProcessBuilder {
       if (req->is_main && !startup_done_) {
         auto env = out_->env().find("LD_PRELOAD");
         if (env != out_->env().end()) {
-          // Split the bytes: a blank separator is escaped (\t) in the text.
-          for (const auto& p : loader::SplitPath(text::Unescape(env->second), ": \t"))
-            if (text::Escape(p) == name) return v1::LOAD_PRELOAD;
+          for (const auto& p : loader::SplitPath(env->second, ": \t"))
+            if (p == name) return v1::LOAD_PRELOAD;
         }
       }
     }

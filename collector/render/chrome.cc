@@ -4,8 +4,8 @@
 // spans of a track nest (NestSlices); one that would overlap its parent is async.
 //
 // The document is a google::protobuf::Struct printed by protobuf's JSON writer, as the
-// other JSON outputs are: the model's strings are escaped text (text/escape.h), so the
-// JSON holds them losslessly. Keys come out sorted (deterministic serialization), so the
+// other JSON outputs are, from the timeline with its byte strings escaped
+// (ShownTimeline), so the JSON holds them losslessly. Keys come out sorted (deterministic serialization), so the
 // same trace always gives the same bytes.
 #include <algorithm>
 #include <cmath>
@@ -233,7 +233,8 @@ void NestSlices(ListValue* events) {
 
 }  // namespace
 
-std::string ChromeTrace(const v1::Timeline& t, const v1::Report& findings) {
+std::string ChromeTrace(const v1::Timeline& model, const v1::Report& findings) {
+  const v1::Timeline t = ShownTimeline(model);
   ChromeEvents events(t);
   for (const auto& p : t.processes()) events.AddProcess(p, findings);
   Struct doc;

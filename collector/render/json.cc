@@ -17,6 +17,7 @@
 
 #include "render/render.h"
 #include "render/words.h"
+#include "text/escape.h"
 
 namespace ldscope::render {
 namespace {
@@ -79,8 +80,8 @@ class Writer {
       } else if (c < 0x20 || c == 0x7f) {
         out_ += fmt::format("\\u{:04x}", c);
       } else if (c >= 0x80) {
-        // Bytes that are not UTF-8 (strings are escaped when read, so this is rare)
-        // print as the text escaper writes them: \xNN, a backslash escaped here.
+        // Bytes that are not UTF-8 (text is escaped, so this is rare) print as the text
+        // escaper writes them: \xNN, a backslash escaped here.
         if (const size_t n = Utf8Length(s, i); n != 0) {
           out_.append(s.substr(i, n));
           i += n;
@@ -229,6 +230,33 @@ class Writer {
 };
 
 }  // namespace
+
+void EscapeByteFields(Message* m, std::initializer_list<std::string_view> text) {
+  const auto shown = [](const std::string& s) { return text::PlainAscii(s) ? s : text::Escape(s); };
+  const Reflection* r = m->GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  r->ListFields(*m, &fields);
+  for (const FieldDescriptor* f : fields) {
+    const auto named = [&](const std::string& name) { return std::find(text.begin(), text.end(), name) != text.end(); };
+    if (named(f->full_name()) || named(f->containing_type()->full_name())) continue;
+    if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+      if (!f->is_repeated()) EscapeByteFields(r->MutableMessage(m, f), text);
+      for (int k = 0; f->is_repeated() && k < r->FieldSize(*m, f); ++k)
+        EscapeByteFields(r->MutableRepeatedMessage(m, f, k), text);
+    } else if (f->type() == FieldDescriptor::TYPE_STRING && !f->is_repeated()) {
+      r->SetString(m, f, shown(r->GetString(*m, f)));
+    } else if (f->type() == FieldDescriptor::TYPE_STRING) {
+      for (int k = 0; k < r->FieldSize(*m, f); ++k)
+        r->SetRepeatedString(m, f, k, shown(r->GetRepeatedString(*m, f, k)));
+    }
+  }
+}
+
+v1::Timeline ShownTimeline(const v1::Timeline& t) {
+  v1::Timeline shown = t;
+  EscapeByteFields(&shown, {"ldscope.v1.TraceProblem"});
+  return shown;
+}
 
 std::string Json(const google::protobuf::Message& m) {
   Writer w;

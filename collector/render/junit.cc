@@ -200,7 +200,8 @@ std::string ProblemSuite(const v1::Timeline& t) {
 
 }  // namespace
 
-std::string Junit(const v1::Timeline& t, const v1::Report& r, const JunitInput& in) {
+std::string Junit(const v1::Timeline& model, const v1::Report& r, const JunitInput& in) {
+  const v1::Timeline t = ShownTimeline(model);
   const std::vector<Case> cases = Cases(t, r, in);
   // Suites in the order their program first appears.
   std::vector<std::string> exes;

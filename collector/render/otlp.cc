@@ -603,9 +603,10 @@ std::string OtlpProcessKey(const v1::ProcessTimeline& p) {
   return fmt::format("{}/{}", p.pid(), p.start_mono_ns());
 }
 
-OtlpPayload Otlp(const v1::Timeline& t, const v1::Report& findings, const OtlpSource& src,
+OtlpPayload Otlp(const v1::Timeline& model, const v1::Report& findings, const OtlpSource& src,
                  const OtlpSelect& select) {
   OtlpPayload out;
+  const v1::Timeline t = ShownTimeline(model);
   OtlpExport exp(t, src, select);
   exp.AddSpans(&out);
   exp.AddLogs(findings, &out);

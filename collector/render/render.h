@@ -5,8 +5,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <string>
+#include <string_view>
 
 #include <google/protobuf/message.h>
 
@@ -23,8 +25,18 @@ namespace ldscope::render {
 // sorted by key, so the same message prints the same bytes.
 std::string Json(const google::protobuf::Message& m);
 // protobuf's proto3 JSON mapping of a message (enum names, defaults left out), which
-// JsonStringToMessage reads back: `show --format json`, the timeline as data.
+// JsonStringToMessage reads back: `show --format json`, the timeline as data (its byte
+// strings escaped first: ShownTimeline).
 std::string ProtoJson(const google::protobuf::Message& m);
+
+// The model's messages hold file names, argv and environments as bytes; a message made
+// of them turns into text here: every string field of m, and of the messages in it,
+// escaped (text::Escape), except the fields and messages named in text (full names),
+// which hold text already.
+void EscapeByteFields(google::protobuf::Message* m, std::initializer_list<std::string_view> text);
+// A copy of the timeline with its byte strings escaped (all but its problems, which are
+// text): what the renderers that do not escape field by field (JUnit, Chrome, OTLP) read.
+v1::Timeline ShownTimeline(const v1::Timeline& t);
 
 // The version of docs/report.schema.json that ReportJson follows: its major number
 // changes when a field changes meaning or goes, its minor number when one is added.

@@ -8,6 +8,7 @@
 #include "render/python_text.h"
 #include "render/render.h"
 #include "text/escape.h"
+#include "text/shown.h"
 #include "text/strings.h"
 #include "render/words.h"
 
@@ -15,22 +16,23 @@ namespace ldscope::render {
 namespace {
 
 // Rendering appends to one string, piece by piece, without a temporary per piece or a
-// format string parsed per line: a big trace prints millions of lines.
+// format string parsed per line: a big trace prints millions of lines. The model's
+// strings are bytes: each is escaped as it is put in (text::AppendBytes, text::Show).
 
-// An object's path, or what is known of it.
+// An object's path (escaped), or what is known of it: a line's text.
 void AppendName(std::string& out, const v1::ObjectRef& r) {
   if (!r.path().empty())
-    out += r.path();
+    text::AppendBytes(out, r.path());
   else if (r.id() == 0)
     out += "(unknown object)";
   else
     fmt::format_to(std::back_inserter(out), "(object {})", r.id());
 }
 
+// The same, as bytes: for text::Show.
 std::string Name(const v1::ObjectRef& r) {
-  std::string out;
-  AppendName(out, r);
-  return out;
+  if (!r.path().empty()) return r.path();
+  return r.id() == 0 ? "(unknown object)" : fmt::format("(object {})", r.id());
 }
 
 // The timestamp column: "{:>10} " of "+{:.3f}ms" of the offset in ms, as fmt formats it;
@@ -96,7 +98,7 @@ void Tried(std::string& out, const google::protobuf::RepeatedPtrField<v1::Candid
     out += "      tried  ";
     Padded(out, CandidateWord(c), 16);
     out += ' ';
-    out += c.path();
+    text::AppendBytes(out, c.path());
     out += '\n';
   }
 }
@@ -104,7 +106,7 @@ void Tried(std::string& out, const google::protobuf::RepeatedPtrField<v1::Candid
 // The Python side of an entry, when the hook saw one.
 void Python(std::string& out, const v1::PyCause& c, const std::string& cwd, const TextOptions& opt) {
   const std::string text = render::PyCauseText(c, cwd);
-  if (!text.empty()) out += fmt::format("{}      python {}\n", Pad(opt), text);
+  if (!text.empty()) out += text::Show("{}      python {}\n", Pad(opt), text).str();
 }
 
 void RenderLoad(std::string& out, const v1::Entry& e, const std::string& cwd,
@@ -114,7 +116,7 @@ void RenderLoad(std::string& out, const v1::Entry& e, const std::string& cwd,
   const auto soname = [&] {
     if (o.soname().empty()) return;
     out += " (soname ";
-    out += o.soname();
+    text::AppendBytes(out, o.soname());
     out += ')';
   };
   AppendTime(out, e, opt);
@@ -125,7 +127,7 @@ void RenderLoad(std::string& out, const v1::Entry& e, const std::string& cwd,
     AppendName(out, o);
     soname();
   } else {
-    out += l.requested_name();
+    text::AppendBytes(out, l.requested_name());
     out += "  requested by ";
     AppendName(out, l.requester());
   }
@@ -147,9 +149,9 @@ void RenderLoad(std::string& out, const v1::Entry& e, const std::string& cwd,
     const std::string& path = r.object().path();
     const std::string base = text::BaseName(path);
     if (!opt.verbose && (!r.loaded_earlier() || base == r.name())) continue;
-    fmt::format_to(std::back_inserter(out), "{}      needs  {} -> already loaded {} ({} match, no search){}\n",
-                   Pad(opt), r.name(), Name(r.object()), r.matched_by(),
-                   r.loaded_earlier() ? ", loaded by an earlier operation" : "");
+    out += text::Show("{}      needs  {} -> already loaded {} ({} match, no search){}\n", Pad(opt), r.name(),
+                      Name(r.object()), r.matched_by(), r.loaded_earlier() ? ", loaded by an earlier operation" : "")
+               .str();
   }
 }
 
@@ -167,23 +169,22 @@ bool Spill(std::string& out, const Sink& sink) {
 void RenderPythonSummary(std::string& out, const v1::ProcessTimeline& p) {
   size_t failed = 0;
   for (const auto& i : p.imports()) failed += i.failed();
-  out += fmt::format("  python {} ({}): {} imports, {} failed{}{}\n", p.python().version(),
-                     p.python().executable(), p.imports_size(), failed,
-                     p.python().dropped() + p.python().missing_seqs() == 0
-                         ? ""
-                         : fmt::format("; hook events dropped {}, missing {}",
-                                       p.python().dropped(), p.python().missing_seqs()),
-                     p.python().truncated() == 0
-                         ? ""
-                         : fmt::format("; {} hook events truncated", p.python().truncated()));
+  out += text::Show(
+             "  python {} ({}): {} imports, {} failed{}{}\n", p.python().version(), p.python().executable(),
+             p.imports_size(), failed,
+             p.python().dropped() + p.python().missing_seqs() == 0
+                 ? ""
+                 : fmt::format("; hook events dropped {}, missing {}", p.python().dropped(), p.python().missing_seqs()),
+             p.python().truncated() == 0 ? "" : fmt::format("; {} hook events truncated", p.python().truncated()))
+             .str();
 }
 
 // A process block's head: pid and executable, argv, how it started, LD_ variables,
 // the Python summary.
 void RenderHeader(std::string& out, const v1::ProcessTimeline& p) {
-  std::string argv;  // a shell gives these words back as the original bytes
+  text::Shown argv;  // a shell gives these words back as the original bytes
   for (const auto& a : p.argv()) {
-    if (!argv.empty()) argv += ' ';
+    if (!argv.empty()) argv += " ";
     argv += text::ShellQuote(a);
   }
   std::string origin;
@@ -191,19 +192,19 @@ void RenderHeader(std::string& out, const v1::ProcessTimeline& p) {
     origin = fmt::format("forked from pid {}", p.ppid());
   else
     origin = fmt::format("{} (parent pid {})", StartWord(p.start_reason()), p.ppid());
-  out += fmt::format("process {}: {}\n", p.pid(), p.exe().empty() ? "(unknown)" : p.exe());
-  out += fmt::format("  argv: {}\n", argv);
+  out += text::Show("process {}: {}\n", p.pid(), p.exe().empty() ? "(unknown)" : p.exe()).str();
+  out += text::Show("  argv: {}\n", argv).str();
   if (p.start_truncated())
     out += "  [truncated] the start event was cut to fit: exe, cwd, argv or environment "
            "entries are cut short or missing\n";
-  out += fmt::format("  {} · glibc {} · cwd {}\n", origin, p.glibc_version(), p.cwd());
+  out += text::Show("  {} · glibc {} · cwd {}\n", origin, p.glibc_version(), p.cwd()).str();
   if (p.pid_namespace() != 0)
     out += fmt::format("  pid namespace {} (not the trace writer's): pids are as seen inside it\n",
                        p.pid_namespace());
   std::vector<std::pair<std::string, std::string>> env(p.env().begin(), p.env().end());
   std::sort(env.begin(), env.end());
   for (const auto& [k, v] : env)
-    if (k.rfind("LD_", 0) == 0) out += fmt::format("  {}={}\n", k, v);
+    if (k.rfind("LD_", 0) == 0) out += text::Show("  {}={}\n", k, v).str();
   if (p.has_python()) RenderPythonSummary(out, p);
 }
 
@@ -212,25 +213,24 @@ void RenderSearch(std::string& out, const v1::Entry& e, const std::string& cwd,
   const auto& s = e.search();
   AppendTime(out, e, opt);
   out += "       search ";
-  out += s.requested_name();
+  text::AppendBytes(out, s.requested_name());
   out += "  requested by ";
   AppendName(out, s.requester());
   out += Cut(e);
   out += '\n';
   Tried(out, s.tried(), opt);
-  out += fmt::format("{}      result {}{}\n", Pad(opt), s.outcome(),
-                     s.has_same_as() ? ": " + Name(s.same_as()) : "");
+  out +=
+      text::Show("{}      result {}{}\n", Pad(opt), s.outcome(), s.has_same_as() ? ": " + Name(s.same_as()) : "").str();
   if (s.has_python()) Python(out, s.python(), cwd, opt);
 }
 
 void RenderFailedDlopen(std::string& out, const v1::Entry& e, const std::string& cwd,
                         const TextOptions& opt) {
   const auto& f = e.failed_dlopen();
-  out += fmt::format("{}FAILED dlopen {}  requested by {}: rolled back\n", Time(e, opt),
-                     f.requested_name().empty() ? "(unknown name)" : f.requested_name(),
-                     Name(f.requester()));
-  for (const auto& r : f.rolled_back())
-    fmt::format_to(std::back_inserter(out), "{}      unmap  {}\n", Pad(opt), Name(r));
+  out += text::Show("{}FAILED dlopen {}  requested by {}: rolled back\n", Time(e, opt),
+                    f.requested_name().empty() ? "(unknown name)" : f.requested_name(), Name(f.requester()))
+             .str();
+  for (const auto& r : f.rolled_back()) out += text::Show("{}      unmap  {}\n", Pad(opt), Name(r)).str();
   if (f.has_python()) Python(out, f.python(), cwd, opt);
 }
 
@@ -285,8 +285,11 @@ void RenderEnd(std::string& out, const v1::ProcessTimeline& p, size_t exit_unloa
         "trace; {} objects loaded then\n",
         p.loaded_at_end_size() + p.inherited_open_at_end());
   else if (p.untraced_after() && !p.exe_after().empty())
-    out += fmt::format("  no exit event: the process went on running {}, not traced (no traced "
-                       "image of pid {} followed)\n", p.exe_after(), p.pid());
+    out += text::Show(
+               "  no exit event: the process went on running {}, not traced (no traced "
+               "image of pid {} followed)\n",
+               p.exe_after(), p.pid())
+               .str();
   else if (p.untraced_after())
     out += fmt::format("  no exit event and no traced image of pid {} followed (_exit, a crash, "
                        "or an exec into a program not traced)\n", p.pid());
@@ -305,8 +308,8 @@ void RenderFooter(std::string& out, const v1::ProcessTimeline& p, size_t exit_un
   // Failed imports that are not the optional probes Python makes itself.
   for (const auto& i : p.imports()) {
     if (!i.failed() || i.error().rfind("ModuleNotFoundError", 0) == 0) continue;
-    out += fmt::format("  import {} failed at {}: {}\n", i.module(),
-                       render::PyFrameText(i.site(), p.cwd()), i.error());
+    out += text::Show("  import {} failed at {}: {}\n", i.module(), render::PyFrameText(i.site(), p.cwd()), i.error())
+               .str();
   }
   RenderEnd(out, p, exit_unloads);
   out += fmt::format("  events {}, dropped {}, missing {}\n\n", p.events(), p.dropped(),

@@ -1,5 +1,6 @@
 // See escape.h.
 #include "text/escape.h"
+#include "text/shown.h"
 
 #include <cstring>
 
@@ -162,13 +163,14 @@ std::string Unescape(std::string_view text) {
   return out;
 }
 
-std::string ShellQuote(std::string_view escaped) {
-  const std::string raw = Unescape(escaped);
+namespace {
+
+std::string ShellWord(std::string_view raw) {
   bool safe = !raw.empty();
   for (char c : raw)
     safe &= (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
             std::string_view("_@%+=:,./-").find(c) != std::string_view::npos;
-  if (safe) return raw;
+  if (safe) return std::string(raw);
   const std::string text = Escape(raw);
   bool printable = true;  // Escape changed nothing but backslashes
   for (size_t i = 0; i < text.size(); ++i) {
@@ -188,8 +190,7 @@ std::string ShellQuote(std::string_view escaped) {
   return out + "'";
 }
 
-std::string PythonString(std::string_view escaped) {
-  const std::string raw = Unescape(escaped);
+std::string PythonLiteral(std::string_view raw) {
   std::string out = "'";
   for (size_t i = 0; i < raw.size();) {
     const auto b = static_cast<uint8_t>(raw[i]);
@@ -205,7 +206,7 @@ std::string PythonString(std::string_view escaped) {
     uint32_t cp = 0;
     const size_t n = Utf8At(raw, i, &cp);
     if (n > 0 && !Unprintable(cp)) {
-      out.append(raw, i, n);
+      out.append(raw.substr(i, n));
       i += n;
       continue;
     }
@@ -219,6 +220,12 @@ std::string PythonString(std::string_view escaped) {
   }
   return out + "'";
 }
+
+}  // namespace
+
+Shown ShellQuote(std::string_view raw) { return Shown::Escaped(ShellWord(raw)); }
+
+Shown PythonString(std::string_view raw) { return Shown::Escaped(PythonLiteral(raw)); }
 
 std::string GuardLines(std::string text) {
   for (size_t line = 0; line < text.size();) {

@@ -153,7 +153,8 @@ TEST(Junit, CaseNamesAreStableAcrossRuns) {
 }
 
 // Names are byte strings: what XML cannot hold (control characters, invalid UTF-8,
-// surrogates, U+FFFE) is written as \xNN; valid UTF-8 passes through.
+// surrogates, U+FFFE) is written as \xNN, a tab and a newline as \t and \n (as every
+// output escapes them); valid UTF-8 passes through.
 TEST(Junit, EscapesWhatXmlForbids) {
   v1::Timeline t;
   auto* p = t.add_processes();
@@ -163,8 +164,9 @@ TEST(Junit, EscapesWhatXmlForbids) {
   const std::string xml = render::Junit(t, v1::Report(), {});
   EXPECT_NE(xml.find("<testsuite name=\"/opt/a&quot;b\""), std::string::npos) << xml;
   EXPECT_NE(xml.find("<testcase name=\"x\\x01y\\x7f\\xff \\xed\\xa0\\x80 \\xef\\xbf\\xbe \xc3\xa9 "
-                     "&lt;&amp;&gt;&#9;&#10;\" classname=\"ldscope.a&quot;b\""),
-            std::string::npos) << xml;
+                     "&lt;&amp;&gt;\\t\\n\" classname=\"ldscope.a&quot;b\""),
+            std::string::npos)
+      << xml;
 }
 
 }  // namespace

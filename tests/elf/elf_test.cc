@@ -142,7 +142,7 @@ TEST(Elf, TraceFactsFromBytes) {
   EXPECT_EQ(facts.size(), 2u);
   const elf::FactsRecord* r = facts.ForPath("/lib/libx.so.1");
   ASSERT_NE(r, nullptr);
-  EXPECT_EQ(facts.ForPath("/odd/lib\\x01x.so"), r);  // by the escaped path, as the model names it
+  EXPECT_EQ(facts.ForPath("/odd/lib\x01x.so"), r);  // by the path's bytes, as the model names it
   EXPECT_EQ(facts.ForBuildId(std::string("\xab\xcd", 2)), r);
   EXPECT_EQ(std::make_tuple(r->size, r->mtime_ns, r->unreadable, r->machine),
             std::make_tuple(uint64_t{42}, int64_t{-5}, std::string(), uint32_t{62}));

@@ -329,7 +329,7 @@ TEST(TraceFile, IndexedEventsGiveTheTimelineOfDecodedOnes) {
   const v1::Timeline indexed = model::BuildTimeline(set);
   ASSERT_EQ(indexed.processes_size(), 2);
   EXPECT_EQ(indexed.problems_size(), 1);
-  EXPECT_EQ(indexed.processes(1).exe_after(), "/bin/y\\x02");
+  EXPECT_EQ(indexed.processes(1).exe_after(), "/bin/y\x02");  // the bytes
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(indexed, decoded))
       << indexed.DebugString() << "\n---\n" << decoded.DebugString();
   EXPECT_EQ(store::TraceFilesByStream(set), store::TraceFilesByStream(store::LoadTraces({path})));

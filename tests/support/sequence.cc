@@ -59,20 +59,20 @@ std::vector<std::string> Sequence(const std::vector<v1::Event>& events) {
 }
 
 void FillBytes(google::protobuf::Message* m, const std::string& value, const std::set<std::string>& keep,
-               std::vector<std::string>* filled, int depth) {
+               std::vector<std::string>* filled, int depth, google::protobuf::FieldDescriptor::Type type) {
   const auto* d = m->GetDescriptor();
   const auto* r = m->GetReflection();
   for (int i = 0; i < d->field_count(); ++i) {
     const auto* f = d->field(i);
     if (keep.count(f->full_name()) != 0) continue;
-    if (f->type() == google::protobuf::FieldDescriptor::TYPE_BYTES) {
+    if (f->type() == type) {
       if (f->is_repeated())
         r->AddString(m, f, value);
       else
         r->SetString(m, f, value);
       filled->push_back(f->full_name());
     } else if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE && !f->is_map() && depth < 3) {
-      FillBytes(f->is_repeated() ? r->AddMessage(m, f) : r->MutableMessage(m, f), value, keep, filled, depth + 1);
+      FillBytes(f->is_repeated() ? r->AddMessage(m, f) : r->MutableMessage(m, f), value, keep, filled, depth + 1, type);
     }
   }
 }

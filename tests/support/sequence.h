@@ -19,7 +19,8 @@ std::vector<std::string> Sequence(const std::vector<v1::Event>& events);
 // Fills every `bytes` field of m, and of one of each message it holds, with value, but
 // for the fields of keep (full names); appends the full names of those filled.
 void FillBytes(google::protobuf::Message* m, const std::string& value, const std::set<std::string>& keep,
-               std::vector<std::string>* filled, int depth = 0);
+               std::vector<std::string>* filled, int depth = 0,
+               google::protobuf::FieldDescriptor::Type type = google::protobuf::FieldDescriptor::TYPE_BYTES);
 // The bytes read from a field filled by FillBytes (the first element when repeated);
 // "(absent)" when there is none.
 std::string BytesOf(const google::protobuf::Message& m, const std::string& full_name);

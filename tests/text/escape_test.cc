@@ -11,6 +11,7 @@
 
 #include "support/test_support.h"
 #include "text/escape.h"
+#include "text/shown.h"
 #include "text/strings.h"
 
 namespace ldscope {
@@ -156,15 +157,15 @@ TEST(Escape, ShellQuoteRoundTripsThroughBash) {
   const std::vector<std::string> words = WithRandomWords(
       {"", "plain", "it's", "a b", "$HOME", "bad\xff", "\x1b[1m", "back\\slash", "x\\xff", "\xe2\x80\xae", "*"}, 7);
   std::string script = "printf '%s\\0'";
-  for (const auto& w : words) script += " " + text::ShellQuote(Escape(w));
+  for (const auto& w : words) script += " " + text::ShellQuote(w).str();
   std::string why;
   EXPECT_TRUE(PrintableUtf8(script, &why)) << why;
   const auto r = testing::RunCmd({"/bin/bash", "-c", script});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, NulTerminated(words));
-  EXPECT_EQ(text::ShellQuote("plain/path-1.2"), "plain/path-1.2");
-  EXPECT_EQ(text::ShellQuote("it's"), "'it'\\''s'");
-  EXPECT_EQ(text::ShellQuote("bad\\xff'"), "$'bad\\xff\\''");
+  EXPECT_EQ(text::ShellQuote("plain/path-1.2").str(), "plain/path-1.2");
+  EXPECT_EQ(text::ShellQuote("it's").str(), "'it'\\''s'");
+  EXPECT_EQ(text::ShellQuote("bad\xff'").str(), "$'bad\\xff\\''");
 }
 
 // Python reads PythonString's literals back, through os.fsencode, as the original bytes.
@@ -174,16 +175,31 @@ TEST(Escape, PythonStringRoundTripsThroughPython) {
                        "\xc2\x85", "caf\xc3\xa9", "\xf0\x9f\x98\x80", "\xed\xa0\x80", "\x7f\"q\""},
                       11);
   std::string script = "import os, sys; sys.stdout.buffer.write(b''.join(os.fsencode(x) + b'\\0' for x in [";
-  for (const auto& w : words) script += text::PythonString(Escape(w)) + ", ";
+  for (const auto& w : words) script += text::PythonString(w).str() + ", ";
   script += "]))";
   std::string why;
   EXPECT_TRUE(PrintableUtf8(script, &why)) << why;
   const auto r = testing::RunCmd({"/usr/bin/python3", "-c", script});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, NulTerminated(words));
-  EXPECT_EQ(text::PythonString("/opt/lib/libx.so.1"), "'/opt/lib/libx.so.1'");
-  EXPECT_EQ(text::PythonString("it's"), "'it\\'s'");
-  EXPECT_EQ(text::PythonString("bad\\xff"), "'bad\\udcff'");
+  EXPECT_EQ(text::PythonString("/opt/lib/libx.so.1").str(), "'/opt/lib/libx.so.1'");
+  EXPECT_EQ(text::PythonString("it's").str(), "'it\\'s'");
+  EXPECT_EQ(text::PythonString("bad\xff").str(), "'bad\\udcff'");
+}
+
+// Show escapes every byte string it is given, and puts text (Shown) in as it is: a byte
+// string reaches a finding's words escaped once, never twice.
+TEST(Escape, ShowEscapesBytesOnceAndKeepsText) {
+  const std::string raw = "dir\n\xff\\x";
+  EXPECT_EQ(text::ShowBytes(raw).str(), "dir\\n\\xff\\\\x");
+  EXPECT_EQ(text::Show("{} at {}", raw, 3).str(), "dir\\n\\xff\\\\x at 3");
+  const text::Shown quoted = text::ShellQuote(raw);
+  EXPECT_EQ(text::Show("run {}", quoted).str(), "run " + quoted.str());
+  const std::vector<std::string> list = {"a\tb", "c"};
+  EXPECT_EQ(text::Show("[{}]", fmt::join(list, ", ")).str(), "[a\\tb, c]");
+  EXPECT_EQ(text::Join(list, " + ").str(), "a\\tb + c");
+  const text::Shown literal = "a literal";
+  EXPECT_EQ((literal + text::ShowBytes(raw)).str(), "a literal" + text::Escape(raw));
 }
 
 TEST(Escape, GuardLines) {
