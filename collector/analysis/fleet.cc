@@ -30,10 +30,17 @@ namespace {
 // How many processes, hosts or fixes one finding names before it counts the rest.
 constexpr size_t kListed = 8;
 
+// The fields of a key, each ended by a NUL (which no path or argument holds).
+std::string Key(std::initializer_list<std::string_view> fields) {
+  std::string key;
+  for (std::string_view f : fields) (key += f) += '\0';
+  return key;
+}
+
 std::string ProgramKey(const v1::ProcessTimeline& p) {
   static const std::regex rank_like("(^|=)[0-9]+(?=$|[^0-9A-Za-z_.])");
-  std::string key = fmt::format("{}\n{}", p.exe(), p.argv_size() > 0 ? BaseName(p.argv(0)) : "");
-  for (int i = 1; i < p.argv_size(); ++i) key += "\n" + std::regex_replace(p.argv(i), rank_like, "$1#");
+  std::string key = Key({p.exe(), p.argv_size() > 0 ? BaseName(p.argv(0)) : ""});
+  for (int i = 1; i < p.argv_size(); ++i) key += Key({std::regex_replace(p.argv(i), rank_like, "$1#")});
   return key;
 }
 
@@ -53,11 +60,9 @@ std::string Listed(const std::vector<std::string>& items) {
 // The program as its key spells it: " arg1 arg2..." (argv with rank-like numbers as #).
 std::string KeyArguments(const std::string& key) {
   std::string argv;
-  for (size_t pos = key.find('\n', key.find('\n') + 1); pos != std::string::npos;) {
-    const size_t next = key.find('\n', pos + 1);
-    argv += " " + key.substr(pos + 1, next == std::string::npos ? std::string::npos : next - pos - 1);
-    pos = next;
-  }
+  size_t at = key.find('\0', key.find('\0') + 1);  // after exe and argv[0]
+  for (size_t end; at != std::string::npos && (end = key.find('\0', at + 1)) != std::string::npos; at = end)
+    argv += " " + key.substr(at + 1, end - at - 1);
   return argv;
 }
 
@@ -66,8 +71,8 @@ std::string KeyArguments(const std::string& key) {
 uint32_t Fleet::Intern(const std::string& s) { return strings_.Id(s); }
 
 uint32_t Fleet::InternChoice(Choice c) {
-  const std::string key = fmt::format("{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}", c.path, c.soname, c.identity, c.build_id,
-                                      c.version, c.loaded_by, c.found_by, c.preload);
+  const std::string key =
+      Key({c.path, c.soname, c.identity, c.build_id, c.version, c.loaded_by, c.found_by, c.preload ? "preload" : ""});
   auto [it, added] = choice_ids_.emplace(key, static_cast<uint32_t>(choices_.size()));
   if (added) choices_.push_back(std::move(c));
   return it->second;

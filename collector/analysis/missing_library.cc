@@ -116,7 +116,7 @@ void AddSearchDetails(Context& ctx, const ProcessIndex& pi, const Obj& requester
                                            BaseName(l.path), l.runpath, dlopen ? " and dlopen calls" : ""));
   const loader::Object r = pi.AsRequester(requester, ctx.files());
   if (!r.nodeflib && !ctx.cache_status().ok())
-    f->Detail("ld.so.cache", text::Show("unknown ({})", ctx.cache_status().error()));
+    f->Detail("ld.so.cache", text::Show("unknown ({})", text::Shown::Escaped(ctx.cache_status().error())));
   else if (!r.nodeflib && ctx.cache().Lookup(name).empty())
     f->Detail("ld.so.cache", text::Show("no entry for {}", name));
   const Reach why = WhyOutOfReach(ctx, pi, requester, name);

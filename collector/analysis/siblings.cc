@@ -40,11 +40,18 @@
 namespace ldscope::analysis {
 namespace {
 
+// The fields of a key, each ended by a NUL (which no path or argument holds).
+std::string Key(std::initializer_list<std::string_view> fields) {
+  std::string key;
+  for (std::string_view f : fields) (key += f) += '\0';
+  return key;
+}
+
 std::string ProgramKey(const v1::ProcessTimeline& p) {
   static const std::regex rank_like("(^|=)[0-9]+(?=$|[^0-9A-Za-z_.])");
-  std::string key = fmt::format("{}\n{}\n{}\n{}", p.pid_namespace(), p.ppid(), p.exe(),
-                                p.argv_size() > 0 ? BaseName(p.argv(0)) : "");
-  for (int i = 1; i < p.argv_size(); ++i) key += "\n" + std::regex_replace(p.argv(i), rank_like, "$1#");
+  std::string key = Key({std::to_string(p.pid_namespace()), std::to_string(p.ppid()), p.exe(),
+                         p.argv_size() > 0 ? BaseName(p.argv(0)) : ""});
+  for (int i = 1; i < p.argv_size(); ++i) key += Key({std::regex_replace(p.argv(i), rank_like, "$1#")});
   return key;
 }
 
@@ -107,7 +114,9 @@ std::string VoteKey(const Vote& v) {
     if (c != v.o) others.push_back(Identity(*c));
   std::sort(others.begin(), others.end());
   others.erase(std::unique(others.begin(), others.end()), others.end());
-  return fmt::format("{}\n{}", Identity(*v.o), fmt::join(others, "\n"));
+  std::string key = Key({Identity(*v.o)});
+  for (const auto& o : others) key += Key({o});
+  return key;
 }
 
 // The copies of odd that are none of ref's files, when odd's first copy is ref's: what it

@@ -59,26 +59,27 @@ std::string NameAt(std::string_view strtab, uint32_t off) {
 
 Result<SymtabLookup> FindLocalDefinitions(const std::string& path, const std::vector<std::string>& names, dev_t dev,
                                           ino_t ino) {
+  const std::string shown = text::Escape(path);  // errors are text
   const Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
-  if (fd.get() < 0) return Error{fmt::format("{}: {}", path, std::strerror(errno))};
+  if (fd.get() < 0) return Error{fmt::format("{}: {}", shown, std::strerror(errno))};
   struct stat st {};
-  if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return Error{fmt::format("{}: not a regular file", path)};
+  if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return Error{fmt::format("{}: not a regular file", shown)};
   if ((dev != 0 || ino != 0) && (st.st_dev != dev || st.st_ino != ino))
-    return Error{fmt::format("{}: not the file that was read before (another device or inode)", path)};
+    return Error{fmt::format("{}: not the file that was read before (another device or inode)", shown)};
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   std::string buf;
   Elf64_Ehdr eh;
-  if (!ReadAt(fd.get(), size, 0, sizeof eh, &buf)) return Error{fmt::format("{}: too short for ELF", path)};
+  if (!ReadAt(fd.get(), size, 0, sizeof eh, &buf)) return Error{fmt::format("{}: too short for ELF", shown)};
   std::memcpy(&eh, buf.data(), sizeof eh);
   if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
       eh.e_ident[EI_DATA] != ELFDATA2LSB)
-    return Error{fmt::format("{}: not a little-endian ELF64 file", path)};
+    return Error{fmt::format("{}: not a little-endian ELF64 file", shown)};
   SymtabLookup out;
   if (eh.e_shoff == 0 || eh.e_shnum == 0) return out;
-  if (eh.e_shentsize != sizeof(Elf64_Shdr)) return Error{fmt::format("{}: unexpected section header size", path)};
+  if (eh.e_shentsize != sizeof(Elf64_Shdr)) return Error{fmt::format("{}: unexpected section header size", shown)};
   std::string shdrs;
   if (!ReadAt(fd.get(), size, eh.e_shoff, uint64_t{eh.e_shnum} * sizeof(Elf64_Shdr), &shdrs))
-    return Error{fmt::format("{}: section headers outside the file", path)};
+    return Error{fmt::format("{}: section headers outside the file", shown)};
   auto section = [&](size_t i) {
     Elf64_Shdr sh;
     std::memcpy(&sh, shdrs.data() + i * sizeof sh, sizeof sh);
@@ -88,14 +89,14 @@ Result<SymtabLookup> FindLocalDefinitions(const std::string& path, const std::ve
     const Elf64_Shdr sym = section(i);
     if (sym.sh_type != SHT_SYMTAB) continue;
     if (sym.sh_entsize != sizeof(Elf64_Sym) || sym.sh_link >= eh.e_shnum)
-      return Error{fmt::format("{}: malformed .symtab", path)};
+      return Error{fmt::format("{}: malformed .symtab", shown)};
     const Elf64_Shdr str = section(sym.sh_link);
     if (sym.sh_size > kMaxSymtabBytes || str.sh_size > kMaxSymtabBytes)
-      return Error{fmt::format("{}: .symtab larger than {} MiB, not read", path, kMaxSymtabBytes >> 20)};
+      return Error{fmt::format("{}: .symtab larger than {} MiB, not read", shown, kMaxSymtabBytes >> 20)};
     std::string syms, strs;
     if (!ReadAt(fd.get(), size, sym.sh_offset, sym.sh_size, &syms) ||
         !ReadAt(fd.get(), size, str.sh_offset, str.sh_size, &strs))
-      return Error{fmt::format("{}: .symtab outside the file", path)};
+      return Error{fmt::format("{}: .symtab outside the file", shown)};
     out.has_symtab = true;
     const std::unordered_set<std::string> wanted(names.begin(), names.end());
     std::unordered_set<std::string> seen;

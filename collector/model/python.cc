@@ -13,12 +13,9 @@
 namespace ldscope::model {
 namespace {
 
-// A name as a Python str literal says it: its quotes escaped (a renderer escapes the rest).
-std::string Quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("\\'") : std::string(1, c);
-  return out + "'";
-}
+// The name the call passed, quoted as the call's text shows it: its bytes between quotes
+// (a renderer escapes them; a fix that is code quotes a name with text::PythonString).
+std::string Quote(const std::string& s) { return "'" + s + "'"; }
 
 v1::SourceLine Line(const v1::PyFrame& f) {
   v1::SourceLine l;
