@@ -43,7 +43,6 @@ class Shown {
     return *this;
   }
   friend Shown operator+(Shown a, const Shown& b) { return a += b; }
-  friend bool operator==(const Shown& a, const Shown& b) { return a.s_ == b.s_; }
 
  private:
   std::string s_;
@@ -103,19 +102,6 @@ template <class A0, class... A>
 Shown Show(fmt::format_string<show_detail::ArgT<A0>, show_detail::ArgT<A>...> f, A0&& a0, A&&... a) {
   return Shown::Escaped(
       fmt::format(f, show_detail::Arg(std::forward<A0>(a0)), show_detail::Arg(std::forward<A>(a))...));
-}
-
-// The items, each shown as Show shows one argument, with sep between them.
-template <class List>
-Shown Join(const List& items, const Shown& sep) {
-  Shown out;
-  bool first = true;
-  for (const auto& i : items) {
-    if (!first) out += sep;
-    first = false;
-    out += Show("{}", i);
-  }
-  return out;
 }
 
 }  // namespace ldscope::text

@@ -380,20 +380,20 @@ TEST(Owners, CommandsAreShellWords) {
   o.set_manager(v1::OwnerFacts::MANAGER_PIP);
   o.set_name("torch");
   o.set_version("2.5.1");
-  EXPECT_EQ(analysis::PinCommand(&o), "pip install torch==2.5.1");
-  EXPECT_EQ(analysis::ReinstallCommand(&o), "pip install --force-reinstall torch==2.5.1");
+  EXPECT_EQ(analysis::PinCommand(&o).str(), "pip install torch==2.5.1");
+  EXPECT_EQ(analysis::ReinstallCommand(&o).str(), "pip install --force-reinstall torch==2.5.1");
   o.set_name("x;touch p");
-  EXPECT_EQ(analysis::PinCommand(&o), "pip install 'x;touch p==2.5.1'");
+  EXPECT_EQ(analysis::PinCommand(&o).str(), "pip install 'x;touch p==2.5.1'");
   o.set_manager(v1::OwnerFacts::MANAGER_CONDA);
   o.set_name("numpy");
   o.set_version("1.26.4=py311");
   o.set_root("/opt/my env");
-  EXPECT_EQ(analysis::PinCommand(&o), "conda install -p '/opt/my env' numpy=1.26.4=py311");
+  EXPECT_EQ(analysis::PinCommand(&o).str(), "conda install -p '/opt/my env' numpy=1.26.4=py311");
   o.set_manager(v1::OwnerFacts::MANAGER_DPKG);
   o.set_name("libfoo1");
   o.set_arch("amd64");
   o.set_version("1.2-3");
-  EXPECT_EQ(analysis::ReinstallCommand(&o), "apt-get install --reinstall libfoo1:amd64=1.2-3");
+  EXPECT_EQ(analysis::ReinstallCommand(&o).str(), "apt-get install --reinstall libfoo1:amd64=1.2-3");
 }
 
 // A package manager's file is read only when it is a regular file, never past the size

@@ -28,14 +28,16 @@ std::string Streams(const std::string& s) {
   return std::regex_replace(s, std::regex("\"stream\": [0-9]+"), "\"stream\": 0");
 }
 
-// Two ranks of `dlprobe open libnccl.so.2` on one host, traced by `ldscope run` into
-// dir/HOST/t.ldscope; preload[i]: rank i's LD_PRELOAD ("" for none).
-void TraceHost(const std::string& dir, const std::string& host, int first_rank,
-               const std::vector<std::string>& preload) {
+// Ranks of `dlprobe open libnccl.so.2` on one host, traced by `ldscope run` into
+// dir/HOST/t.ldscope; preload[i]: rank i's LD_PRELOAD ("" for none); args[i], when
+// given: more of rank i's arguments (shell words).
+void TraceHost(const std::string& dir, const std::string& host, int first_rank, const std::vector<std::string>& preload,
+               const std::vector<std::string>& args = {}) {
   std::string script;
   for (size_t i = 0; i < preload.size(); ++i)
-    script += fmt::format("RANK={} LOCAL_RANK={} WORLD_SIZE=6 {}$0 open libnccl.so.2 & ", first_rank + i, i,
-                          preload[i].empty() ? "" : "LD_PRELOAD=" + preload[i] + " ");
+    script +=
+        fmt::format("RANK={} LOCAL_RANK={} WORLD_SIZE=6 {}$0 open libnccl.so.2 {}& ", first_rank + i, i,
+                    preload[i].empty() ? "" : "LD_PRELOAD=" + preload[i] + " ", i < args.size() ? args[i] + " " : "");
   script += "wait";
   ASSERT_EQ(mkdir((dir + "/" + host).c_str(), 0700), 0);
   const auto r = RunCmd({LDSCOPE_BIN, "run", "-q", "--no-report", "-o", dir + "/" + host + "/t.ldscope", "--",
@@ -162,34 +164,22 @@ TEST(Hosts, BadInputs) {
             "host's traces on its own\n");
 }
 
-// Arguments are bytes: one holding a newline is one argument, not two. Three children of
-// one shell (the first two load one NCCL, the third preloads another): the third is
-// another program when its argument is "mark<newline>FILE", a sibling that differs when
-// its arguments are "mark" "FILE". Across hosts, the same: one child per host.
+// Arguments are bytes: one holding a newline is one argument, not two. Three ranks on one
+// host (the first two load one NCCL, the third preloads another): the third is another
+// program when its argument is "mark<newline>FILE", a sibling that differs when its
+// arguments are "mark" "FILE". Across hosts, the same: one rank per host.
 TEST(Hosts, ArgumentsAreBytes) {
   const auto dir = testing::ScratchDir("hosts_argv_bytes");
   const std::string mark = dir + "/m", joined = "\"mark\n" + mark + "\"", apart = "mark " + mark;
-  // Each child: "[LD_PRELOAD=old ]$0 open libnccl.so.2 ARGS".
-  const auto trace = [&](const std::string& host, const std::vector<std::pair<bool, std::string>>& children) {
-    std::string script;
-    for (const auto& [old, args] : children)
-      script += (old ? "LD_PRELOAD=" + kOld + " " : std::string()) + "$0 open libnccl.so.2 " + args + "; ";
-    script += "true";
-    ASSERT_EQ(mkdir((dir + "/" + host).c_str(), 0700), 0);
-    const auto r = RunCmd({LDSCOPE_BIN, "run", "-q", "--no-report", "-o", dir + "/" + host + "/t.ldscope", "--",
-                           "/bin/sh", "-c", script, DLPROBE},
-                          {"LDSCOPE_HOST=" + host, "LD_LIBRARY_PATH=" + kSib + "/nccl/lib"});
-    ASSERT_EQ(r.code, 0) << r.err;
-  };
-  trace("joined", {{false, apart}, {false, apart}, {true, joined}});
-  trace("apart", {{false, apart}, {false, apart}, {true, apart}});
+  TraceHost(dir, "joined", 0, {"", "", kOld}, {apart, apart, joined});
+  TraceHost(dir, "apart", 0, {"", "", kOld}, {apart, apart, apart});
   const auto one = RunCmd({LDSCOPE_BIN, "report", dir + "/joined/"});
   EXPECT_EQ(one.out.find("sibling-mismatch"), std::string::npos) << one.out;
   const auto two = RunCmd({LDSCOPE_BIN, "report", dir + "/apart/"});
   EXPECT_NE(two.out.find("warning[sibling-mismatch]"), std::string::npos) << two.out;
-  trace("h1", {{true, joined}});
-  trace("h2", {{false, apart}});
-  trace("h3", {{true, apart}});
+  TraceHost(dir, "h1", 0, {kOld}, {joined});
+  TraceHost(dir, "h2", 1, {""}, {apart});
+  TraceHost(dir, "h3", 2, {kOld}, {apart});
   const auto other = RunCmd({LDSCOPE_BIN, "report", "--across-hosts-only", dir + "/h1/", dir + "/h2/"});
   EXPECT_EQ(other.out.find("host-mismatch"), std::string::npos) << other.out;
   const auto same = RunCmd({LDSCOPE_BIN, "report", "--across-hosts-only", dir + "/h2/", dir + "/h3/"});

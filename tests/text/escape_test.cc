@@ -197,7 +197,6 @@ TEST(Escape, ShowEscapesBytesOnceAndKeepsText) {
   EXPECT_EQ(text::Show("run {}", quoted).str(), "run " + quoted.str());
   const std::vector<std::string> list = {"a\tb", "c"};
   EXPECT_EQ(text::Show("[{}]", fmt::join(list, ", ")).str(), "[a\\tb, c]");
-  EXPECT_EQ(text::Join(list, " + ").str(), "a\\tb + c");
   const text::Shown literal = "a literal";
   EXPECT_EQ((literal + text::ShowBytes(raw)).str(), "a literal" + text::Escape(raw));
 }
