@@ -1,5 +1,4 @@
 // See context.h.
-#include "text/shown.h"
 #include "analysis/context.h"
 
 #include <elf.h>
@@ -19,6 +18,7 @@
 #include "render/python_text.h"
 #include "text/escape.h"
 #include "render/words.h"
+#include "text/shown.h"
 
 namespace ldscope::analysis {
 
@@ -161,6 +161,12 @@ bool AnyDefines(const std::vector<const elf::ElfInfo*>& scope, std::string_view 
   for (const elf::ElfInfo* e : scope)
     if (e->Defines(q)) return true;
   return false;
+}
+
+std::string FieldsKey(std::initializer_list<std::string_view> fields) {
+  std::string key;
+  for (std::string_view f : fields) (key += f) += '\0';
+  return key;
 }
 
 std::string NormalPath(const std::string& path) {

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <map>
 #include <memory>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -408,6 +409,9 @@ std::string Family(const std::string& soname_or_name);
 using text::BaseName;  // text/strings.h
 // /a/b/../c -> /a/c (lexically: symlinks are left alone, as the loader leaves them).
 std::string NormalPath(const std::string& path);
+// A key of several fields, each ended by a NUL (which no path, name or argument holds, as
+// a newline can): fields that differ never make one key.
+std::string FieldsKey(std::initializer_list<std::string_view> fields);
 
 // When l was loaded, for a finding's text: lead + "at +T ms" (T since the process image
 // started); "" in a snapshot of a running process, which sees what is loaded, not when it

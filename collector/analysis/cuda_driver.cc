@@ -150,9 +150,9 @@ class Pass {
       std::string kept = LdPreloadWithout(pi_, o.load->requested_name(), &dropped);
       if (!dropped) kept = LdPreloadWithout(pi_, NormalPath(o.path), &dropped);
       if (dropped)
-        f->Fix(v1::FIX_DROP_FROM_LD_PRELOAD, text::ShowBytes(std::move(text)), "LD_PRELOAD", kept);
+        f->Fix(v1::FIX_DROP_FROM_LD_PRELOAD, text::ShowBytes(text), "LD_PRELOAD", kept);
       else
-        f->Fix(v1::FIX_DROP_FROM_LD_PRELOAD, text::ShowBytes(std::move(text)));
+        f->Fix(v1::FIX_DROP_FROM_LD_PRELOAD, text::ShowBytes(text));
     } else if (step == v1::STEP_LD_LIBRARY_PATH) {
       DropFromLdLibraryPathFix(pi_, dir, fmt::format("remove {} from LD_LIBRARY_PATH{}", dir, instead), f);
     } else if (step == v1::STEP_RPATH || step == v1::STEP_RUNPATH) {

@@ -36,9 +36,9 @@ inline void DropFromLdLibraryPathFix(const ProcessIndex& pi, const std::string& 
   bool dropped = false;
   const std::string kept = LdLibraryPathWithout(pi, dir, &dropped);
   if (dropped)
-    f->Fix(v1::FIX_DROP_FROM_LD_LIBRARY_PATH, text::ShowBytes(std::move(text)), "LD_LIBRARY_PATH", kept);
+    f->Fix(v1::FIX_DROP_FROM_LD_LIBRARY_PATH, text::ShowBytes(text), "LD_LIBRARY_PATH", kept);
   else
-    f->Fix(v1::FIX_DROP_FROM_LD_LIBRARY_PATH, text::ShowBytes(std::move(text)));
+    f->Fix(v1::FIX_DROP_FROM_LD_LIBRARY_PATH, text::ShowBytes(text));
 }
 
 // The process's LD_PRELOAD without entry (ld.so splits it at ':' and ' '); *dropped

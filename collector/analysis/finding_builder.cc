@@ -1,5 +1,4 @@
 // See finding_builder.h.
-#include "text/shown.h"
 #include "analysis/finding_builder.h"
 
 #include <utility>

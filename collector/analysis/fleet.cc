@@ -9,7 +9,6 @@
 //   SLURM_PROCID, OMPI_COMM_WORLD_RANK), else the first host's; when three or more all
 //   differ there is no norm: nothing is reported. A disagreement is reported only when
 //   its processes run on two or more hosts (one host's ranks are the siblings pass's).
-#include "text/shown.h"
 #include "analysis/fleet.h"
 
 #include <algorithm>
@@ -23,6 +22,7 @@
 #include "analysis/analysis.h"
 #include "analysis/families.h"
 #include "render/words.h"
+#include "text/shown.h"
 
 namespace ldscope::analysis {
 namespace {
@@ -30,17 +30,10 @@ namespace {
 // How many processes, hosts or fixes one finding names before it counts the rest.
 constexpr size_t kListed = 8;
 
-// The fields of a key, each ended by a NUL (which no path or argument holds).
-std::string Key(std::initializer_list<std::string_view> fields) {
-  std::string key;
-  for (std::string_view f : fields) (key += f) += '\0';
-  return key;
-}
-
 std::string ProgramKey(const v1::ProcessTimeline& p) {
   static const std::regex rank_like("(^|=)[0-9]+(?=$|[^0-9A-Za-z_.])");
-  std::string key = Key({p.exe(), p.argv_size() > 0 ? BaseName(p.argv(0)) : ""});
-  for (int i = 1; i < p.argv_size(); ++i) key += Key({std::regex_replace(p.argv(i), rank_like, "$1#")});
+  std::string key = FieldsKey({p.exe(), p.argv_size() > 0 ? BaseName(p.argv(0)) : ""});
+  for (int i = 1; i < p.argv_size(); ++i) key += FieldsKey({std::regex_replace(p.argv(i), rank_like, "$1#")});
   return key;
 }
 
@@ -71,8 +64,8 @@ std::string KeyArguments(const std::string& key) {
 uint32_t Fleet::Intern(const std::string& s) { return strings_.Id(s); }
 
 uint32_t Fleet::InternChoice(Choice c) {
-  const std::string key =
-      Key({c.path, c.soname, c.identity, c.build_id, c.version, c.loaded_by, c.found_by, c.preload ? "preload" : ""});
+  const std::string key = FieldsKey(
+      {c.path, c.soname, c.identity, c.build_id, c.version, c.loaded_by, c.found_by, c.preload ? "preload" : ""});
   auto [it, added] = choice_ids_.emplace(key, static_cast<uint32_t>(choices_.size()));
   if (added) choices_.push_back(std::move(c));
   return it->second;

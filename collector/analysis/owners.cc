@@ -4,7 +4,6 @@
 // (one absolute path a line) and <admindir>/status (RFC 822 stanzas); pip's in
 // pip_owner.h. RPM's database is a format of rpm's own (sqlite, Berkeley DB or ndb, by
 // build and version): rpm itself is asked, as the user would ask it.
-#include "text/shown.h"
 #include "analysis/owners.h"
 
 #include <fcntl.h>
@@ -30,6 +29,7 @@
 
 #include "analysis/pip_owner.h"
 #include "text/escape.h"
+#include "text/shown.h"
 
 extern char** environ;
 

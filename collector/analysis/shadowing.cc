@@ -133,9 +133,9 @@ void SearchOrder(Context& ctx, const ProcessIndex& pi, v1::Report* out) {
     bool dropped = false;
     const std::string kept = LdLibraryPathWithout(pi, dir, &dropped);
     if (dropped)
-      f.Fix(v1::FIX_DROP_FROM_LD_LIBRARY_PATH, text::ShowBytes(std::move(text)), "LD_LIBRARY_PATH", kept);
+      f.Fix(v1::FIX_DROP_FROM_LD_LIBRARY_PATH, text::ShowBytes(text), "LD_LIBRARY_PATH", kept);
     else
-      f.Fix(v1::FIX_DROP_FROM_LD_LIBRARY_PATH, text::ShowBytes(std::move(text)));
+      f.Fix(v1::FIX_DROP_FROM_LD_LIBRARY_PATH, text::ShowBytes(text));
     std::move(f).AddTo(out);
   }
 }

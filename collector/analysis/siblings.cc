@@ -40,18 +40,11 @@
 namespace ldscope::analysis {
 namespace {
 
-// The fields of a key, each ended by a NUL (which no path or argument holds).
-std::string Key(std::initializer_list<std::string_view> fields) {
-  std::string key;
-  for (std::string_view f : fields) (key += f) += '\0';
-  return key;
-}
-
 std::string ProgramKey(const v1::ProcessTimeline& p) {
   static const std::regex rank_like("(^|=)[0-9]+(?=$|[^0-9A-Za-z_.])");
-  std::string key = Key({std::to_string(p.pid_namespace()), std::to_string(p.ppid()), p.exe(),
-                         p.argv_size() > 0 ? BaseName(p.argv(0)) : ""});
-  for (int i = 1; i < p.argv_size(); ++i) key += Key({std::regex_replace(p.argv(i), rank_like, "$1#")});
+  std::string key = FieldsKey({std::to_string(p.pid_namespace()), std::to_string(p.ppid()), p.exe(),
+                               p.argv_size() > 0 ? BaseName(p.argv(0)) : ""});
+  for (int i = 1; i < p.argv_size(); ++i) key += FieldsKey({std::regex_replace(p.argv(i), rank_like, "$1#")});
   return key;
 }
 
@@ -114,8 +107,8 @@ std::string VoteKey(const Vote& v) {
     if (c != v.o) others.push_back(Identity(*c));
   std::sort(others.begin(), others.end());
   others.erase(std::unique(others.begin(), others.end()), others.end());
-  std::string key = Key({Identity(*v.o)});
-  for (const auto& o : others) key += Key({o});
+  std::string key = FieldsKey({Identity(*v.o)});
+  for (const auto& o : others) key += FieldsKey({o});
   return key;
 }
 

@@ -232,22 +232,28 @@ class Writer {
 }  // namespace
 
 void EscapeByteFields(Message* m, std::initializer_list<std::string_view> text) {
-  const auto shown = [](const std::string& s) { return text::PlainAscii(s) ? s : text::Escape(s); };
+  const auto named = [&](const std::string& name) { return std::find(text.begin(), text.end(), name) != text.end(); };
+  if (named(m->GetDescriptor()->full_name())) return;
   const Reflection* r = m->GetReflection();
   std::vector<const FieldDescriptor*> fields;
   r->ListFields(*m, &fields);
+  std::string scratch;
   for (const FieldDescriptor* f : fields) {
-    const auto named = [&](const std::string& name) { return std::find(text.begin(), text.end(), name) != text.end(); };
-    if (named(f->full_name()) || named(f->containing_type()->full_name())) continue;
-    if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
-      if (!f->is_repeated()) EscapeByteFields(r->MutableMessage(m, f), text);
-      for (int k = 0; f->is_repeated() && k < r->FieldSize(*m, f); ++k)
-        EscapeByteFields(r->MutableRepeatedMessage(m, f, k), text);
-    } else if (f->type() == FieldDescriptor::TYPE_STRING && !f->is_repeated()) {
-      r->SetString(m, f, shown(r->GetString(*m, f)));
-    } else if (f->type() == FieldDescriptor::TYPE_STRING) {
-      for (int k = 0; k < r->FieldSize(*m, f); ++k)
-        r->SetRepeatedString(m, f, k, shown(r->GetRepeatedString(*m, f, k)));
+    if (named(f->full_name())) continue;
+    const int n = f->is_repeated() ? r->FieldSize(*m, f) : 1;
+    for (int k = 0; k < n; ++k) {
+      if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+        EscapeByteFields(f->is_repeated() ? r->MutableRepeatedMessage(m, f, k) : r->MutableMessage(m, f), text);
+        continue;
+      }
+      if (f->type() != FieldDescriptor::TYPE_STRING) continue;
+      const std::string& s =
+          f->is_repeated() ? r->GetRepeatedStringReference(*m, f, k, &scratch) : r->GetStringReference(*m, f, &scratch);
+      if (text::PlainAscii(s)) continue;  // its own escape: left as it is, not copied
+      if (f->is_repeated())
+        r->SetRepeatedString(m, f, k, text::Escape(s));
+      else
+        r->SetString(m, f, text::Escape(s));
     }
   }
 }
